@@ -1,0 +1,119 @@
+"""The backend interface and its registry.
+
+A backend answers one request at a time with `async generate(request) -> Reply`. Retries,
+concurrency, caching and resume live in the runner (`agl.inference`), not in backends, so a
+new backend is one small file: a class decorated with `@register("name")`.
+
+Failures are statuses, never values: a call that failed returns `Reply(status=FAILED,
+error=...)` or raises `BackendError` (retryable or not); it never returns made-up text.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agl.errors import AglError
+
+
+@dataclass(frozen=True)
+class Request:
+    """One call: a prompt, optionally with a clip's audio (judges send text only)."""
+
+    sample_id: str
+    prompt: str
+    audio_path: Path | None = None
+    audio_sha256: str | None = None
+    system: str | None = None
+
+
+class ReplyStatus(StrEnum):
+    OK = "ok"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: ReplyStatus
+    text: str | None = None
+    error: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    latency_s: float | None = None
+    # Local models: load/prefill/decode timings and tokens per second.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class BackendError(Exception):
+    """A failed call. `retryable` for 429/5xx/timeouts; `retry_after` in seconds if given."""
+
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class Backend:
+    """Base class. Subclasses set `name` through @register and implement `generate`."""
+
+    name: ClassVar[str] = ""
+    # Whether the same request always gets the same reply (greedy decoding, temperature 0,
+    # or a seeded baseline): only deterministic successful replies are cached.
+    deterministic: bool = False
+
+    def __init__(self, model: str, **settings: Any):
+        self.model = model
+        self.settings = settings
+
+    async def generate(self, request: Request) -> Reply:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release clients or models; the default has nothing to release."""
+
+
+_REGISTRY: dict[str, type[Backend]] = {}
+
+
+def register(name: str):
+    """Class decorator: make a backend available under `name`. Duplicate names are refused."""
+
+    def deco(cls: type[Backend]) -> type[Backend]:
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise ValueError(f"backend name '{name}' is already registered by {_REGISTRY[name]}")
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+def _load_all() -> None:
+    import agl.backends as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name not in ("base",) and not info.name.startswith("_"):
+            importlib.import_module(f"agl.backends.{info.name}")
+
+
+def available_backends() -> list[str]:
+    _load_all()
+    return sorted(_REGISTRY)
+
+
+def get_backend(name: str) -> type[Backend]:
+    """The backend class registered under `name`, or an AglError that suggests names."""
+    if name not in _REGISTRY:
+        _load_all()
+    if name not in _REGISTRY:
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise AglError(
+            f"unknown backend '{name}'; {hint}known backends: {', '.join(sorted(_REGISTRY))}"
+        )
+    return _REGISTRY[name]

@@ -1,0 +1,51 @@
+"""The `agl` command line.
+
+Each subcommand lives in `agl.commands.<name>` and exposes `register(subparsers)`;
+the modules are discovered here, so adding a command never edits this file.
+Command modules import nothing heavy at module level, so `agl --help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from agl import __version__
+from agl.errors import AglError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import agl.commands as commands
+
+    parser = argparse.ArgumentParser(
+        prog="agl", description="AGL1K audio geo-localization benchmark: data, inference, metrics."
+    )
+    parser.add_argument("--version", action="version", version=f"agl {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        importlib.import_module(f"agl.commands.{info.name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except AglError as exc:
+        print(f"agl {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"agl {args.command}: interrupted; rerun the same command to resume.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

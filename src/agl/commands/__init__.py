@@ -1,0 +1,1 @@
+"""Subcommands of `agl`: one module each, with `register(subparsers)`; discovered by agl.cli."""

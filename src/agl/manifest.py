@@ -1,0 +1,214 @@
+"""The benchmark manifest: one row per clip, with its true place and sound categories.
+
+The published AGL1K manifest has a known defect: its header has 19 names for 20 fields,
+because `channel_environment_and_background` stands for two columns, `channel` and
+`environment_and_background`. A plain `pandas.read_csv` silently shifts every column by one.
+`load_manifest` detects exactly this defect, repairs it with one warning, and refuses every
+other shape mismatch with an error naming the row and field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from agl.errors import AglError
+
+CATEGORY_COLUMNS: tuple[str, ...] = (
+    "human_sounds",
+    "animal",
+    "music",
+    "natural_sounds",
+    "channel",
+    "environment_and_background",
+    "sounds_of_things",
+    "source_ambiguous_sounds",
+)
+MERGED_CATEGORY = "channel_environment_and_background"
+REQUIRED_COLUMNS: tuple[str, ...] = (
+    "key",
+    "longitude",
+    "latitude",
+    "mp3name",
+    "mp3seconds",
+    "city",
+    "country",
+    "continent",
+    *CATEGORY_COLUMNS,
+)
+# The full AGL1K column order, used when this project writes a manifest (crawl, demo set).
+COLUMNS: tuple[str, ...] = (
+    "key",
+    "short_key",
+    "longitude",
+    "latitude",
+    "altitude",
+    "description",
+    "title",
+    "mp3name",
+    "mp3seconds",
+    "city",
+    "country",
+    "continent",
+    *CATEGORY_COLUMNS,
+)
+_PLAIN_NAME = re.compile(r"^[^/\\\x00]+$")
+
+
+class ManifestWarning(UserWarning):
+    """A defect of the input that was repaired; the message says what."""
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One recording of the manifest."""
+
+    key: str
+    mp3name: str
+    latitude: float
+    longitude: float
+    seconds: float
+    city: str
+    country: str
+    continent: str
+
+    @property
+    def relpath(self) -> str:
+        """Where the clip lives under an audio root: the Internet Archive's layout."""
+        return f"{self.key}/{self.mp3name}"
+
+
+def is_plain_name(name: str) -> bool:
+    """True for a single path component: no separators, no `..`, not empty."""
+    return bool(name) and name not in (".", "..") and bool(_PLAIN_NAME.match(name)) and (
+        ".." not in name.split("/")
+    )
+
+
+def load_manifest(path: str | Path) -> pd.DataFrame:
+    """Load and validate a manifest CSV into a DataFrame indexed 0..n-1.
+
+    Numeric columns are floats; text columns are strings ('' where empty).
+    Raises AglError naming the row (1-based data row) and field on any defect.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise AglError(f"{path}: manifest not found; pass --manifest with an existing CSV") from None
+    except UnicodeDecodeError as exc:
+        raise AglError(f"{path}: not UTF-8 text ({exc.reason}); save the manifest as UTF-8") from None
+    return parse_manifest(text, source=str(path))
+
+
+def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    if not rows:
+        raise AglError(f"{source}: empty file; a manifest needs a header and rows")
+    header = [h.strip() for h in rows[0]]
+    body = [r for r in rows[1:] if r]  # a trailing blank line is not a row
+    if not body:
+        raise AglError(f"{source}: no data rows under the header")
+    header = _repair_header(header, body, source)
+    for i, row in enumerate(body, start=1):
+        if len(row) != len(header):
+            raise AglError(
+                f"{source}: row {i}: {len(row)} fields but the header names {len(header)}; "
+                "fix the quoting or the number of commas in that row"
+            )
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    if dupes:
+        raise AglError(f"{source}: header names {', '.join(dupes)} more than once")
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise AglError(f"{source}: missing required column(s) {', '.join(missing)}")
+    frame = pd.DataFrame(body, columns=header, dtype=str)
+    _validate(frame, source)
+    return frame
+
+
+def _repair_header(header: list[str], body: list[list[str]], source: str) -> list[str]:
+    """Split the merged category name when, and only when, every row has one field more."""
+    if MERGED_CATEGORY in header and all(len(r) == len(header) + 1 for r in body):
+        i = header.index(MERGED_CATEGORY)
+        warnings.warn(
+            f"{source}: header has {len(header)} names for {len(header) + 1} fields; "
+            f"split '{MERGED_CATEGORY}' into 'channel' and 'environment_and_background'",
+            ManifestWarning,
+            stacklevel=3,
+        )
+        return header[:i] + ["channel", "environment_and_background"] + header[i + 1 :]
+    return header
+
+
+def _validate(frame: pd.DataFrame, source: str) -> None:
+    def fail(i: int, field: str, what: str) -> None:
+        key = frame.at[i, "key"] if field != "key" else ""
+        where = f"row {i + 1}" + (f" (key {key})" if key else "")
+        raise AglError(f"{source}: {where} field '{field}': {what}")
+
+    numeric = {
+        "latitude": (-90.0, 90.0),
+        "longitude": (-180.0, 180.0),
+        "mp3seconds": (0.0, float("inf")),
+        **{c: (0.0, 1.0) for c in CATEGORY_COLUMNS},
+    }
+    for col, (lo, hi) in numeric.items():
+        values = pd.to_numeric(frame[col].str.strip(), errors="coerce")
+        for i in values.index[values.isna()]:
+            fail(int(i), col, f"'{frame.at[i, col]}' is not a number")
+        for i in values.index[(values < lo) | (values > hi)]:
+            fail(int(i), col, f"{values[i]} is outside [{lo}, {hi}]")
+        frame[col] = values.astype(float)
+    for col in ("key", "mp3name"):
+        for i, name in frame[col].items():
+            if not is_plain_name(name.strip()) or name != name.strip():
+                fail(int(i), col, f"'{name}' is not a plain file name (no '/', '\\', '..')")
+    dup = frame["key"].duplicated(keep="first")
+    if dup.any():
+        i = int(dup.idxmax())
+        first = int(frame.index[frame["key"] == frame.at[i, "key"]][0])
+        fail(i, "key", f"duplicate key, first seen in row {first + 1}")
+    for col in ("city", "country", "continent"):
+        frame[col] = frame[col].fillna("").str.strip()
+
+
+def clips(frame: pd.DataFrame) -> list[Clip]:
+    """The manifest as Clip records, in manifest order."""
+    return [
+        Clip(
+            key=r.key,
+            mp3name=r.mp3name,
+            latitude=float(r.latitude),
+            longitude=float(r.longitude),
+            seconds=float(r.mp3seconds),
+            city=r.city,
+            country=r.country,
+            continent=r.continent,
+        )
+        for r in frame.itertuples(index=False)
+    ]
+
+
+def write_manifest(frame: pd.DataFrame, path: str | Path) -> None:
+    """Write a manifest with the full AGL1K column layout (20 names for 20 fields)."""
+    out = frame.reindex(columns=list(COLUMNS)).fillna("")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    out.to_csv(path, index=False)
+
+
+def content_hash(path: str | Path) -> str:
+    """SHA-256 of a file's bytes: the data version recorded with every run."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,168 @@
+"""The predictions format: one JSON Lines file per model run, one object per clip.
+
+A failure and a refusal are statuses, never values: a prediction that has no coordinate
+carries `latitude: null`, never 0,0. Each record is appended, flushed and fsync'd as soon as
+it exists, so an interrupted run loses at most the line being written; the reader ignores a
+torn last line and keeps the newest record per clip, so a rerun that retries a failure wins.
+
+Record fields:
+  sample_id       the manifest key
+  status          ok | partial | refused | unparseable | failed
+  latitude, longitude, city, country, continent, confidence   (null where not given)
+  reasoning, raw_reply
+  refused         the model declined (in words, or by "Unknown" fields)
+  error           why the call or the parse failed (null when it did not)
+  missing         the fields the reply did not give usably (for status partial)
+  original        for imported files: the authors' five predicted fields verbatim, so the
+                  `paper` protocol scores them exactly as the authors did
+  meta            backend, model, latency_s, input_tokens, output_tokens, cost_usd, ...
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field, fields, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from agl.errors import AglError
+
+PLACE_FIELDS = ("latitude", "longitude", "city", "country", "continent")
+
+
+class Status(StrEnum):
+    OK = "ok"  # every place field parsed
+    PARTIAL = "partial"  # some fields parsed; `missing` names the rest
+    REFUSED = "refused"  # the model declined to answer
+    UNPARSEABLE = "unparseable"  # a reply came back but no prediction could be read from it
+    FAILED = "failed"  # no reply: the call failed (network, quota, timeout, server error)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    sample_id: str
+    status: Status
+    latitude: float | None = None
+    longitude: float | None = None
+    city: str | None = None
+    country: str | None = None
+    continent: str | None = None
+    confidence: float | None = None
+    reasoning: str | None = None
+    raw_reply: str | None = None
+    refused: bool = False
+    error: str | None = None
+    missing: tuple[str, ...] = ()
+    original: dict[str, Any] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def has_coordinates(self) -> bool:
+        return self.latitude is not None and self.longitude is not None
+
+    @property
+    def finished(self) -> bool:
+        """A finished clip is not requested again on resume; a failed one is retried."""
+        return self.status is not Status.FAILED
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["status"] = self.status.value
+        d["missing"] = list(self.missing)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Prediction:
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["status"] = Status(d["status"])
+        kw["missing"] = tuple(d.get("missing") or ())
+        kw["meta"] = dict(d.get("meta") or {})
+        return cls(**kw)
+
+    def with_meta(self, **meta: Any) -> Prediction:
+        return replace(self, meta={**self.meta, **meta})
+
+
+def failed(sample_id: str, error: str, **meta: Any) -> Prediction:
+    return Prediction(sample_id=sample_id, status=Status.FAILED, error=error, meta=meta)
+
+
+class PredictionWriter:
+    """Appends records durably: each line is flushed and fsync'd before `write` returns."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _drop_torn_tail(self.path)
+        self._fh = open(self.path, "a", encoding="utf-8")
+
+    def write(self, prediction: Prediction) -> None:
+        self._fh.write(json.dumps(prediction.to_json(), ensure_ascii=False) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> PredictionWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line that a killed writer left without its newline, so appends stay valid."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as fh:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return
+        data = path.read_bytes()
+        fh.truncate(data.rfind(b"\n") + 1)
+
+
+def iter_records(path: str | Path) -> Iterator[Prediction]:
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    except FileNotFoundError:
+        raise AglError(f"{path}: predictions file not found") from None
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            yield Prediction.from_json(record)
+        except (json.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
+            if n == len(lines) and not line.endswith("\n"):
+                warnings.warn(f"{path}: ignored a torn last line (interrupted write)", stacklevel=2)
+                return
+            raise AglError(f"{path}: line {n}: not a prediction record ({exc})") from None
+
+
+def read_predictions(path: str | Path) -> dict[str, Prediction]:
+    """The newest record per clip, in first-seen order."""
+    latest: dict[str, Prediction] = {}
+    for p in iter_records(path):
+        latest[p.sample_id] = p
+    return latest
+
+
+def write_predictions(path: str | Path, predictions: Iterable[Prediction]) -> None:
+    """Write a complete file atomically (used by import and baselines)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for p in predictions:
+            fh.write(json.dumps(p.to_json(), ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

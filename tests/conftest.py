@@ -1,0 +1,55 @@
+"""Shared fixtures. `../shared` (test and reference data) is found relative to the repo.
+
+Where it is absent (a user's clone) tests that need it skip with a clear reason; in CI
+(`AGL_REQUIRE_SHARED=1`, set by .ci/run) its absence is a failure instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _shared_path(rel: str) -> Path:
+    path = SHARED / rel
+    if not path.exists():
+        msg = f"{path} not found: ../shared (test data) must sit beside the checkout"
+        if os.environ.get("AGL_REQUIRE_SHARED"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared():
+    """A function: shared('data/agl1k/...') -> Path, skipping (or failing in CI) if absent."""
+    return _shared_path
+
+
+@pytest.fixture(scope="session")
+def agl1k_manifest() -> Path:
+    return _shared_path("data/agl1k/geoLocalization_schema.csv")
+
+
+@pytest.fixture(scope="session")
+def qwen_published() -> Path:
+    return _shared_path("data/agl1k/published/qwen25-omni/seed_42_progress_fixed.json")
+
+
+@pytest.fixture(scope="session")
+def archive_dir() -> Path:
+    return _shared_path("data/agl1k/archive")
+
+
+@pytest.fixture(scope="session")
+def real_mp3s(archive_dir) -> list[Path]:
+    return sorted(archive_dir.glob("*/*.mp3"))
