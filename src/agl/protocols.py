@@ -1,0 +1,362 @@
+"""Scoring protocols: turn (manifest, predictions) into a per-clip score table.
+
+`paper` reproduces the authors' released analysis exactly (see ../shared/README.md):
+  * rows: the clips that have a prediction; clips whose eight category columns are all 0
+    are dropped, as the authors' filter does (none in AGL1K; the count is reported);
+  * each of the five predicted fields is read as the authors' pipeline wrote it (the
+    `original` strings of an imported file; for this project's runs a missing field is
+    written "Unknown", which is what the authors' pipeline wrote for failures);
+  * a refused coordinate (NaN, '', 0, 0.0, -1, null, none, n/a, na, unknown, unable, cannot)
+    scores 10,000 km; a coordinate that is present but not a number, or a latitude outside
+    [-90, 90], is excluded from the distance metrics (the authors' geodesic raised and they
+    averaged with NaN skipped); a longitude outside [-180, 180] is wrapped, as geopy does;
+  * accuracies compare lower-cased strings after the authors' country/continent name
+    normalisation, over the rows where both sides are present after normalisation;
+  * reject rate: any of the five fields is a refusal; thresholds are strict `<` over the
+    scored distances; a clip "has speech" when `human_sounds >= 0.1`.
+
+`strict` scores every clip of the manifest and lets nothing out of the denominator:
+  * a clip without a prediction, a failure, an unparseable reply or a refusal is wrong at
+    every level and its distance is `strict_refusal_km` (default: the longest geodesic on
+    Earth, 20,003.93 km, so a refusal can never beat a guess);
+  * countries are compared as ISO 3166 alpha-3 codes (country_converter), Taiwan mapped to
+    China on both sides as the dataset itself labels it;
+  * the true continent comes from the manifest, or from the country where it is empty
+    (AGL1K's six Vatican City rows); continents are compared by name after trimming,
+    case-folding, dropping "the" and mapping Australia to Oceania; a hedge ("Europe or
+    Asia") is wrong;
+  * cities are compared case-folded with accents removed.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from agl.errors import AglError
+from agl.geo import EARTH_MAX_KM, geodesic_km
+from agl.manifest import CATEGORY_COLUMNS
+
+PAPER_REFUSAL_KM = 10_000.0
+PAPER_REFUSALS = frozenset(
+    ["0", "-1", "", "null", "none", "n/a", "na", "unknown", "unable", "cannot", "0.0"]
+)
+SPEECH_THRESHOLD = 0.1
+SCORE_COLUMNS = (
+    "sample_id", "status", *CATEGORY_COLUMNS, "has_speech", "true_lat", "true_lon",
+    "pred_lat", "pred_lon", "distance_km", "city_correct", "country_correct",
+    "continent_correct", "refused", "failed", "true_city", "true_country", "true_continent",
+    "pred_city", "pred_country", "pred_continent", "confidence",
+)
+FAILED_STATUSES = ("failed", "unparseable", "missing")
+
+# --- the authors' name normalisation, re-expressed as data ----------------------------------
+# canonical name -> variants (lower case, after removing ',', '.', ';' and a leading "the ").
+_PAPER_COUNTRY_VARIANTS: dict[str, tuple[str, ...]] = {
+    "United States": ("usa", "us", "united states", "united states of america", "america"),
+    "United Kingdom": ("united kingdom", "uk", "great britain", "britain", "england"),
+    "Netherlands": ("netherlands", "holland"),
+    "Czechia": ("czechia", "czech republic", "czech"),
+    "Turkey": ("turkey", "türkiye", "turkiye"),
+    "Russia": ("russia", "russian federation"),
+    "South Korea": ("south korea", "korea", "republic of korea", "s korea"),
+    "North Korea": ("north korea", "democratic people's republic of korea", "dprk", "n korea"),
+    "China": ("china", "people's republic of china", "prc", "mainland china"),
+    "Japan": ("japan", "nippon"),
+    "Germany": ("germany", "deutschland", "federal republic of germany"),
+    "France": ("france", "french republic"),
+    "Italy": ("italy", "italia"),
+    "Spain": ("spain", "españa", "espana"),
+    "Brazil": ("brazil", "brasil"),
+    "Mexico": ("mexico", "méxico"),
+    "India": ("india", "bharat"),
+    "Peru": ("peru", "perú"),
+    "Greece": ("greece", "hellas"),
+    "Switzerland": ("switzerland", "suisse", "schweiz"),
+    "Austria": ("austria", "österreich", "osterreich"),
+    "Sweden": ("sweden", "sverige"),
+    "Norway": ("norway", "norge"),
+    "Denmark": ("denmark", "danmark"),
+    "Finland": ("finland", "suomi"),
+    "Poland": ("poland", "polska"),
+    "Hungary": ("hungary", "magyarország", "magyarorszag"),
+    "Romania": ("romania", "românia"),
+    "Belarus": ("belarus", "belorussia"),
+    "Iran": ("iran", "islamic republic of iran"),
+    "Egypt": ("egypt", "arab republic of egypt"),
+    "Thailand": ("thailand", "siam"),
+    "Vietnam": ("vietnam", "viet nam"),
+    "Ireland": ("ireland", "éire", "eire"),
+    "Luxembourg": ("luxembourg", "luxemburg"),
+}
+_PAPER_COUNTRY = {v: k for k, vs in _PAPER_COUNTRY_VARIANTS.items() for v in vs}
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value))
+
+
+@lru_cache(maxsize=100_000)
+def paper_country(name: str | None) -> str | None:
+    """The authors' country normalisation (reproduced for exact scores)."""
+    if _missing(name) or str(name).strip() == "":
+        return None
+    s = str(name).strip()
+    low = s.lower()
+    if "taiwan" in low:
+        return "China"
+    if low.startswith("the "):
+        low = low[4:].strip()
+    key = low.replace(",", "").replace(".", "").replace(";", "").strip()
+    if key in _PAPER_COUNTRY:
+        return _PAPER_COUNTRY[key]
+    if s.lower().startswith("the "):
+        return "The " + s[4:].strip().title()
+    return s.title()
+
+
+@lru_cache(maxsize=10_000)
+def paper_continent(name: str | None) -> str | None:
+    """The authors' continent normalisation (a leading "the" is, as in theirs, not removed)."""
+    if _missing(name) or str(name).strip() == "":
+        return None
+    s = str(name).strip()
+    if "arctic" in s.lower():
+        return "Antarctica"
+    out = s.lower().title()
+    return "Oceania" if out == "Australia" else out
+
+
+def _paper_refusal(values: pd.Series) -> np.ndarray:
+    as_text = values.map(lambda v: "" if _missing(v) else str(v).strip().lower())
+    return (values.isna() | as_text.isin(PAPER_REFUSALS)).to_numpy()
+
+
+def _map_unique(series: pd.Series, fn: Callable) -> pd.Series:
+    uniques = pd.unique(series.astype(object))
+    table = {u: fn(None if _missing(u) else u) for u in uniques}
+    return series.astype(object).map(table)
+
+
+# --- joining --------------------------------------------------------------------------------
+
+
+def _join(manifest: pd.DataFrame, preds: pd.DataFrame, how: str) -> pd.DataFrame:
+    unknown = ~preds["sample_id"].isin(manifest["key"])
+    if unknown.any():
+        ids = preds.loc[unknown, "sample_id"].head(3).tolist()
+        raise AglError(
+            f"{int(unknown.sum())} prediction(s) name clips not in the manifest "
+            f"(e.g. {', '.join(map(str, ids))}); evaluate against the manifest they were run on"
+        )
+    m = manifest[["key", "latitude", "longitude", "city", "country", "continent",
+                  *CATEGORY_COLUMNS]]
+    m = m.rename(columns={"key": "sample_id", "latitude": "true_lat", "longitude": "true_lon",
+                          "city": "true_city", "country": "true_country",
+                          "continent": "true_continent"})
+    p = preds.rename(columns={"latitude": "pred_lat", "longitude": "pred_lon",
+                              "city": "pred_city", "country": "pred_country",
+                              "continent": "pred_continent"})
+    if how == "left_manifest":
+        joined = m.merge(p, on="sample_id", how="left")
+        joined["status"] = joined["status"].fillna("missing")
+        joined["refused"] = joined["refused"].astype("boolean").fillna(False).astype(bool)
+    else:
+        joined = p.merge(m, on="sample_id", how="left")
+    joined["has_speech"] = joined["human_sounds"] >= SPEECH_THRESHOLD
+    return joined
+
+
+# --- paper -----------------------------------------------------------------------------------
+
+
+def _paper_view(frame: pd.DataFrame, field: str, ours: str) -> pd.Series:
+    """The field as the authors' pipeline would have written it."""
+    orig_key = f"predicted_{field}"
+    original = frame["original"].map(
+        lambda o: o.get(orig_key) if isinstance(o, dict) else _NO_ORIGINAL
+    )
+    own = frame[ours].astype(object).where(frame[ours].notna(), "Unknown")
+    return original.where(original.map(lambda v: v is not _NO_ORIGINAL), own)
+
+
+_NO_ORIGINAL = object()
+
+
+def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    joined = _join(manifest, preds, how="inner")
+    tagged = (joined[list(CATEGORY_COLUMNS)] != 0).any(axis=1)
+    notes = {"protocol": "paper", "n_untagged_dropped": int((~tagged).sum())}
+    f = joined[tagged].reset_index(drop=True)
+    has_original = f["original"].map(lambda o: isinstance(o, dict)).to_numpy()
+    if has_original.any():
+        lat_v, lon_v = _paper_view(f, "latitude", "pred_lat"), _paper_view(f, "longitude", "pred_lon")
+        city_v, country_v = _paper_view(f, "city", "pred_city"), _paper_view(f, "country", "pred_country")
+        cont_v = _paper_view(f, "continent", "pred_continent")
+    else:  # fast path: this project's own predictions
+        lat_v = f["pred_lat"].astype(object).where(f["pred_lat"].notna(), "Unknown")
+        lon_v = f["pred_lon"].astype(object).where(f["pred_lon"].notna(), "Unknown")
+        city_v = f["pred_city"].astype(object).where(f["pred_city"].notna(), "Unknown")
+        country_v = f["pred_country"].astype(object).where(f["pred_country"].notna(), "Unknown")
+        cont_v = f["pred_continent"].astype(object).where(f["pred_continent"].notna(), "Unknown")
+    ref_lat, ref_lon = _paper_refusal(lat_v), _paper_refusal(lon_v)
+    lat = pd.to_numeric(lat_v.where(~ref_lat), errors="coerce").to_numpy(dtype=float)
+    lon = pd.to_numeric(lon_v.where(~ref_lon), errors="coerce").to_numpy(dtype=float)
+    lat = np.where(np.abs(lat) <= 90, lat, np.nan)
+    lon = np.where(np.isfinite(lon), (lon + 180.0) % 360.0 - 180.0, np.nan)
+    lon = np.where(np.isfinite(lon) & (lon == -180.0) & (lon_v.map(_is_pos180).to_numpy()),
+                   180.0, lon)
+    dist = geodesic_km(f["true_lat"], f["true_lon"], lat, lon)
+    dist = np.where(ref_lat | ref_lon, PAPER_REFUSAL_KM, dist)
+    refused = ref_lat | ref_lon | _paper_refusal(city_v) | _paper_refusal(country_v) | _paper_refusal(cont_v)
+
+    def correct(true: pd.Series, pred: pd.Series) -> np.ndarray:
+        ok = true.notna() & pred.notna()
+        eq = true.where(ok, "").astype(str).str.lower() == pred.where(ok, "").astype(str).str.lower()
+        return np.where(ok, eq.astype(float), np.nan)
+
+    out = f.assign(
+        pred_lat=lat, pred_lon=lon, distance_km=dist, refused=refused,
+        failed=f["status"].isin(FAILED_STATUSES).to_numpy(),
+        pred_city=city_v, pred_country=_map_unique(country_v, paper_country),
+        pred_continent=_map_unique(cont_v, paper_continent),
+        true_country=_map_unique(f["true_country"], paper_country),
+        true_continent=_map_unique(f["true_continent"], paper_continent),
+    )
+    out["city_correct"] = correct(out["true_city"], out["pred_city"])
+    out["country_correct"] = correct(out["true_country"], out["pred_country"])
+    out["continent_correct"] = correct(out["true_continent"], out["pred_continent"])
+    return out[list(SCORE_COLUMNS)], notes
+
+
+def _is_pos180(v) -> bool:
+    try:
+        return float(v) == 180.0
+    except (TypeError, ValueError):
+        return False
+
+
+# --- strict ----------------------------------------------------------------------------------
+
+
+_ISO3_CACHE: dict[str, str | None] = {}
+_CONTINENT_CACHE: dict[str, str | None] = {}
+
+
+def _converter():
+    import logging
+
+    import country_converter as coco
+
+    logging.getLogger("country_converter").setLevel(logging.ERROR)
+    global _COCO
+    if _COCO is None:
+        _COCO = coco.CountryConverter()
+    return _COCO
+
+
+_COCO = None
+
+
+def iso3_many(names) -> dict[str, str | None]:
+    """ISO 3166 alpha-3 codes of country names (None if unknown); Taiwan counts as China.
+
+    One batched country_converter call for the names not seen before: converting name by
+    name is ~100x slower.
+    """
+    todo = sorted({str(n).strip() for n in names if not _missing(n) and str(n).strip()}
+                  - set(_ISO3_CACHE))
+    if todo:
+        codes = _converter().convert(todo, to="ISO3", not_found=None)
+        codes = codes if isinstance(codes, list) and len(todo) > 1 else [codes]
+        for name, code in zip(todo, codes, strict=True):
+            code = None if isinstance(code, list) else code  # ambiguous: several countries
+            _ISO3_CACHE[name] = "CHN" if code == "TWN" else code
+    return _ISO3_CACHE
+
+
+def iso3(name: str | None) -> str | None:
+    if _missing(name) or not str(name).strip():
+        return None
+    return iso3_many([name]).get(str(name).strip())
+
+
+def continent_of_iso3(code: str | None) -> str | None:
+    if not code:
+        return None
+    if code not in _CONTINENT_CACHE:
+        cont = _converter().convert(code, src="ISO3", to="continent_7", not_found=None)
+        _CONTINENT_CACHE[code] = (
+            None if not isinstance(cont, str) or cont == "Antarctica" else cont
+        )
+    return _CONTINENT_CACHE[code]
+
+
+def _iso3_series(series: pd.Series) -> pd.Series:
+    table = iso3_many(pd.unique(series.astype(object)))
+    return series.astype(object).map(
+        lambda n: None if _missing(n) or not str(n).strip() else table.get(str(n).strip())
+    )
+
+
+@lru_cache(maxsize=10_000)
+def strict_continent(name: str | None) -> str | None:
+    if _missing(name) or not str(name).strip():
+        return None
+    s = " ".join(str(name).strip().casefold().split())
+    if s.startswith("the "):
+        s = s[4:]
+    s = {"australia": "oceania", "australasia": "oceania"}.get(s, s)
+    return s.title()
+
+
+@lru_cache(maxsize=100_000)
+def fold_city(name: str | None) -> str | None:
+    if _missing(name) or not str(name).strip():
+        return None
+    text = unicodedata.normalize("NFKD", str(name).strip().casefold())
+    return " ".join("".join(c for c in text if not unicodedata.combining(c)).split())
+
+
+def score_strict(
+    manifest: pd.DataFrame, preds: pd.DataFrame, *, strict_refusal_km: float = EARTH_MAX_KM
+) -> tuple[pd.DataFrame, dict]:
+    f = _join(manifest, preds, how="left_manifest")
+    notes = {"protocol": "strict", "n_without_prediction": int((f["status"] == "missing").sum())}
+    answered = ~f["status"].isin(("refused", *FAILED_STATUSES)).to_numpy()
+    lat, lon = f["pred_lat"].to_numpy(float), f["pred_lon"].to_numpy(float)
+    has_xy = answered & np.isfinite(lat) & np.isfinite(lon)
+    dist = geodesic_km(f["true_lat"], f["true_lon"], np.where(has_xy, lat, np.nan),
+                       np.where(has_xy, lon, np.nan))
+    dist = np.where(has_xy, dist, strict_refusal_km)
+    true_iso = _iso3_series(f["true_country"])
+    pred_iso = _iso3_series(f["pred_country"])
+    true_cont = _map_unique(f["true_continent"], strict_continent)
+    derived = _map_unique(true_iso, continent_of_iso3)
+    true_cont = true_cont.where(true_cont.notna(), derived)
+    pred_cont = _map_unique(f["pred_continent"], strict_continent)
+    true_city, pred_city = _map_unique(f["true_city"], fold_city), _map_unique(f["pred_city"], fold_city)
+
+    def correct(true: pd.Series, pred: pd.Series) -> np.ndarray:
+        eq = (true.notna() & pred.notna() & (true.astype(str) == pred.astype(str))).to_numpy()
+        return (eq & answered).astype(float)
+
+    out = f.assign(
+        pred_lat=np.where(has_xy, lat, np.nan), pred_lon=np.where(has_xy, lon, np.nan),
+        distance_km=dist,
+        refused=(f["refused"].to_numpy(bool) | (f["status"] == "refused").to_numpy()),
+        failed=f["status"].isin(FAILED_STATUSES).to_numpy(),
+        true_country=true_iso, pred_country=pred_iso, true_continent=true_cont,
+        pred_continent=pred_cont, true_city=true_city, pred_city=pred_city,
+    )
+    out["city_correct"] = correct(true_city, pred_city)
+    out["country_correct"] = correct(true_iso, pred_iso)
+    out["continent_correct"] = correct(true_cont, pred_cont)
+    return out[list(SCORE_COLUMNS)], notes
+
+
+PROTOCOLS = {"paper": score_paper, "strict": score_strict}

@@ -1,0 +1,47 @@
+"""Plain-text rendering of metrics for the terminal."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+ROWS = (
+    ("distance_error_km", "mean distance error (km)", "{:.2f}"),
+    ("median_km", "median distance error (km)", "{:.2f}"),
+    ("geoscore", "GeoScore", "{:.1f}"),
+    ("continent_acc", "continent accuracy", "{:.4f}"),
+    ("country_acc", "country accuracy", "{:.4f}"),
+    ("city_acc", "city accuracy", "{:.4f}"),
+    ("reject_rate", "reject rate", "{:.4f}"),
+    ("failure_rate", "failure rate", "{:.4f}"),
+    *((f"within_{t}km", f"within {t} km", "{:.4f}") for t in (1, 10, 25, 100, 200, 750, 1000, 2500)),
+)
+
+
+def fmt(value: Any, pattern: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return pattern.format(value)
+
+
+def metrics_table(result: dict[str, Any], title: str = "") -> str:
+    speech = result.get("by_speech", {})
+    head = f"{'metric':<28} {'all':>10} {'95% CI':>23}"
+    cols = [k for k in ("speech", "non_speech") if k in speech]
+    head += "".join(f" {c:>11}" for c in cols)
+    lines = [title, f"clips scored: {result['n']}"
+             + "".join(f", {c}: {speech[c]['n']}" for c in cols), head, "-" * len(head)]
+    for key, label, pattern in ROWS:
+        lo, hi = result["ci95"].get(key, (None, None))
+        ci = f"[{fmt(lo, pattern)}, {fmt(hi, pattern)}]"
+        row = f"{label:<28} {fmt(result.get(key), pattern):>10} {ci:>23}"
+        row += "".join(f" {fmt(speech[c].get(key), pattern):>11}" for c in cols)
+        lines.append(row)
+    notes = {k: v for k, v in result.get("notes", {}).items() if k != "protocol" and v}
+    excluded = result.get("n_distance_excluded", 0)
+    if excluded:
+        lines.append(f"note: {excluded} clip(s) excluded from distance metrics by the protocol "
+                     "(coordinate present but not a number, or latitude out of range)")
+    for k, v in notes.items():
+        lines.append(f"note: {k.replace('_', ' ')}: {v}")
+    return "\n".join(line for line in lines if line is not None)
