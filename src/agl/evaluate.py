@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -89,3 +90,89 @@ def evaluate_files(
     result, scored = evaluate_frames(manifest, preds, protocol, **opts)
     result["warnings"] = [str(w.message) for w in caught]
     return result, scored
+
+
+def evaluate_run(
+    *,
+    run: str,
+    predictions_path: str | Path,
+    manifest_path: str | Path,
+    out_dir: str | Path,
+    protocols: list[str],
+    bootstrap: int = 1000,
+    seed: int = 0,
+    strict_refusal_km: float = EARTH_MAX_KM,
+    info: dict[str, Any] | None = None,
+    track: bool = True,
+) -> dict[str, Any]:
+    """Score one run under each protocol, write metrics.json + scores, log one MLflow run.
+
+    `info` carries what is known about the run (model, backend, source, paper_name,
+    prompt_hash, ...); a `run_summary.json` beside the predictions (written by inference)
+    adds its totals: tokens, cost, latency.
+    """
+    from agl.jsonutil import dumps
+    from agl.manifest import ManifestWarning, content_hash
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ManifestWarning)
+        manifest = load_manifest(manifest_path)
+    preds = load_predictions_any(predictions_path)
+    summary_path = Path(predictions_path).with_name("run_summary.json")
+    run_summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    info = {**{k: v for k, v in run_summary.items() if isinstance(v, str | int | float)},
+            **(info or {})}
+    doc: dict[str, Any] = {"run": run, **info, "data_version": content_hash(manifest_path),
+                           "protocols": {}}
+    artifacts = [Path(predictions_path)]
+    for protocol in protocols:
+        result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=bootstrap,
+                                         seed=seed, strict_refusal_km=strict_refusal_km)
+        doc["protocols"][protocol] = result
+        scores_path = out_dir / f"scores_{protocol}.csv"
+        scored.to_csv(scores_path, index=False)
+        artifacts.append(scores_path)
+    metrics_path = out_dir / "metrics.json"
+    metrics_path.write_text(dumps(doc, indent=2) + "\n")
+    artifacts.append(metrics_path)
+    if summary_path.exists():
+        artifacts.append(summary_path)
+    if track:
+        from agl.tracking import log_run
+
+        metrics: dict[str, Any] = {}
+        for protocol, res in doc["protocols"].items():
+            for k, v in res.items():
+                if k in ("ci95", "notes"):
+                    continue
+                if k == "by_speech":
+                    for part, sub in v.items():
+                        for kk, vv in sub.items():
+                            if kk != "ci95":
+                                metrics[f"{protocol}.{part}.{kk}"] = vv
+                else:
+                    metrics[f"{protocol}.{k}"] = v
+            for k, (lo, hi) in res["ci95"].items():
+                metrics[f"{protocol}.ci95_lo.{k}"] = lo
+                metrics[f"{protocol}.ci95_hi.{k}"] = hi
+        for k in ("total_cost_usd", "total_input_tokens", "total_output_tokens",
+                  "wall_time_s", "mean_latency_s"):
+            if isinstance(run_summary.get(k), int | float):
+                metrics[f"run.{k}"] = run_summary[k]
+        params = {"run": run, "protocols": ",".join(protocols), "bootstrap": bootstrap,
+                  "seed": seed, "strict_refusal_km": strict_refusal_km,
+                  **{k: v for k, v in info.items() if k not in ("run",)}}
+        doc["mlflow_run_id"] = log_run(
+            run_key=f"{run}@{doc['data_version'][:16]}",
+            run_name=run,
+            params=params,
+            metrics=metrics,
+            artifacts=artifacts,
+            tags={"data_version": doc["data_version"], "model": str(info.get("model", run)),
+                  "backend": str(info.get("backend", "")),
+                  "prompt_hash": str(info.get("prompt_hash", ""))},
+        )
+    return doc
+

@@ -109,7 +109,7 @@ def load_manifest(path: str | Path) -> pd.DataFrame:
 
 def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
     rows = list(csv.reader(io.StringIO(text, newline="")))
-    if not rows:
+    if not rows or not any(rows[0]):
         raise AglError(f"{source}: empty file; a manifest needs a header and rows")
     header = [h.strip() for h in rows[0]]
     body = [r for r in rows[1:] if r]  # a trailing blank line is not a row
@@ -149,7 +149,7 @@ def _repair_header(header: list[str], body: list[list[str]], source: str) -> lis
 
 def _validate(frame: pd.DataFrame, source: str) -> None:
     def fail(i: int, field: str, what: str) -> None:
-        key = frame.at[i, "key"] if field != "key" else ""
+        key = frame.at[i, "key"] if field != "key" or what.startswith("duplicate") else ""
         where = f"row {i + 1}" + (f" (key {key})" if key else "")
         raise AglError(f"{source}: {where} field '{field}': {what}")
 

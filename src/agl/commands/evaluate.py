@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 
@@ -27,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agl.evaluate import evaluate_files
+    from agl.jsonutil import dumps
     from agl.report_text import metrics_table
 
     result, scored = evaluate_files(
@@ -38,11 +38,8 @@ def run(args: argparse.Namespace) -> int:
     if args.scores_out:
         scored.to_csv(args.scores_out, index=False)
     if args.json:
-        print(json.dumps(result, indent=2, allow_nan=False, default=_nan_to_none))
+        print(dumps(result, indent=2))
     else:
         print(metrics_table(result, title=f"{args.predictions} ({args.protocol} protocol)"))
     return 0
 
-
-def _nan_to_none(o):  # pragma: no cover - json default hook
-    return None

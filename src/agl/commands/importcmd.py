@@ -1,0 +1,32 @@
+"""`agl import SRC --out OUT.jsonl [--reparse]`: the authors' published results as predictions."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import",
+        help="convert an authors' published result file into this project's predictions format",
+        description="Convert a published AGL1K result file (JSON list or JSON Lines).",
+    )
+    p.add_argument("src", help="published file, e.g. seed_42_progress_fixed.json")
+    p.add_argument("--out", required=True, help="predictions JSON Lines file to write")
+    p.add_argument("--reparse", action="store_true",
+                   help="parse each row's raw model_output with this project's parser")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agl.importer import import_with_report
+    from agl.predictions import write_predictions
+
+    predictions, report = import_with_report(args.src, reparse=args.reparse)
+    write_predictions(args.out, predictions)
+    print(f"{report.line()} -> {args.out}", file=sys.stderr)
+    if args.reparse and report.without_raw_text:
+        print(f"warning: {report.without_raw_text} of {report.rows} row(s) had no raw "
+              "model_output and are written as unparseable", file=sys.stderr)
+    return 0

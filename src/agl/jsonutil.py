@@ -1,0 +1,23 @@
+"""JSON output that is valid JSON: NaN and infinities become null, numpy scalars plain."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, str | bytes):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def dumps(obj: Any, **kw: Any) -> str:
+    return json.dumps(jsonable(obj), allow_nan=False, **kw)

@@ -1,0 +1,31 @@
+"""Stage evaluate@<run>: score one run's predictions and log it as an MLflow run.
+
+usage: python stages/evaluate.py RUN_NAME PREDICTIONS MANIFEST OUT_DIR
+"""
+
+import sys
+
+import _params
+
+
+def main() -> int:
+    run, predictions, manifest, out_dir = sys.argv[1:5]
+    p = _params.load("evaluate", "models")
+    cfg = p["evaluate"]
+    info = next((dict(m) for m in p["models"] if m.get("name") == run), {})
+    info = {k: v for k, v in info.items() if isinstance(v, str | int | float) and k != "name"}
+    from agl.evaluate import evaluate_run
+
+    doc = evaluate_run(
+        run=run, predictions_path=predictions, manifest_path=manifest, out_dir=out_dir,
+        protocols=list(cfg["protocols"]), bootstrap=int(cfg["bootstrap"]), seed=int(cfg["seed"]),
+        strict_refusal_km=float(cfg["strict_refusal_km"]), info=info,
+    )
+    for protocol, res in doc["protocols"].items():
+        print(f"{run} [{protocol}]: n={res['n']} mean {res['distance_error_km']:.1f} km, "
+              f"country {res['country_acc']:.3f}, continent {res['continent_acc']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    _params.run_main(main)

@@ -1,0 +1,40 @@
+"""Stage leaderboard: every evaluated run (models and paper reproductions) in one table.
+
+usage: python stages/leaderboard.py OUT_DIR   (reads build/runs/*/metrics.json, build/paper/*/metrics.json)
+"""
+
+import sys
+from pathlib import Path
+
+import _params
+
+
+def main() -> int:
+    out_dir = Path(sys.argv[1] if len(sys.argv) > 1 else "build")
+    p = _params.load("leaderboard", "paper")
+    cfg = p["leaderboard"]
+    from agl import leaderboard
+    from agl.errors import AglError
+    from agl.paper import fetch, read_paper_leaderboard, resolve
+
+    files = sorted(Path("build/runs").glob("*/metrics.json")) + sorted(Path("build/paper").glob("*/metrics.json"))
+    board = leaderboard.collect(files, cfg["protocol"])
+    note = ""
+    if not board.empty and (board["paper_name"] != "").any():
+        try:
+            src = fetch(resolve(p["paper"]["base_url"], cfg["paper_values"]), p["paper"].get("cache_dir", "cache/paper"))
+            board = leaderboard.attach_paper(board, read_paper_leaderboard(src))
+        except AglError as exc:
+            note = f"paper values unavailable: {exc}"
+            print(f"warning: {note}", file=sys.stderr)
+            board = leaderboard.attach_paper(board, None)
+    else:
+        board = leaderboard.attach_paper(board, None)
+    written = leaderboard.write(board, out_dir, protocol=cfg["protocol"], note=note)
+    print((out_dir / "leaderboard.md").read_text())
+    print("wrote " + ", ".join(map(str, written)))
+    return 0
+
+
+if __name__ == "__main__":
+    _params.run_main(main)

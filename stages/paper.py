@@ -1,0 +1,55 @@
+"""Stage paper: fetch the authors' published predictions, import, evaluate under `paper`.
+
+Reads params `paper` (base_url of the pinned authors' repository or a mirror, the manifest's
+path in it, and the runs to reproduce) and `evaluate`. Writes build/paper/<run>/ for each run
+and build/paper/summary.json. With no runs listed (the offline default) it writes an empty
+summary that says so.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import _params
+
+OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/paper")
+
+
+def main() -> int:
+    p = _params.load("paper", "evaluate")
+    cfg, ev = p["paper"], p["evaluate"]
+    from agl.evaluate import evaluate_run
+    from agl.paper import fetch, resolve
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    cache = Path(cfg.get("cache_dir", "cache/paper"))
+    runs = cfg.get("runs") or []
+    summary: dict = {"base_url": cfg["base_url"], "runs": {}}
+    if not runs:
+        summary["note"] = "no published runs selected (params.yaml paper.runs is empty)"
+        print("paper: no published runs selected; set paper.runs in params.yaml to reproduce")
+    else:
+        manifest = fetch(resolve(cfg["base_url"], cfg["manifest"]), cache)
+        for item in runs:
+            name = item["name"]
+            src = fetch(resolve(cfg["base_url"], item["path"]), cache)
+            out_dir = OUT / name
+            doc = evaluate_run(
+                run=f"paper/{name}", predictions_path=src, manifest_path=manifest, out_dir=out_dir,
+                protocols=["paper"], bootstrap=int(ev["bootstrap"]), seed=int(ev["seed"]),
+                info={"model": item.get("model", name), "backend": "replay", "source": "published",
+                      "paper_name": item.get("model", name), "published_path": item["path"]},
+            )
+            res = doc["protocols"]["paper"]
+            summary["runs"][name] = {k: res[k] for k in
+                                     ("n", "distance_error_km", "continent_acc", "country_acc", "city_acc")}
+            print(f"paper/{name}: mean {res['distance_error_km']:.2f} km, continent "
+                  f"{res['continent_acc']:.2f}, country {res['country_acc']:.2f}, city {res['city_acc']:.2f}")
+    from agl.jsonutil import dumps
+
+    (OUT / "summary.json").write_text(dumps(summary, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    _params.run_main(main)
