@@ -49,7 +49,13 @@ def test_round_trip_through_write_manifest(tmp_path):
 
 def test_other_shape_mismatch_names_the_row(tmp_path):
     path = write(tmp_path, [HEADER, row(), row(key="k2") + ",extra"])
-    with pytest.raises(AglError, match=r"row 2: 21 fields but the header names 20"):
+    with pytest.raises(AglError, match=r"line 3: 21 fields but the header names 20"):
+        load_manifest(path)
+
+
+def test_short_row_names_the_row(tmp_path):
+    path = write(tmp_path, [HEADER, row(), ",".join(row(key="k2").split(",")[:-2])])
+    with pytest.raises(AglError, match=r"row 2: fewer than 20 fields"):
         load_manifest(path)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import re
 import warnings
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ COLUMNS: tuple[str, ...] = (
     "continent",
     *CATEGORY_COLUMNS,
 )
+NUMERIC_COLUMNS = ("latitude", "longitude", "mp3seconds", *CATEGORY_COLUMNS)
 _PLAIN_NAME = re.compile(r"^[^/\\\x00]+$")
 
 
@@ -108,34 +110,57 @@ def load_manifest(path: str | Path) -> pd.DataFrame:
 
 
 def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
-    rows = list(csv.reader(io.StringIO(text, newline="")))
-    if not rows or not any(rows[0]):
+    # The header and first record decide the column names (csv module: a record may span
+    # lines); the C parser then reads every row and any row of another width is an error.
+    head = list(itertools.islice(csv.reader(io.StringIO(text, newline="")), 2))
+    if not head or not any(head[0]):
         raise AglError(f"{source}: empty file; a manifest needs a header and rows")
-    header = [h.strip() for h in rows[0]]
-    body = [r for r in rows[1:] if r]  # a trailing blank line is not a row
-    if not body:
+    header = [h.strip() for h in head[0]]
+    if len(head) < 2 or not any(head[1]):
         raise AglError(f"{source}: no data rows under the header")
-    header = _repair_header(header, body, source)
-    for i, row in enumerate(body, start=1):
-        if len(row) != len(header):
-            raise AglError(
-                f"{source}: row {i}: {len(row)} fields but the header names {len(header)}; "
-                "fix the quoting or the number of commas in that row"
-            )
+    header = _repair_header(header, head[1], source)
     dupes = sorted({h for h in header if header.count(h) > 1})
     if dupes:
         raise AglError(f"{source}: header names {', '.join(dupes)} more than once")
+    numeric = [c for c in NUMERIC_COLUMNS if c in header]
+    read = dict(names=header, skiprows=1, keep_default_na=False, na_values=["\x00"],
+                skip_blank_lines=True)
+    try:
+        try:  # numbers parsed by the C parser: ~5x faster than converting strings afterwards
+            frame = pd.read_csv(io.StringIO(text), dtype={c: (float if c in numeric else str)
+                                                          for c in header}, **read)
+        except ValueError as exc:
+            if isinstance(exc, pd.errors.ParserError):
+                raise
+            frame = pd.read_csv(io.StringIO(text), dtype=str, **read)  # to name the bad cell
+    except pd.errors.ParserError as exc:
+        m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(exc))
+        if m:
+            raise AglError(f"{source}: line {m[2]}: {m[3]} fields but the header names {len(header)}; "
+                           "fix the quoting or the number of commas in that row") from None
+        raise AglError(f"{source}: not a readable CSV ({exc})") from None
+    # The parser cannot tell a missing trailing field from an empty one; the layout's last
+    # column is never legitimately empty, so an empty one means a short row.
+    short = frame[header[-1]].isna()
+    if short.any():
+        i = int(short.idxmax())
+        raise AglError(f"{source}: row {i + 1}: fewer than {len(header)} fields (the last, "
+                       f"'{header[-1]}', is empty); fix the quoting or the number of commas")
+    text_cols = [c for c in header if c not in numeric or frame[c].dtype == object]
+    frame[text_cols] = frame[text_cols].fillna("")
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise AglError(f"{source}: missing required column(s) {', '.join(missing)}")
-    frame = pd.DataFrame(body, columns=header, dtype=str)
     _validate(frame, source)
     return frame
 
 
-def _repair_header(header: list[str], body: list[list[str]], source: str) -> list[str]:
-    """Split the merged category name when, and only when, every row has one field more."""
-    if MERGED_CATEGORY in header and all(len(r) == len(header) + 1 for r in body):
+def _repair_header(header: list[str], first: list[str], source: str) -> list[str]:
+    """Split the merged category name when the rows have exactly one field more.
+
+    Decided on the first record; the full parse then holds every other row to that width.
+    """
+    if MERGED_CATEGORY in header and len(first) == len(header) + 1:
         i = header.index(MERGED_CATEGORY)
         warnings.warn(
             f"{source}: header has {len(header)} names for {len(header) + 1} fields; "
@@ -160,16 +185,25 @@ def _validate(frame: pd.DataFrame, source: str) -> None:
         **{c: (0.0, 1.0) for c in CATEGORY_COLUMNS},
     }
     for col, (lo, hi) in numeric.items():
-        values = pd.to_numeric(frame[col].str.strip(), errors="coerce")
-        for i in values.index[values.isna()]:
+        if frame[col].dtype == float:
+            values = frame[col]
+            for i in values.index[values.isna()][:1]:
+                fail(int(i), col, "'' is not a number")
+        else:
+            values = pd.to_numeric(frame[col], errors="coerce")
+        if values.isna().any():  # retry the few bad cells with surrounding spaces removed
+            bad = values.isna()
+            values[bad] = pd.to_numeric(frame.loc[bad, col].str.strip(), errors="coerce")
+        for i in values.index[values.isna()][:1]:
             fail(int(i), col, f"'{frame.at[i, col]}' is not a number")
-        for i in values.index[(values < lo) | (values > hi)]:
+        for i in values.index[(values < lo) | (values > hi)][:1]:
             fail(int(i), col, f"{values[i]} is outside [{lo}, {hi}]")
         frame[col] = values.astype(float)
     for col in ("key", "mp3name"):
-        for i, name in frame[col].items():
-            if not is_plain_name(name.strip()) or name != name.strip():
-                fail(int(i), col, f"'{name}' is not a plain file name (no '/', '\\', '..')")
+        names = frame[col]
+        bad = names.str.contains(r"[/\\\x00]|^\s|\s$", regex=True) | names.isin(["", ".", ".."])
+        for i in names.index[bad][:1]:
+            fail(int(i), col, f"'{names[i]}' is not a plain file name (no '/', '\\', '..')")
     dup = frame["key"].duplicated(keep="first")
     if dup.any():
         i = int(dup.idxmax())

@@ -8,9 +8,11 @@ Every metric is the mean (or median) of one such column over its non-NaN rows.
 Bootstrap: rows are resampled with replacement (B resamples, seeded). For 0/1 columns the
 resampled counts of (correct, wrong, excluded) are drawn from their exact multinomial, which
 is the bootstrap distribution itself, at O(B) cost. For continuous columns with more than
-`EXACT_LIMIT` rows the values are grouped into 4,096 quantile bins whose counts are drawn
-from the multinomial; each bin holds ~0.02% of the rows, so the interval differs from the
-row-level bootstrap by far less than its own Monte-Carlo noise, at a cost independent of n.
+`EXACT_LIMIT` rows the values are grouped into 4,096 quantile bins whose resampled counts
+are drawn as independent Poissons (the Poisson bootstrap, the standard large-n form of the
+multinomial resample); each bin holds ~0.02% of the rows, so the interval differs from the
+row-level bootstrap by far less than its own Monte-Carlo noise, at a cost independent of n
+(tests check the two agree).
 """
 
 from __future__ import annotations
@@ -129,15 +131,15 @@ def _row_draws(values: np.ndarray, stat: str, n: int, rng) -> np.ndarray:
 
 def _binned_draws(values: np.ndarray, stat: str, n: int, rng) -> np.ndarray:
     finite = values[np.isfinite(values)]
-    nans = len(values) - finite.size
     order = np.sort(finite)
     edges = np.linspace(0, order.size, _BINS + 1).astype(int)
     sizes = np.diff(edges)
     keep = sizes > 0
     sums = np.add.reduceat(order, edges[:-1][keep])
     means = sums / sizes[keep]
-    probs = np.append(sizes[keep], nans) / len(values)
-    counts = rng.multinomial(len(values), probs, size=n)[:, :-1]
+    # Poisson bootstrap: independent Poisson(expected count) bin counts, the standard
+    # large-n form of the multinomial resample, ~20x cheaper to draw.
+    counts = rng.poisson(sizes[keep].astype(float), size=(n, means.size))
     if stat == "mean":
         with np.errstate(invalid="ignore", divide="ignore"):
             return counts @ means / counts.sum(axis=1)

@@ -190,6 +190,9 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
             raw = path.read_bytes()
         except FileNotFoundError:
             raise AglError(f"{path}: predictions file not found") from None
+        fast = _arrow_frame(path, raw)
+        if fast is not None:
+            return _finish_frame(fast)
         lines = raw.split(b"\n")
         rows = []
         for n, line in enumerate(lines, start=1):
@@ -198,7 +201,7 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
             try:
                 rec = orjson.loads(line)
                 rows.append(tuple(rec.get(c) for c in FRAME_COLUMNS))
-                Status(rec["status"])
+                rec["sample_id"], rec["status"]  # noqa: B018 - required keys
             except (orjson.JSONDecodeError, KeyError, ValueError, AttributeError) as exc:
                 if n == len(lines) and not raw.endswith(b"\n"):
                     warnings.warn(f"{path}: ignored a torn last line", stacklevel=2)
@@ -211,9 +214,50 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
             [tuple(getattr(p, c) for c in FRAME_COLUMNS) for p in preds], columns=list(FRAME_COLUMNS)
         )
         frame["status"] = frame["status"].astype(str)
+    return _finish_frame(frame)
+
+
+def _finish_frame(frame):
+    import pandas as pd
+
+    bad = ~frame["status"].isin([s.value for s in Status])
+    if bad.any():
+        raise AglError(f"record for {frame.loc[bad, 'sample_id'].iloc[0]}: unknown status "
+                       f"'{frame.loc[bad, 'status'].iloc[0]}'")
     frame = frame.drop_duplicates("sample_id", keep="last").reset_index(drop=True)
     frame["sample_id"] = frame["sample_id"].astype(str)
     for c in ("latitude", "longitude", "confidence"):
         frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(float)
     frame["refused"] = frame["refused"].fillna(False).astype(bool)
+    return frame
+
+
+def _arrow_frame(path: Path, raw: bytes):
+    """Columnar read with pyarrow (~10x faster) for files without `original` fields.
+
+    Imported files carry the authors' verbatim values in `original` (mixed types), which
+    the generic reader handles; a torn or malformed file also falls back to it, whose
+    errors name the line.
+    """
+    if b'"original": {' in raw or b'"original":{' in raw or not raw.endswith(b"\n"):
+        return None
+    try:
+        import pyarrow as pa
+        import pyarrow.json as pj
+    except ImportError:
+        return None
+    schema = pa.schema([
+        ("sample_id", pa.string()), ("status", pa.string()), ("latitude", pa.float64()),
+        ("longitude", pa.float64()), ("city", pa.string()), ("country", pa.string()),
+        ("continent", pa.string()), ("confidence", pa.float64()), ("refused", pa.bool_()),
+    ])
+    try:
+        table = pj.read_json(path, parse_options=pj.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="ignore"))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    frame = table.to_pandas()
+    if frame["sample_id"].isna().any() or frame["status"].isna().any():
+        return None
+    frame["original"] = None
     return frame

@@ -132,8 +132,12 @@ def paper_continent(name: str | None) -> str | None:
 
 
 def _paper_refusal(values: pd.Series) -> np.ndarray:
-    as_text = values.map(lambda v: "" if _missing(v) else str(v).strip().lower())
-    return (values.isna() | as_text.isin(PAPER_REFUSALS)).to_numpy()
+    """The authors' test: the value, as text, stripped and lower-cased, is a refusal word."""
+    if pd.api.types.is_float_dtype(values):
+        return (values.isna() | (values == 0.0)).to_numpy()  # str(0.0) == "0.0"
+    table = {u: _missing(u) or str(u).strip().lower() in PAPER_REFUSALS
+             for u in pd.unique(values.astype(object))}
+    return values.astype(object).map(table).to_numpy(dtype=bool)
 
 
 def _map_unique(series: pd.Series, fn: Callable) -> pd.Series:
@@ -197,9 +201,8 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
         lat_v, lon_v = _paper_view(f, "latitude", "pred_lat"), _paper_view(f, "longitude", "pred_lon")
         city_v, country_v = _paper_view(f, "city", "pred_city"), _paper_view(f, "country", "pred_country")
         cont_v = _paper_view(f, "continent", "pred_continent")
-    else:  # fast path: this project's own predictions
-        lat_v = f["pred_lat"].astype(object).where(f["pred_lat"].notna(), "Unknown")
-        lon_v = f["pred_lon"].astype(object).where(f["pred_lon"].notna(), "Unknown")
+    else:  # fast path: this project's own predictions (a missing coordinate is a refusal)
+        lat_v, lon_v = f["pred_lat"], f["pred_lon"]
         city_v = f["pred_city"].astype(object).where(f["pred_city"].notna(), "Unknown")
         country_v = f["pred_country"].astype(object).where(f["pred_country"].notna(), "Unknown")
         cont_v = f["pred_continent"].astype(object).where(f["pred_continent"].notna(), "Unknown")

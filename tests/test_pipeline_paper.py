@@ -1,0 +1,97 @@
+"""End to end: `dvc repro` of the paper-reproduction stages in a temp copy of the repo,
+fetching the authors' files over HTTP from a local mirror, MLflow on a temp SQLite file."""
+
+import functools
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+QWEN_PATH = "results/audio_localization/qwen25-omni/seed_42_progress_fixed.json"
+
+
+@pytest.fixture
+def mirror(tmp_path, agl1k_manifest, qwen_published, shared):
+    """The authors' repository layout, served on 127.0.0.1."""
+    root = tmp_path / "mirror"
+    (root / "data").mkdir(parents=True)
+    shutil.copy(agl1k_manifest, root / "data" / "geoLocalization_schema.csv")
+    (root / QWEN_PATH).parent.mkdir(parents=True)
+    shutil.copy(qwen_published, root / QWEN_PATH)
+    shutil.copy(shared("data/agl1k/paper_leaderboard.csv"), root / "paper_leaderboard.csv")
+    handler = functools.partial(QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def copy_repo(dest: Path) -> Path:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.split("\n")
+    for f in filter(None, files):
+        src = REPO / f
+        if src.is_file():
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / f)
+    return dest
+
+
+def sh(cmd, cwd, env):
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, shell=True)
+    assert r.returncode == 0, f"{cmd} failed:\n{r.stdout}\n{r.stderr}"
+    return r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_dvc_repro_paper_stages(tmp_path, mirror):
+    work = copy_repo(tmp_path / "repo")
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["paper"].update(base_url=mirror, runs=[{"name": "qwen25-omni", "model": "Qwen2.5-Omni", "path": QWEN_PATH}])
+    params["leaderboard"]["paper_values"] = "paper_leaderboard.csv"
+    params["evaluate"]["bootstrap"] = 200
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    db = tmp_path / "mlflow.db"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}", "DVC_NO_ANALYTICS": "1",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    sh("git init -q && (test -d .dvc || dvc init -q) && git add -A && git commit -qm init", work, env)
+    out = sh("dvc repro paper", work, env)
+    assert "paper/qwen25-omni: mean 5476.83 km, continent 0.45, country 0.26, city 0.02" in out
+    (work / "build" / "runs").mkdir(parents=True, exist_ok=True)
+    board = sh("dvc repro -s leaderboard", work, env)
+    row = next(line for line in board.splitlines() if "paper/qwen25-omni" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[4].startswith("5476.83 [") and cells[5] == "5476.83"  # ours [CI] | paper's
+    assert (work / "build" / "leaderboard.html").exists() and (work / "build" / "leaderboard.csv").exists()
+
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{db}")
+    runs = mlflow.search_runs(experiment_names=["agl1k"], output_format="list")
+    assert len(runs) == 1
+    run = runs[0]
+    assert round(run.data.metrics["paper.distance_error_km"], 2) == 5476.83
+    assert round(run.data.metrics["paper.speech.distance_error_km"], 2) == 4540.06
+    assert len(run.data.tags["data_version"]) == 64 and run.data.tags["git_commit"] != "unknown"
+    assert run.data.params["backend"] == "replay"
+    names = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
+    assert {"metrics.json", "scores_paper.csv", "seed_42_progress_fixed.json"} <= names
+
+    # Re-evaluating the same inputs updates the run instead of adding one.
+    sh("dvc repro -f paper", work, env)
+    assert len(mlflow.search_runs(experiment_names=["agl1k"], output_format="list")) == 1
+    # An unchanged pipeline is up to date.
+    assert "didn't change" in sh("dvc repro paper", work, env) or "up to date" in sh("dvc status paper", work, env)
