@@ -140,6 +140,21 @@ def _paper_refusal(values: pd.Series) -> np.ndarray:
     return values.astype(object).map(table).to_numpy(dtype=bool)
 
 
+def _lower_codes(a: pd.Series, b: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Integer codes of the lower-cased text of two series, shared; -1 where missing.
+
+    Lower-casing the distinct values only (a run has few distinct names) keeps a million
+    rows fast.
+    """
+    ca, ua = pd.factorize(a.astype(object), use_na_sentinel=True)
+    cb, ub = pd.factorize(b.astype(object), use_na_sentinel=True)
+    words = pd.Index([str(u).lower() for u in ua] + [str(u).lower() for u in ub])
+    joint, _ = pd.factorize(words)
+    ja = np.append(joint[: len(ua)], -1)[ca]  # code -1 indexes the appended -1
+    jb = np.append(joint[len(ua):], -1)[cb]
+    return ja, jb
+
+
 def _map_unique(series: pd.Series, fn: Callable) -> pd.Series:
     uniques = pd.unique(series.astype(object))
     table = {u: fn(None if _missing(u) else u) for u in uniques}
@@ -218,9 +233,8 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
     refused = ref_lat | ref_lon | _paper_refusal(city_v) | _paper_refusal(country_v) | _paper_refusal(cont_v)
 
     def correct(true: pd.Series, pred: pd.Series) -> np.ndarray:
-        ok = true.notna() & pred.notna()
-        eq = true.where(ok, "").astype(str).str.lower() == pred.where(ok, "").astype(str).str.lower()
-        return np.where(ok, eq.astype(float), np.nan)
+        t, p = _lower_codes(true, pred)
+        return np.where((t >= 0) & (p >= 0), (t == p).astype(float), np.nan)
 
     out = f.assign(
         pred_lat=lat, pred_lon=lon, distance_km=dist, refused=refused,
