@@ -10,7 +10,7 @@ import _params
 
 def main() -> int:
     run, predictions, manifest, out_dir = sys.argv[1:5]
-    p = _params.load("evaluate", "models")
+    p = _params.load("evaluate", "models", "mlflow")
     cfg = p["evaluate"]
     info = next((dict(m) for m in p["models"] if m.get("name") == run), {})
     info = {k: v for k, v in info.items() if isinstance(v, str | int | float) and k != "name"}
@@ -20,6 +20,7 @@ def main() -> int:
         run=run, predictions_path=predictions, manifest_path=manifest, out_dir=out_dir,
         protocols=list(cfg["protocols"]), bootstrap=int(cfg["bootstrap"]), seed=int(cfg["seed"]),
         strict_refusal_km=float(cfg["strict_refusal_km"]), info=info,
+        experiment=p["mlflow"].get("experiment"),
     )
     for protocol, res in doc["protocols"].items():
         print(f"{run} [{protocol}]: n={res['n']} mean {res['distance_error_km']:.1f} km, "

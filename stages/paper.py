@@ -6,7 +6,6 @@ and build/paper/summary.json. With no runs listed (the offline default) it write
 summary that says so.
 """
 
-import json
 import sys
 from pathlib import Path
 
@@ -16,7 +15,7 @@ OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/paper")
 
 
 def main() -> int:
-    p = _params.load("paper", "evaluate")
+    p = _params.load("paper", "evaluate", "mlflow")
     cfg, ev = p["paper"], p["evaluate"]
     from agl.evaluate import evaluate_run
     from agl.paper import fetch, resolve
@@ -39,6 +38,7 @@ def main() -> int:
                 protocols=["paper"], bootstrap=int(ev["bootstrap"]), seed=int(ev["seed"]),
                 info={"model": item.get("model", name), "backend": "replay", "source": "published",
                       "paper_name": item.get("model", name), "published_path": item["path"]},
+                experiment=p["mlflow"].get("experiment"),
             )
             res = doc["protocols"]["paper"]
             summary["runs"][name] = {k: res[k] for k in

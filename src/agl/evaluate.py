@@ -104,6 +104,7 @@ def evaluate_run(
     strict_refusal_km: float = EARTH_MAX_KM,
     info: dict[str, Any] | None = None,
     track: bool = True,
+    experiment: str | None = None,
 ) -> dict[str, Any]:
     """Score one run under each protocol, write metrics.json + scores, log one MLflow run.
 
@@ -170,6 +171,7 @@ def evaluate_run(
             params=params,
             metrics=metrics,
             artifacts=artifacts,
+            experiment=experiment,
             tags={"data_version": doc["data_version"], "model": str(info.get("model", run)),
                   "backend": str(info.get("backend", "")),
                   "prompt_hash": str(info.get("prompt_hash", ""))},
