@@ -1,0 +1,65 @@
+"""Leaderboard: runs ranked, CIs shown, the paper's reported values beside matching rows."""
+
+import json
+
+import pandas as pd
+
+from agl import leaderboard
+from agl.paper import read_paper_leaderboard, resolve
+
+README_TABLE = """
+### Open-Source Models
+
+| Model            | Distance Error ↓ | Cont. Acc. ↑ | Country Acc. ↑ | City Acc. ↑ |
+| ---------------- | :--------------: | :----------: | :------------: | :---------: |
+| 🥇 Gemini 3 Pro   |   **2180.57**    |   **0.82**   |    **0.51**    |  **0.11**   |
+| Qwen2.5-Omni     |     5476.83      |     0.45     |      0.26      |    0.02     |
+
+| Model  | Distance Error |
+| ------ | :------------: |
+| RANDOM |    9869.01     |
+"""
+
+
+def metrics_file(tmp_path, run, km, paper_name="", country=0.3):
+    res = {"n": 10, "distance_error_km": km, "country_acc": country,
+           "ci95": {"distance_error_km": [km - 100, km + 100], "country_acc": [0.2, 0.4]}}
+    path = tmp_path / run / "metrics.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"run": run, "model": run, "paper_name": paper_name,
+                                "protocols": {"paper": res}}))
+    return path
+
+
+def test_readme_tables_are_parsed_including_bold_and_medals(tmp_path):
+    path = tmp_path / "README.md"
+    path.write_text(README_TABLE, encoding="utf-8")
+    paper = read_paper_leaderboard(path).set_index("model")
+    assert paper.loc["Gemini 3 Pro", "distance_error_km"] == 2180.57
+    assert paper.loc["Gemini 3 Pro", "city_acc"] == 0.11
+    assert paper.loc["Qwen2.5-Omni", "country_acc"] == 0.26
+    assert paper.loc["RANDOM", "distance_error_km"] == 9869.01 and pd.isna(paper.loc["RANDOM", "country_acc"])
+
+
+def test_shared_csv_agrees_with_the_readme_format(shared, tmp_path):
+    csv = read_paper_leaderboard(shared("data/agl1k/paper_leaderboard.csv")).set_index("model")
+    assert csv.loc["Qwen2.5-Omni", "distance_error_km"] == 5476.83
+
+
+def test_board_is_ranked_with_cis_and_paper_values(tmp_path):
+    files = [metrics_file(tmp_path, "b", 6000.0), metrics_file(tmp_path, "a", 5476.83, "Qwen2.5-Omni")]
+    board = leaderboard.collect(files, "paper")
+    assert board["run"].tolist() == ["a", "b"]
+    paper = pd.DataFrame([{"model": "qwen2.5-omni", "distance_error_km": 5476.83, "continent_acc": 0.45,
+                           "country_acc": 0.26, "city_acc": 0.02}])
+    board = leaderboard.attach_paper(board, paper)
+    assert board.loc[0, "paper_distance_error_km"] == 5476.83 and pd.isna(board.loc[1, "paper_country_acc"])
+    written = leaderboard.write(board, tmp_path / "out", protocol="paper")
+    md = (tmp_path / "out" / "leaderboard.md").read_text()
+    assert "| 1 | a | a | 10 | 5476.83 [5376.83, 5576.83] | 5476.83 |" in md
+    assert len(written) == 3 and "<table id='leaderboard'>" in (tmp_path / "out" / "leaderboard.html").read_text()
+
+
+def test_resolve_accepts_urls_and_folders(tmp_path):
+    assert resolve("https://x.org/repo/", "/a/b.json") == "https://x.org/repo/a/b.json"
+    assert resolve(str(tmp_path), "a.json") == (tmp_path / "a.json").resolve().as_uri()
