@@ -84,7 +84,7 @@ def evaluate_files(
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ManifestWarning)
-        manifest = load_manifest(manifest_path)
+        manifest = load_manifest(manifest_path, columns=[])
     reparse = opts.pop("reparse", False)
     preds = load_predictions_any(predictions_path, reparse=reparse)
     result, scored = evaluate_frames(manifest, preds, protocol, **opts)
@@ -119,7 +119,7 @@ def evaluate_run(
     out_dir.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
-        manifest = load_manifest(manifest_path)
+        manifest = load_manifest(manifest_path, columns=[])
     preds = load_predictions_any(predictions_path)
     summary_path = Path(predictions_path).with_name("run_summary.json")
     run_summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}

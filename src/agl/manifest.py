@@ -93,14 +93,15 @@ def is_plain_name(name: str) -> bool:
     )
 
 
-def load_manifest(path: str | Path) -> pd.DataFrame:
+def load_manifest(path: str | Path, *, columns: list[str] | None = None) -> pd.DataFrame:
     """Load and validate a manifest CSV into a DataFrame indexed 0..n-1.
 
-    Numeric columns are floats; text columns are strings ('' where empty).
-    Raises AglError naming the row (1-based data row) and field on any defect.
+    Numeric columns are floats; text columns are strings ('' where empty). `columns`
+    keeps only those (the required ones are always validated and kept), which makes
+    scoring a large pool faster. Raises AglError naming the row and field on any defect.
     """
     path = Path(path)
-    fast = _read_arrow(path)
+    fast = _read_arrow(path, columns)
     if fast is not None:
         return fast
     try:
@@ -143,8 +144,13 @@ def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
                            "fix the quoting or the number of commas in that row") from None
         raise AglError(f"{source}: not a readable CSV ({exc})") from None
     # The parser cannot tell a missing trailing field from an empty one; the layout's last
-    # column is never legitimately empty, so an empty one means a short row.
+    # column is empty only in an untagged pool (`agl crawl` leaves the categories to the tag
+    # stage), so where it is empty the csv module counts that row's fields.
     short = frame[header[-1]].isna()
+    if short.any() and header[-1] in CATEGORY_COLUMNS:
+        records = [r for r in csv.reader(io.StringIO(text, newline="")) if r][1:]
+        if len(records) == len(frame):
+            short &= pd.Series([len(r) < len(header) for r in records], index=frame.index)
     if short.any():
         i = int(short.idxmax())
         raise AglError(f"{source}: row {i + 1}: fewer than {len(header)} fields (the last, "
@@ -158,7 +164,7 @@ def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
     return frame
 
 
-def _read_arrow(path: Path) -> pd.DataFrame | None:
+def _read_arrow(path: Path, columns: list[str] | None = None) -> pd.DataFrame | None:
     """The whole manifest through pyarrow's CSV reader (~5x faster on large pools).
 
     Any irregularity (shape, a non-number, bad encoding) returns None, and the pandas path
@@ -185,15 +191,31 @@ def _read_arrow(path: Path) -> pd.DataFrame | None:
             read_options=pcsv.ReadOptions(column_names=header, skip_rows=1),
             parse_options=pcsv.ParseOptions(newlines_in_values=True),
             convert_options=pcsv.ConvertOptions(
+                include_columns=None if columns is None else
+                [c for c in header if c in set(columns) | set(REQUIRED_COLUMNS)],
                 column_types={c: (pa.float64() if c in numeric else pa.string()) for c in header},
                 strings_can_be_null=False, quoted_strings_can_be_null=False,
                 null_values=[""],
             ),
         )
+        # Names checked in Arrow (vectorised): a bad one sends us to the exact-message path.
+        import pyarrow.compute as pc
+
+        for col in ("key", "mp3name"):
+            names = table[col]
+            bad = pc.or_(pc.match_substring_regex(names, r"[/\\\x00]|^\s|\s$"),
+                         pc.is_in(names, pa.array(["", ".", ".."])))
+            if pc.any(bad).as_py():
+                return None
+        if pc.count_distinct(table["key"]).as_py() != table.num_rows:
+            return None
+        for col in ("city", "country", "continent"):
+            i = table.schema.get_field_index(col)
+            table = table.set_column(i, col, pc.utf8_trim_whitespace(table[col]))
     except (OSError, UnicodeDecodeError, pa.ArrowInvalid, pa.ArrowTypeError):
         return None
     frame = table.to_pandas()
-    if frame[numeric].isna().any().any():
+    if frame[[c for c in numeric if c not in CATEGORY_COLUMNS]].isna().any().any():
         return None
     try:
         _validate(frame, str(path))
@@ -221,7 +243,7 @@ def _repair_header(header: list[str], first: list[str], source: str) -> list[str
     return header
 
 
-def _validate(frame: pd.DataFrame, source: str) -> None:
+def _validate(frame: pd.DataFrame, source: str, *, names_checked: bool = False) -> None:
     def fail(i: int, field: str, what: str) -> None:
         key = frame.at[i, "key"] if field != "key" or what.startswith("duplicate") else ""
         where = f"row {i + 1}" + (f" (key {key})" if key else "")
@@ -234,31 +256,39 @@ def _validate(frame: pd.DataFrame, source: str) -> None:
         **{c: (0.0, 1.0) for c in CATEGORY_COLUMNS},
     }
     for col, (lo, hi) in numeric.items():
+        # An empty category cell means "not tagged yet" (a crawled pool, before the tag
+        # stage): it stays NaN, never a guessed 0. Every other numeric cell is required.
+        if col not in CATEGORY_COLUMNS:
+            untagged = pd.Series(False, index=frame.index)
+        elif frame[col].dtype == float:
+            untagged = frame[col].isna()
+        else:
+            untagged = frame[col].fillna("").str.strip().eq("")
         if frame[col].dtype == float:
             values = frame[col]
-            for i in values.index[values.isna()][:1]:
+            for i in values.index[values.isna() & ~untagged][:1]:
                 fail(int(i), col, "'' is not a number")
         else:
             values = pd.to_numeric(frame[col], errors="coerce")
-        if values.isna().any():  # retry the few bad cells with surrounding spaces removed
-            bad = values.isna()
+        bad = values.isna() & ~untagged
+        if bad.any():  # retry the few bad cells with surrounding spaces removed
             values[bad] = pd.to_numeric(frame.loc[bad, col].str.strip(), errors="coerce")
-        for i in values.index[values.isna()][:1]:
+        for i in values.index[values.isna() & ~untagged][:1]:
             fail(int(i), col, f"'{frame.at[i, col]}' is not a number")
         for i in values.index[(values < lo) | (values > hi)][:1]:
             fail(int(i), col, f"{values[i]} is outside [{lo}, {hi}]")
         frame[col] = values.astype(float)
-    for col in ("key", "mp3name"):
+    for col in () if names_checked else ("key", "mp3name"):
         names = frame[col]
         bad = names.str.contains(r"[/\\\x00]|^\s|\s$", regex=True) | names.isin(["", ".", ".."])
         for i in names.index[bad][:1]:
             fail(int(i), col, f"'{names[i]}' is not a plain file name (no '/', '\\', '..')")
-    dup = frame["key"].duplicated(keep="first")
+    dup = frame["key"].duplicated(keep="first") if not names_checked else pd.Series(False)
     if dup.any():
         i = int(dup.idxmax())
         first = int(frame.index[frame["key"] == frame.at[i, "key"]][0])
         fail(i, "key", f"duplicate key, first seen in row {first + 1}")
-    for col in ("city", "country", "continent"):
+    for col in () if names_checked else ("city", "country", "continent"):
         frame[col] = frame[col].fillna("").str.strip()
 
 

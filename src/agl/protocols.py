@@ -165,27 +165,39 @@ def _map_unique(series: pd.Series, fn: Callable) -> pd.Series:
 
 
 def _join(manifest: pd.DataFrame, preds: pd.DataFrame, how: str) -> pd.DataFrame:
-    unknown = ~preds["sample_id"].isin(manifest["key"])
-    if unknown.any():
-        ids = preds.loc[unknown, "sample_id"].head(3).tolist()
+    keys = pd.Index(manifest["key"])
+    pos = keys.get_indexer(preds["sample_id"])
+    if (pos < 0).any():
+        unknown = preds["sample_id"][pos < 0]
         raise AglError(
-            f"{int(unknown.sum())} prediction(s) name clips not in the manifest "
-            f"(e.g. {', '.join(map(str, ids))}); evaluate against the manifest they were run on"
+            f"{len(unknown)} prediction(s) name clips not in the manifest "
+            f"(e.g. {', '.join(map(str, unknown.head(3)))}); evaluate against the manifest they "
+            "were run on"
         )
-    m = manifest[["key", "latitude", "longitude", "city", "country", "continent",
-                  *CATEGORY_COLUMNS]]
-    m = m.rename(columns={"key": "sample_id", "latitude": "true_lat", "longitude": "true_lon",
-                          "city": "true_city", "country": "true_country",
-                          "continent": "true_continent"})
-    p = preds.rename(columns={"latitude": "pred_lat", "longitude": "pred_lon",
-                              "city": "pred_city", "country": "pred_country",
-                              "continent": "pred_continent"})
-    if how == "left_manifest":
-        joined = m.merge(p, on="sample_id", how="left")
-        joined["status"] = joined["status"].fillna("missing")
-        joined["refused"] = joined["refused"].astype("boolean").fillna(False).astype(bool)
+    truth = {"sample_id": "key", "true_lat": "latitude", "true_lon": "longitude",
+             "true_city": "city", "true_country": "country", "true_continent": "continent",
+             **{c: c for c in CATEGORY_COLUMNS}}
+    ours = {"status": "status", "pred_lat": "latitude", "pred_lon": "longitude",
+            "pred_city": "city", "pred_country": "country", "pred_continent": "continent",
+            "confidence": "confidence", "refused": "refused", "original": "original"}
+    if how == "left_manifest":  # every clip; the ones without a prediction are "missing"
+        rows = np.full(len(manifest), -1)
+        rows[pos] = np.arange(len(preds))
+        have = rows >= 0
+        cols = {k: manifest[v].to_numpy() for k, v in truth.items()}
+        for k, v in ours.items():
+            src = preds[v].to_numpy()
+            col = np.empty(len(manifest), dtype=src.dtype if src.dtype.kind == "f" else object)
+            col[:] = np.nan if src.dtype.kind == "f" else None
+            col[have] = src[rows[have]]
+            cols[k] = col
+        joined = pd.DataFrame(cols)
+        joined["status"] = joined["status"].where(have, "missing")
+        joined["refused"] = np.where(have, joined["refused"], False).astype(bool)
     else:
-        joined = p.merge(m, on="sample_id", how="left")
+        cols = {k: manifest[v].to_numpy()[pos] for k, v in truth.items()}
+        cols.update({k: preds[v].to_numpy() for k, v in ours.items()})
+        joined = pd.DataFrame(cols)
     joined["has_speech"] = joined["human_sounds"] >= SPEECH_THRESHOLD
     return joined
 
@@ -211,7 +223,7 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
     tagged = (joined[list(CATEGORY_COLUMNS)] != 0).any(axis=1)
     notes = {"protocol": "paper", "n_untagged_dropped": int((~tagged).sum())}
     f = joined[tagged].reset_index(drop=True)
-    has_original = f["original"].map(lambda o: isinstance(o, dict)).to_numpy()
+    has_original = f["original"].notna().to_numpy()
     if has_original.any():
         lat_v, lon_v = _paper_view(f, "latitude", "pred_lat"), _paper_view(f, "longitude", "pred_lon")
         city_v, country_v = _paper_view(f, "city", "pred_city"), _paper_view(f, "country", "pred_country")
