@@ -218,7 +218,7 @@ def _read_arrow(path: Path, columns: list[str] | None = None) -> pd.DataFrame | 
     if frame[[c for c in numeric if c not in CATEGORY_COLUMNS]].isna().any().any():
         return None
     try:
-        _validate(frame, str(path))
+        _validate(frame, str(path), names_checked=True)
     except AglError:
         return None
     for w in caught:
