@@ -106,6 +106,14 @@ class PredictionWriter:
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
+    def write_many(self, predictions: Iterable[Prediction]) -> None:
+        """Group commit: append several records with one fsync (all durable on return).
+        Lets a fast run write at the request rate instead of the disk's fsync rate."""
+        self._fh.write("".join(json.dumps(p.to_json(), ensure_ascii=False) + "\n"
+                               for p in predictions))
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
     def close(self) -> None:
         self._fh.close()
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import pkgutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -34,6 +35,10 @@ class Request:
 
 class ReplyStatus(StrEnum):
     OK = "ok"
+    # The service declined in a structured way (a safety block, an API `refusal` field);
+    # `text` holds its explanation. A refusal written in prose comes back OK and the parser
+    # recognises it.
+    REFUSED = "refused"
     FAILED = "failed"
 
 
@@ -65,10 +70,18 @@ class Backend:
     # Whether the same request always gets the same reply (greedy decoding, temperature 0,
     # or a seeded baseline): only deterministic successful replies are cached.
     deterministic: bool = False
+    # Whether requests carry audio (baselines that guess without listening set False, so
+    # the runner neither hashes nor requires the audio files).
+    needs_audio: bool = True
 
     def __init__(self, model: str, **settings: Any):
         self.model = model
         self.settings = settings
+
+    def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:
+        """Called once by the runner before a run with the whole manifest (a list of
+        `agl.manifest.Clip`). Baselines that learn from or summarise the manifest use it;
+        the default does nothing."""
 
     async def generate(self, request: Request) -> Reply:  # pragma: no cover - interface
         raise NotImplementedError

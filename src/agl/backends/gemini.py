@@ -1,0 +1,180 @@
+"""`gemini`: Google's Gemini models through the google-genai SDK, natively.
+
+Audio goes inline (base64 in the request) up to `upload_above_bytes` (default 15 MB, under
+the API's 20 MB request limit) and through the Files API above it (uploaded, polled until
+ACTIVE, deleted after the call). Settings:
+
+  temperature, top_p, top_k, max_output_tokens, seed   generation (temperature 0: cached)
+  thinking_budget, thinking_level, include_thoughts    thinking (2.5 / 3 models)
+  json_schema: true       constrain the reply to `agl.prompts.ANSWER_SCHEMA`
+  base_url, api_version   another endpoint (a proxy, or the tests' fake server)
+  api_key_env             the environment variable with the key (default GEMINI_API_KEY,
+                          then GOOGLE_API_KEY); keys are never settings
+
+The SDK's own retries stay off (one attempt): the runner retries, with jitter and the
+server's Retry-After, and counts the attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from agl.backends._audio import mime_type
+from agl.backends._http import api_key, is_deterministic, retry_after_s, retryable_status
+from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, register
+
+_GENERATION = ("temperature", "top_p", "top_k", "max_output_tokens", "seed")
+# Finish reasons that mean the service withheld the answer rather than failed to give one.
+_BLOCKED = {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION",
+            "IMAGE_SAFETY", "LANGUAGE"}
+
+
+@register("gemini")
+class Gemini(Backend):
+    def __init__(self, model: str, **settings: Any):
+        super().__init__(model, **settings)
+        self.deterministic = is_deterministic(settings)
+        self.upload_above = int(settings.get("upload_above_bytes", 15_000_000))
+        self._key = api_key(settings, ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "gemini")
+        self._client = None
+
+    def _get_client(self):
+        if self._client is None:
+            from google import genai
+            from google.genai import types
+
+            http = types.HttpOptions(
+                base_url=self.settings.get("base_url"),
+                api_version=self.settings.get("api_version"),
+                retry_options=types.HttpRetryOptions(attempts=1),
+            )
+            self._client = genai.Client(api_key=self._key, http_options=http)
+        return self._client
+
+    def _config(self, request: Request):
+        from google.genai import types
+
+        s = self.settings
+        kw: dict[str, Any] = {k: s[k] for k in _GENERATION if s.get(k) is not None}
+        thinking = {k: s[k] for k in ("thinking_budget", "thinking_level", "include_thoughts")
+                    if s.get(k) is not None}
+        if thinking:
+            kw["thinking_config"] = types.ThinkingConfig(**thinking)
+        if s.get("json_schema"):
+            from agl.prompts import ANSWER_SCHEMA
+
+            kw["response_mime_type"] = "application/json"
+            kw["response_json_schema"] = ANSWER_SCHEMA
+        if request.system:
+            kw["system_instruction"] = request.system
+        return types.GenerateContentConfig(**kw)
+
+    async def _audio_part(self, path: Path):
+        from google.genai import types
+
+        mime = mime_type(path)
+        size = path.stat().st_size
+        if size <= self.upload_above:
+            data = await asyncio.to_thread(path.read_bytes)
+            return types.Part.from_bytes(data=data, mime_type=mime), None
+        client = self._get_client()
+        f = await client.aio.files.upload(file=str(path), config={"mime_type": mime})
+        for _ in range(120):  # audio is usually ACTIVE within seconds
+            if f.state is None or f.state.name != "PROCESSING":
+                break
+            await asyncio.sleep(1)
+            f = await client.aio.files.get(name=f.name)
+        if f.state is not None and f.state.name == "FAILED":
+            raise BackendError(f"file upload of {path.name} failed on the server", retryable=True)
+        return types.Part.from_uri(file_uri=f.uri, mime_type=f.mime_type or mime), f.name
+
+    async def generate(self, request: Request) -> Reply:
+        from google.genai import errors
+
+        client = self._get_client()
+        uploaded = None
+        try:
+            contents: list[Any] = []
+            if request.audio_path is not None:
+                part, uploaded = await self._audio_part(Path(request.audio_path))
+                contents.append(part)
+            contents.append(request.prompt)
+            resp = await client.aio.models.generate_content(
+                model=self.model, contents=contents, config=self._config(request))
+        except errors.APIError as exc:
+            headers = getattr(getattr(exc, "response", None), "headers", None)
+            code = exc.code if isinstance(exc.code, int) else None
+            retryable = retryable_status(code) or exc.status in ("RESOURCE_EXHAUSTED",
+                                                                  "UNAVAILABLE")
+            raise BackendError(f"gemini {code} {exc.status}: {exc.message}",
+                               retryable=retryable,
+                               retry_after=retry_after_s(headers, exc.details)) from None
+        except (TimeoutError, OSError) as exc:
+            raise BackendError(f"gemini connection: {type(exc).__name__}: {exc}",
+                               retryable=True) from None
+        except Exception as exc:
+            if _is_transport_error(exc):
+                raise BackendError(f"gemini connection: {type(exc).__name__}: {exc}",
+                                   retryable=True) from None
+            # A body the SDK could not read (not JSON, wrong shape): a failure, not an answer.
+            raise BackendError(f"gemini reply unreadable: {type(exc).__name__}: {exc}",
+                               retryable=False) from None
+        finally:
+            if uploaded:
+                try:
+                    await client.aio.files.delete(name=uploaded)
+                except Exception:  # noqa: BLE001 - the file expires on its own in 48 h
+                    pass
+        return _to_reply(resp)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            try:
+                await self._client.aio.aclose()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+            self._client = None
+
+
+def _is_transport_error(exc: Exception) -> bool:
+    import httpx
+
+    if isinstance(exc, httpx.TransportError):
+        return True
+    try:
+        import aiohttp
+
+        return isinstance(exc, aiohttp.ClientConnectionError)
+    except ImportError:  # pragma: no cover
+        return False
+
+
+def _to_reply(resp: Any) -> Reply:
+    usage = resp.usage_metadata
+    tokens_in = getattr(usage, "prompt_token_count", None) if usage else None
+    out = getattr(usage, "candidates_token_count", None) if usage else None
+    thoughts = getattr(usage, "thoughts_token_count", None) if usage else None
+    tokens_out = None if out is None and thoughts is None else (out or 0) + (thoughts or 0)
+    extra: dict[str, Any] = {}
+    if thoughts:
+        extra["thinking_tokens"] = thoughts
+    feedback = getattr(resp, "prompt_feedback", None)
+    if feedback is not None and getattr(feedback, "block_reason", None):
+        reason = str(getattr(feedback.block_reason, "name", feedback.block_reason))
+        return Reply(ReplyStatus.REFUSED, text=f"prompt blocked: {reason}",
+                     input_tokens=tokens_in, output_tokens=tokens_out, extra=extra)
+    if not resp.candidates:
+        raise BackendError("gemini reply has no candidates", retryable=True)
+    cand = resp.candidates[0]
+    parts = (cand.content.parts if cand.content and cand.content.parts else None) or []
+    text = "".join(p.text for p in parts if p.text and not p.thought)
+    finish = getattr(cand.finish_reason, "name", None) if cand.finish_reason else None
+    if finish:
+        extra["finish_reason"] = finish
+    if not text and finish in _BLOCKED:
+        return Reply(ReplyStatus.REFUSED, text=f"answer withheld: {finish}",
+                     input_tokens=tokens_in, output_tokens=tokens_out, extra=extra)
+    return Reply(ReplyStatus.OK, text=text, input_tokens=tokens_in, output_tokens=tokens_out,
+                 extra=extra)

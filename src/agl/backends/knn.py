@@ -1,0 +1,130 @@
+"""`knn`: a learned baseline that listens, without a language model.
+
+Each clip becomes a cheap timbre fingerprint: the mean and standard deviation over time of a
+64-band log-mel spectrogram of its first `max_seconds` (default 30) at 16 kHz, plus the
+same statistics of the frame-to-frame spectral change (how eventful the scene is). Features
+are z-scored over the manifest and compared by cosine similarity. A clip's answer is taken
+from its nearest *other* clips (leave-one-out over the manifest: the clip itself is never
+its own neighbour): the country with the largest summed similarity among the `k` nearest
+(default 1), then the coordinates, city and continent of the nearest neighbour in that
+country.
+
+It is a floor for "what does the sound of a place alone give without any world knowledge",
+not a strong model: recordings by the same author or of the same place can sit near each
+other, which leave-one-out over clips does not exclude.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
+from agl.errors import AglError
+
+SAMPLING_RATE = 16_000
+N_FFT, HOP, N_MELS = 512, 256, 64
+
+
+def mel_filterbank(sr: int = SAMPLING_RATE, n_fft: int = N_FFT, n_mels: int = N_MELS) -> np.ndarray:
+    """Triangular filters on the HTK mel scale, shape (n_mels, n_fft // 2 + 1)."""
+    def hz_to_mel(f):
+        return 2595.0 * np.log10(1.0 + np.asarray(f) / 700.0)
+
+    def mel_to_hz(m):
+        return 700.0 * (10.0 ** (np.asarray(m) / 2595.0) - 1.0)
+
+    edges = mel_to_hz(np.linspace(hz_to_mel(20.0), hz_to_mel(sr / 2), n_mels + 2))
+    bins = np.fft.rfftfreq(n_fft, 1.0 / sr)
+    fb = np.zeros((n_mels, bins.size))
+    for i in range(n_mels):
+        lo, mid, hi = edges[i], edges[i + 1], edges[i + 2]
+        rise = (bins - lo) / max(mid - lo, 1e-9)
+        fall = (hi - bins) / max(hi - mid, 1e-9)
+        fb[i] = np.clip(np.minimum(rise, fall), 0, None)
+    return fb
+
+
+def logmel_features(samples: np.ndarray) -> np.ndarray:
+    """A fixed-length vector (4 * N_MELS) from mono samples at SAMPLING_RATE."""
+    if samples.size < N_FFT:
+        samples = np.pad(samples, (0, N_FFT - samples.size))
+    n_frames = 1 + (samples.size - N_FFT) // HOP
+    idx = np.arange(N_FFT)[None, :] + HOP * np.arange(n_frames)[:, None]
+    frames = samples[idx] * np.hanning(N_FFT)[None, :]
+    power = np.abs(np.fft.rfft(frames, axis=1)) ** 2
+    logmel = np.log(power @ mel_filterbank().T + 1e-10)
+    delta = np.abs(np.diff(logmel, axis=0)) if n_frames > 1 else np.zeros_like(logmel)
+    return np.concatenate([logmel.mean(0), logmel.std(0), delta.mean(0), delta.std(0)])
+
+
+def clip_features(path: Path, max_seconds: float) -> np.ndarray:
+    from agl.backends._audio import load_mono
+
+    return logmel_features(load_mono(path, SAMPLING_RATE, max_seconds))
+
+
+@register("knn")
+class NearestNeighbours(Backend):
+    deterministic = False  # depends on the whole manifest, which the cache key does not see
+
+    def __init__(self, model: str = "logmel", **settings: Any):
+        super().__init__(model, **settings)
+        self.k = int(settings.get("k", 1))
+        self.max_seconds = float(settings.get("max_seconds", 30))
+        if self.k < 1:
+            raise AglError(f"knn: k must be at least 1, got {self.k}")
+        self._index: dict[str, int] = {}
+        self._clips: list[Any] = []
+        self._sim: np.ndarray | None = None
+
+    def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:
+        if audio_root is None:
+            raise AglError("knn baseline listens to every clip of the manifest; pass --audio-root")
+        paths = [Path(audio_root) / c.relpath for c in clips]
+        missing = [p for p in paths if not p.is_file()]
+        if missing:
+            raise AglError(f"knn baseline: {len(missing)} audio file(s) missing, e.g. "
+                           f"{missing[0]}; it needs the audio of every manifest clip")
+        if len(clips) < 2:
+            raise AglError("knn baseline: the manifest needs at least two clips")
+        # Decoding dominates; libsndfile releases the GIL, so threads overlap it.
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            feats = np.stack(list(pool.map(lambda p: clip_features(p, self.max_seconds), paths)))
+        z = (feats - feats.mean(0)) / (feats.std(0) + 1e-8)
+        z /= np.linalg.norm(z, axis=1, keepdims=True) + 1e-12
+        sim = z @ z.T
+        np.fill_diagonal(sim, -np.inf)  # leave-one-out: never your own neighbour
+        self._sim = sim
+        self._clips = list(clips)
+        self._index = {c.key: i for i, c in enumerate(clips)}
+
+    async def generate(self, request: Request) -> Reply:
+        if self._sim is None:
+            raise AglError("knn baseline: prepare(clips) was not called")
+        i = self._index.get(request.sample_id)
+        if i is None:
+            return Reply(ReplyStatus.FAILED, error="clip is not in the manifest given to prepare")
+        row = self._sim[i]
+        nearest = np.argsort(-row, kind="stable")[: min(self.k, len(row) - 1)]
+        votes: dict[str, float] = defaultdict(float)
+        for j in nearest:
+            votes[self._clips[j].country] += float(row[j])
+        country = max(votes, key=lambda c: (votes[c], c))
+        best = next(j for j in nearest if self._clips[j].country == country)
+        n = self._clips[best]
+        answer = {
+            "reasoning": f"nearest clip by log-mel statistics: {n.key} "
+                         f"(cosine {float(row[best]):.3f})",
+            "city": n.city or None, "country": n.country or None,
+            "continent": n.continent or None,
+            "latitude": n.latitude, "longitude": n.longitude,
+        }
+        return Reply(ReplyStatus.OK, text=json.dumps(answer), input_tokens=0, output_tokens=0)

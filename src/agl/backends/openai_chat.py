@@ -1,0 +1,149 @@
+"""`openai` and `openai-compatible`: chat completions with `input_audio`.
+
+`openai` is OpenAI's own service (gpt-4o-audio-preview and later audio models; key from
+OPENAI_API_KEY). `openai-compatible` is the same client against any `base_url` (vLLM
+serving Qwen2-Audio / Qwen2.5-Omni / Voxtral, hosted gateways), so open models scale out on
+servers; its key comes from the variable named by `api_key_env`, and a server without keys
+gets a placeholder. Settings:
+
+  temperature, top_p, seed, max_tokens (or max_completion_tokens)   generation
+  json_schema: true        request `response_format` with `agl.prompts.ANSWER_SCHEMA`
+  base_url, api_key_env    endpoint and key variable
+  extra_body               passed through to servers with their own options (vLLM)
+
+The SDK's own retries are off (`max_retries=0`): the runner retries with jitter and honours
+Retry-After. A `refusal` in the reply, or finish reason `content_filter`, is a refusal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+from typing import Any
+
+from agl.backends._http import api_key, is_deterministic, retry_after_s, retryable_status
+from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, register
+from agl.errors import AglError
+
+_GENERATION = ("temperature", "top_p", "seed", "max_tokens", "max_completion_tokens",
+               "frequency_penalty", "presence_penalty")
+_FORMATS = {".mp3": "mp3", ".wav": "wav"}
+
+
+@register("openai")
+class OpenAIChat(Backend):
+    default_key_envs: tuple[str, ...] = ("OPENAI_API_KEY",)
+    key_required = True
+
+    def __init__(self, model: str, **settings: Any):
+        super().__init__(model, **settings)
+        self.deterministic = is_deterministic(settings)
+        self._key = api_key(settings, self.default_key_envs, self.name,
+                            required=self.key_required)
+        self._client = None
+
+    def _get_client(self):
+        if self._client is None:
+            from openai import AsyncOpenAI
+
+            self._client = AsyncOpenAI(api_key=self._key or "EMPTY",
+                                       base_url=self.settings.get("base_url"), max_retries=0)
+        return self._client
+
+    async def _audio_content(self, path: Path) -> dict[str, Any]:
+        fmt = _FORMATS.get(path.suffix.lower())
+        if fmt is None:
+            raise BackendError(f"{path.name}: chat completions take mp3 or wav audio only",
+                               retryable=False)
+        data = await asyncio.to_thread(path.read_bytes)
+        return {"type": "input_audio",
+                "input_audio": {"data": base64.b64encode(data).decode("ascii"), "format": fmt}}
+
+    async def generate(self, request: Request) -> Reply:
+        import openai
+
+        content: list[dict[str, Any]] = [{"type": "text", "text": request.prompt}]
+        if request.audio_path is not None:
+            content.append(await self._audio_content(Path(request.audio_path)))
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.append({"role": "user", "content": content})
+        kw: dict[str, Any] = {k: self.settings[k] for k in _GENERATION
+                              if self.settings.get(k) is not None}
+        if self.settings.get("json_schema"):
+            from agl.prompts import ANSWER_SCHEMA
+
+            kw["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "place", "schema": ANSWER_SCHEMA, "strict": True}}
+        if self.settings.get("extra_body"):
+            kw["extra_body"] = dict(self.settings["extra_body"])
+        if request.audio_path is not None and self.name == "openai":
+            kw["modalities"] = ["text"]
+        try:
+            resp = await self._get_client().chat.completions.create(
+                model=self.model, messages=messages, **kw)
+        except openai.APIStatusError as exc:
+            code = exc.status_code
+            raise BackendError(f"{self.name} {code}: {_message(exc)}",
+                               retryable=retryable_status(code),
+                               retry_after=retry_after_s(exc.response.headers)) from None
+        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            raise BackendError(f"{self.name} connection: {type(exc).__name__}: {exc}",
+                               retryable=True) from None
+        except (openai.OpenAIError, ValueError, TypeError) as exc:
+            # Includes a 200 whose body is not JSON or not a completion.
+            raise BackendError(f"{self.name} reply unreadable: {type(exc).__name__}: {exc}",
+                               retryable=False) from None
+        return _to_reply(resp, self.name)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+
+@register("openai-compatible")
+class OpenAICompatible(OpenAIChat):
+    default_key_envs = ()
+    key_required = False
+
+    def __init__(self, model: str, **settings: Any):
+        if not settings.get("base_url"):
+            raise AglError("openai-compatible backend: set base_url (e.g. "
+                           "http://host:8000/v1, or --base-url)")
+        super().__init__(model, **settings)
+        if settings.get("api_key_env") and not self._key:
+            raise AglError(f"openai-compatible backend: environment variable "
+                           f"{settings['api_key_env']} is not set")
+
+
+def _message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+    return str(getattr(exc, "message", exc))
+
+
+def _to_reply(resp: Any, name: str) -> Reply:
+    # A 200 whose body is not a completion (an HTML error page, a proxy's text) comes back
+    # from the SDK as a string or a model without choices: a failure, never an answer.
+    choices = getattr(resp, "choices", None)
+    if not choices:
+        raise BackendError(f"{name} reply unreadable: no choices in {str(resp)[:200]!r}",
+                           retryable=False)
+    choice = choices[0]
+    usage = getattr(resp, "usage", None)
+    tokens_in = getattr(usage, "prompt_tokens", None) if usage else None
+    tokens_out = getattr(usage, "completion_tokens", None) if usage else None
+    msg = choice.message
+    extra = {"finish_reason": choice.finish_reason} if choice.finish_reason else {}
+    refusal = getattr(msg, "refusal", None)
+    if refusal or (choice.finish_reason == "content_filter" and not msg.content):
+        return Reply(ReplyStatus.REFUSED, text=refusal or "answer withheld: content_filter",
+                     input_tokens=tokens_in, output_tokens=tokens_out, extra=extra)
+    return Reply(ReplyStatus.OK, text=msg.content or "", input_tokens=tokens_in,
+                 output_tokens=tokens_out, extra=extra)

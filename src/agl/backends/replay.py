@@ -1,0 +1,47 @@
+"""`replay`: serve predictions imported from a published result file.
+
+The authors' outputs then go through the same runner, files and scorer as fresh runs, so
+they sit in the same leaderboard. Settings: `source` (path of the published file, read by
+`agl.importer.import_published`) and `reparse` (run this project's parser on the raw text
+instead of keeping the authors' parsed fields). A clip the file has no row for is a
+failure that says so, never a made-up answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
+from agl.errors import AglError
+
+
+@register("replay")
+class Replay(Backend):
+    needs_audio = False
+
+    def __init__(self, model: str = "", **settings: Any):
+        super().__init__(model, **settings)
+        if not settings.get("source"):
+            raise AglError("replay backend: set `source` to a published result file")
+        self._served: dict[str, dict[str, Any]] | None = None
+
+    def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:
+        from agl.importer import import_published
+
+        preds = import_published(self.settings["source"],
+                                 reparse=bool(self.settings.get("reparse", False)))
+        self._served = {p.sample_id: p.to_json() for p in preds}
+
+    async def generate(self, request: Request) -> Reply:
+        if self._served is None:
+            self.prepare([], None)
+        assert self._served is not None
+        record = self._served.get(request.sample_id)
+        if record is None:
+            return Reply(ReplyStatus.FAILED,
+                         error=f"no row for this clip in {self.settings['source']}")
+        # The runner takes `prediction` as the finished record instead of parsing text.
+        return Reply(ReplyStatus.OK, text=record.get("raw_reply"),
+                     extra={"prediction": record})

@@ -1,0 +1,75 @@
+"""`agl infer --backend B --model M --manifest F --audio-root D --out DIR ...`: one model run.
+
+Writes DIR/predictions.jsonl (appended as replies arrive) and DIR/run_summary.json. Rerun
+the same command to resume: finished clips are skipped, failed ones retried. Keys come
+from environment variables only (GEMINI_API_KEY, OPENAI_API_KEY, or the one named with
+`--setting api_key_env=NAME`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("infer", help="run one model (backend) over a manifest's clips",
+                       description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
+    p.add_argument("--backend", required=True, help="backend name (e.g. gemini, openai, random)")
+    p.add_argument("--model", default="", help="model id for the backend")
+    p.add_argument("--base-url", help="server URL for openai-compatible (and fake servers)")
+    p.add_argument("--manifest", required=True, help="manifest CSV (AGL1K layout)")
+    p.add_argument("--audio-root", help="folder with <key>/<mp3name> audio files")
+    p.add_argument("--out", required=True, help="run folder for predictions.jsonl + summary")
+    p.add_argument("--concurrency", type=int, default=4, help="requests in flight (default 4)")
+    p.add_argument("--limit", type=int, help="only the first K clips of the manifest")
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes sharing the requests (API backends; default 1)")
+    p.add_argument("--prompt", default="default", help="prompt name (default, agl1k-paper, ...)")
+    p.add_argument("--prompt-source", help="published result file for --prompt agl1k-paper")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    p.add_argument("--retries", type=int, default=5, help="retries on 429/5xx/timeouts")
+    p.add_argument("--cache-dir", default="cache/responses",
+                   help="response cache folder ('' for none)")
+    p.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
+                   help="backend setting, value read as YAML (repeatable)")
+    p.add_argument("--price-in", type=float, default=0.0, help="USD per 1M input tokens")
+    p.add_argument("--price-out", type=float, default=0.0, help="USD per 1M output tokens")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def parse_settings(pairs: list[str]) -> dict:
+    import yaml
+
+    from agl.errors import AglError
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise AglError(f"--setting {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = yaml.safe_load(value) if value else ""
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from agl.runspec import InferSettings, ModelSpec, run_spec, summary_line
+
+    settings = parse_settings(args.setting)
+    if args.base_url:
+        settings["base_url"] = args.base_url
+    spec = ModelSpec(name="cli", backend=args.backend, model=args.model, settings=settings,
+                     price_in_per_m=args.price_in, price_out_per_m=args.price_out)
+    infer = InferSettings(prompt=args.prompt, prompt_source=args.prompt_source,
+                          concurrency=args.concurrency, timeout_s=args.timeout,
+                          max_retries=args.retries, cache_dir=args.cache_dir or None,
+                          workers=args.workers)
+    if args.concurrency < 1:
+        from agl.errors import AglError
+
+        raise AglError("--concurrency must be at least 1")
+    summary = run_spec(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
+                       out_dir=args.out, limit=args.limit, progress=not args.no_progress)
+    print(summary_line(summary), file=sys.stderr)
+    return 0

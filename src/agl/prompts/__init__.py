@@ -1,0 +1,127 @@
+"""Prompts are named, versioned text files in this package; every run records a hash.
+
+`load_prompt(name)` returns the exact text sent and its SHA-256. A file is never edited in
+place once runs used it: a new wording is a new file (`geo-json-v2.txt`), so a run's prompt
+hash always points at one text. `default` names the project's current prompt.
+
+`agl1k-paper` is the AGL1K authors' own prompt. It is not stored here: it is read at run
+time from the `question` field of one of their published result files (a local path or an
+`http(s)` URL, setting `source`). Their pipeline escaped newlines as the two characters
+`\\n` (and `\\r`, `\\t`) and doubled every `"` when it wrote a CSV, and the published JSON
+kept both; `paper_prompt` undoes exactly these two escapes to recover the text the authors
+sent to their models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from agl.errors import AglError
+
+DEFAULT = "geo-json-v1"
+PAPER = "agl1k-paper"
+ALIASES = {"default": DEFAULT}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    name: str
+    text: str
+    source: str  # the package file or published file it came from
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+def available_prompts() -> list[str]:
+    names = [p.name[:-4] for p in resources.files(__package__).iterdir() if p.name.endswith(".txt")]
+    return sorted(names) + ["default", PAPER]
+
+
+def load_prompt(name: str = "default", *, source: str | Path | None = None) -> Prompt:
+    """The prompt `name`; `source` (a published result file) is needed for `agl1k-paper`."""
+    name = ALIASES.get(name, name)
+    if name == PAPER:
+        if source is None:
+            raise AglError(
+                f"prompt '{PAPER}' is read from the authors' published results; give the path "
+                "or URL of one of their result files (setting prompt_source / --prompt-source)"
+            )
+        return paper_prompt(source)
+    res = resources.files(__package__).joinpath(f"{name}.txt")
+    if not res.is_file():
+        raise AglError(f"unknown prompt '{name}'; known prompts: {', '.join(available_prompts())}")
+    # Exact bytes: no strip, so the hash is the hash of the file.
+    return Prompt(name=name, text=res.read_text(encoding="utf-8"), source=f"agl/prompts/{name}.txt")
+
+
+def unescape_published(question: str) -> str:
+    """Undo the authors' CSV escaping (see the module docstring)."""
+    return (
+        question.replace("\\n", "\n").replace("\\r", "\r").replace("\\t", "\t").replace('""', '"')
+    )
+
+
+def paper_prompt(source: str | Path) -> Prompt:
+    records = _read_published(source)
+    questions = {r.get("question") for r in records if isinstance(r, dict)}
+    questions.discard(None)
+    if not questions:
+        raise AglError(f"{source}: no record has a 'question' field; pass an AGL1K result file")
+    if len(questions) > 1:
+        raise AglError(
+            f"{source}: {len(questions)} different 'question' texts; pass a single-task file"
+        )
+    return Prompt(name=PAPER, text=unescape_published(questions.pop()), source=str(source))
+
+
+def _read_published(source: str | Path) -> list[dict]:
+    s = str(source)
+    if s.startswith(("http://", "https://")):
+        import httpx
+
+        try:
+            resp = httpx.get(s, timeout=60, follow_redirects=True)
+            resp.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise AglError(f"{s}: could not fetch the published results ({exc})") from None
+        text = resp.text
+    else:
+        try:
+            text = Path(s).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise AglError(f"{s}: published results file not found") from None
+    try:
+        data = json.loads(text)
+        return data if isinstance(data, list) else [data]
+    except json.JSONDecodeError:
+        pass
+    try:  # JSON Lines (the authors' seed_42_ABCD.jsonl files)
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise AglError(f"{s}: neither JSON nor JSON Lines ({exc})") from None
+
+
+# The answer the default prompt asks for, as a JSON schema: backends that can constrain
+# decoding (Gemini `response_json_schema`, OpenAI `response_format`) use it when the model's
+# settings say `json_schema: true`.
+ANSWER_SCHEMA: dict = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string"},
+        "city": {"type": "string"},
+        "country": {"type": "string"},
+        "continent": {"type": "string"},
+        "latitude": {"type": "number", "minimum": -90, "maximum": 90},
+        "longitude": {"type": "number", "minimum": -180, "maximum": 180},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+    },
+    "required": ["reasoning", "city", "country", "continent", "latitude", "longitude",
+                 "confidence"],
+    "additionalProperties": False,
+}

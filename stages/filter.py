@@ -1,0 +1,42 @@
+"""DVC stage `filter`: measure every clip (RMS, flatness, clipping, ACI) and keep or drop it.
+
+Reads params.yaml `filter:` (thresholds and `jobs`). Writes the per-clip table (every measure,
+pass/fail, the reason) and a summary (counts per reason, audio seconds, x real time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from _params import load, run_main
+
+from agl.filtering import FilterConfig, filter_manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--manifest", required=True, type=Path)
+    ap.add_argument("--audio-root", required=True, type=Path)
+    ap.add_argument("--out", required=True, type=Path, help="per-clip table (CSV)")
+    ap.add_argument("--summary", required=True, type=Path, help="summary (JSON)")
+    ap.add_argument("--params", type=Path, default=None, help="default: the repo's params.yaml")
+    args = ap.parse_args(argv)
+    section = load("filter", **({"path": args.params} if args.params else {}))["filter"]
+    cfg = FilterConfig.from_params(section)
+    run = filter_manifest(args.manifest, args.audio_root, cfg)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    run.frame().to_csv(args.out, index=False)
+    summary = run.summary(cfg)
+    args.summary.parent.mkdir(parents=True, exist_ok=True)
+    args.summary.write_text(json.dumps(summary, indent=1) + "\n")
+    reasons = ", ".join(f"{k} {v}" for k, v in summary["failed_by_reason"].items()) or "none"
+    print(f"filter: {summary['passed']} of {summary['clips']} clip(s) pass; failed: {reasons}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

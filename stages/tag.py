@@ -1,0 +1,54 @@
+"""DVC stage `tag`: AudioSet categories and speech for every clip that passed the filter.
+
+Reads params.yaml `tag:`. Writes the AGL1K category columns + speech per clip (tags.csv),
+the full class scores (tags_classes.csv; no class columns for the `precomputed` tagger),
+and a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from _params import load, run_main
+
+from agl.filtering import passed_keys
+from agl.manifest import clips, load_manifest
+from agl.tagging import TagConfig, tag_clips
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--manifest", required=True, type=Path)
+    ap.add_argument("--audio-root", required=True, type=Path)
+    ap.add_argument("--filter", required=True, type=Path, help="the filter stage's table")
+    ap.add_argument("--out", required=True, type=Path, help="tags.csv")
+    ap.add_argument("--classes", required=True, type=Path, help="tags_classes.csv")
+    ap.add_argument("--summary", required=True, type=Path)
+    ap.add_argument("--params", type=Path, default=None, help="default: the repo's params.yaml")
+    args = ap.parse_args(argv)
+    section = load("tag", **({"path": args.params} if args.params else {}))["tag"]
+    cfg = TagConfig.from_params(section)
+    manifest = load_manifest(args.manifest)
+    items = [(c.key, args.audio_root / c.relpath) for c in clips(manifest)]
+    skipped = 0
+    if cfg.only_passed:
+        keep = set(passed_keys(args.filter))
+        skipped = sum(k not in keep for k, _ in items)
+        items = [(k, p) for k, p in items if k in keep]
+    run = tag_clips(items, cfg, manifest)
+    for path in (args.out, args.classes, args.summary):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    run.frame().to_csv(args.out, index=False)
+    run.class_frame().to_csv(args.classes, index=False)
+    summary = {**run.summary(), "skipped_by_filter": skipped}
+    args.summary.write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"tag: {summary['tagged']} clip(s) tagged with {cfg.tagger}; {skipped} skipped "
+          "(failed the filter)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

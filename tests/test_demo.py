@@ -1,0 +1,163 @@
+"""The embedded SYNTHETIC demo set: layout, labelling, intent of each clip, determinism."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import yaml
+
+from agl import demo
+from agl.cli import main
+from agl.errors import AglError
+from agl.lock import file_digest, read_lock
+from agl.manifest import CATEGORY_COLUMNS, COLUMNS, clips, load_manifest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("demo") / "data"
+    demo.write_demo(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def truth(demo_dir) -> dict:
+    return json.loads((demo_dir / "demo_truth.json").read_text())["clips"]
+
+
+def test_manifest_is_agl1k_layout_and_loads_cleanly(demo_dir):
+    header = (demo_dir / "manifest.csv").read_text().splitlines()[0].split(",")
+    assert tuple(header) == COLUMNS
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no header repair, nothing else to warn about
+        frame = load_manifest(demo_dir / "manifest.csv")
+    assert 24 <= len(frame) <= 40
+    assert set(frame["continent"]) == {
+        "Europe", "Asia", "Africa", "North America", "South America", "Oceania"
+    }
+    assert all(k.startswith("demo_") for k in frame["key"])
+    assert frame["title"].str.startswith("SYNTHETIC").all()
+    assert frame["description"].str.startswith("SYNTHETIC").all()
+    assert frame["mp3seconds"].between(10, 60).all()
+
+
+def test_audio_layout_duration_and_lock(demo_dir):
+    frame = load_manifest(demo_dir / "manifest.csv")
+    lock = read_lock(demo_dir / "lock.json")
+    assert len(lock) == len(frame)
+    for clip in clips(frame):
+        path = demo_dir / "audio" / clip.relpath
+        assert lock[clip.relpath] == file_digest(path)
+        info = sf.info(path)
+        assert (info.samplerate, info.channels) == (demo.SAMPLE_RATE, 1)
+        assert info.duration == pytest.approx(clip.seconds, abs=0.05)
+
+
+def test_every_filter_has_clips_that_fail_it_for_the_right_reason(truth):
+    expected = {k: t["expected_filter_failure"] for k, t in truth.items()}
+    assert {k: v for k, v in expected.items() if v} == demo.EXPECTED_FILTER_FAILURES
+    kinds = list(demo.EXPECTED_FILTER_FAILURES.values())
+    assert {kind: kinds.count(kind) for kind in set(kinds)} == {
+        "silence": 2, "clipping": 2, "flat_noise": 2
+    }
+    for key, t in truth.items():
+        m, fails = t["measured"], t["expected_filter_failure"]
+        # each failing clip fails its own test only; the ordinary clips fail none
+        assert (m["rms_dbfs"] < -60) == (fails == "silence"), key
+        assert (m["clipped_fraction"] > 0.2) == (fails == "clipping"), key
+        assert (m["spectral_flatness"] > 0.9) == (fails == "flat_noise"), key
+        if fails is None:
+            assert m["clipped_fraction"] == 0 and m["spectral_flatness"] < 0.5, key
+            assert m["rms_dbfs"] > -30 and m["level_std_db"] > 1.0, key
+
+
+def test_categories_follow_components(demo_dir, truth):
+    frame = load_manifest(demo_dir / "manifest.csv").set_index("key")
+    for key, t in truth.items():
+        row = frame.loc[key]
+        assert set(row[list(CATEGORY_COLUMNS)]) <= {0.0, 0.5, 1.0}
+        speech = 1.0 if "speech" in t["foreground"] else 0.5 if t["speech_like"] else 0.0
+        assert row["human_sounds"] == speech, key
+        assert (key in demo.SPEECH_CLIPS) == t["speech_like"]
+        music = "music" in t["foreground"] + t["background"] or "bells" in t["foreground"]
+        assert (row["music"] > 0) == music, key
+    assert 8 <= len(demo.SPEECH_CLIPS) <= len(truth) - 8  # some speech, some none
+
+
+def test_silero_vad_hears_the_foreground_speech_and_nothing_else(demo_dir, truth):
+    torch = pytest.importorskip("torch")
+    from silero_vad import get_speech_timestamps, load_silero_vad
+
+    model = load_silero_vad()
+    frame = load_manifest(demo_dir / "manifest.csv")
+    for clip in clips(frame):
+        t = truth[clip.key]
+        if t["speech_like"] and not t["speech_in_foreground"]:
+            continue  # background speech: the docstring reports what VAD does there
+        x, sr = sf.read(demo_dir / "audio" / clip.relpath, dtype="float32")
+        spans = get_speech_timestamps(torch.from_numpy(x), model, sampling_rate=sr)
+        share = sum(s["end"] - s["start"] for s in spans) / x.size
+        if t["speech_in_foreground"]:
+            assert share > 0.1, (clip.key, share)
+        else:
+            assert share == 0.0, (clip.key, share)
+
+
+def test_rewrite_is_byte_identical_and_touches_nothing(demo_dir, capsys):
+    files = sorted(p for p in demo_dir.rglob("*") if p.is_file())
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
+    assert main(["demo", "--out", str(demo_dir)]) == 0
+    assert "SYNTHETIC" in capsys.readouterr().err
+    after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in demo_dir.rglob("*") if p.is_file()}
+    assert after == before
+
+
+def test_another_seed_changes_the_audio_but_not_the_design():
+    a = demo._make_clip(0, demo.RECIPES[0], 1, seed=1)
+    b = demo._make_clip(0, demo.RECIPES[0], 2, seed=2)
+    assert a.mp3 != b.mp3
+    assert a.row["key"] == b.row["key"] and a.row["mp3name"] == b.row["mp3name"]
+    again = demo._make_clip(0, demo.RECIPES[0], 1, seed=1)
+    assert again.mp3 == a.mp3
+
+
+def test_refuses_to_mix_into_a_folder_with_other_audio(tmp_path):
+    (tmp_path / "audio" / "aporee_1_2").mkdir(parents=True)
+    with pytest.raises(AglError, match="aporee_1_2"):
+        demo.write_demo(tmp_path)
+
+
+def test_generators_are_unit_rms_and_finite():
+    from agl.synth import GENERATORS
+
+    rng = np.random.default_rng(0)
+    for name, gen in GENERATORS.items():
+        x = gen(rng, demo.SAMPLE_RATE * 3, demo.SAMPLE_RATE)
+        assert x.shape == (demo.SAMPLE_RATE * 3,) and np.isfinite(x).all(), name
+        assert np.sqrt(np.mean(x**2)) == pytest.approx(1.0, rel=1e-6), name
+
+
+@pytest.mark.slow
+def test_the_checked_in_data_dvc_pins_exactly_a_fresh_demo(demo_dir, tmp_path):
+    """A fresh clone's `agl download` must rebuild the very data data.dvc names (real DVC)."""
+    pinned = yaml.safe_load((REPO / "data.dvc").read_text())["outs"][0]
+    shutil.copytree(demo_dir, tmp_path / "data")
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    for cmd in (["init", "--no-scm", "-q"], ["add", "-q", "data"]):
+        subprocess.run([sys.executable, "-m", "dvc", *cmd], cwd=tmp_path, env=env, check=True,
+                       capture_output=True, timeout=300)  # fmt: skip
+    fresh = yaml.safe_load((tmp_path / "data.dvc").read_text())["outs"][0]
+    assert (fresh["md5"], fresh["nfiles"], fresh["size"]) == (
+        pinned["md5"], pinned["nfiles"], pinned["size"]
+    ), "the demo generator changed: run `agl download && dvc commit data.dvc`, commit data.dvc"

@@ -1,0 +1,46 @@
+"""The README's first command: `dvc repro` on the embedded demo set, offline, in a temp copy
+of the repo, with MLflow on a temp SQLite file; a second `dvc repro` does nothing."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from test_pipeline_paper import copy_repo, sh
+
+
+@pytest.mark.slow
+def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
+    work = copy_repo(tmp_path / "repo")
+    db = tmp_path / "mlflow.db"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}", "DVC_NO_ANALYTICS": "1",
+           "HF_HUB_OFFLINE": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           # No keys and no network: anything that tried would fail loudly.
+           "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    for k in [k for k in env if k.endswith("_API_KEY")]:
+        env.pop(k)
+    sh("git init -q && git add -A && git commit -qm init", work, env)
+    out = sh("dvc repro", work, env)
+    assert "SYNTHETIC" in out.upper() or "demo" in out.lower()
+
+    models = [m["name"] for m in yaml.safe_load((work / "params.yaml").read_text())["models"]]
+    board = (work / "build" / "leaderboard.md").read_text()
+    for name in models:
+        assert f"| {name} |" in board, f"{name} missing from the leaderboard:\n{board}"
+        assert (work / "build" / "runs" / name / "metrics.json").exists()
+
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{db}")
+    runs = mlflow.search_runs(experiment_names=["agl1k"], output_format="list")
+    assert {r.data.tags["mlflow.runName"] for r in runs} >= set(models)
+    for r in runs:
+        assert len(r.data.tags["data_version"]) == 64 and r.data.tags["git_commit"]
+
+    # Nothing changed: nothing runs again.
+    status = subprocess.run("dvc status", cwd=work, env=env, shell=True, capture_output=True, text=True)
+    assert status.returncode == 0 and "changed" not in status.stdout, status.stdout
