@@ -41,6 +41,38 @@ def serve(latency: float, port_queue) -> None:
         time.sleep(3600)
 
 
+def sdk_only(url: str, n: int, concurrency: int) -> float:
+    """Seconds for n bare openai SDK calls (no runner) with the same body, for reference:
+    the client's own CPU cost per request bounds any runner on the same machine."""
+    import asyncio
+    import base64
+
+    from openai import AsyncOpenAI
+
+    from agl.prompts import load_prompt
+
+    async def go() -> float:
+        client = AsyncOpenAI(base_url=url + "/v1", api_key="sk-benchmark", max_retries=0)
+        sem = asyncio.Semaphore(concurrency)
+        content = [{"type": "text", "text": load_prompt().text},
+                   {"type": "input_audio", "input_audio": {
+                       "data": base64.b64encode(bytes(364)).decode(), "format": "wav"}}]
+
+        async def one() -> None:
+            async with sem:
+                await client.chat.completions.create(
+                    model="fake", messages=[{"role": "user", "content": content}])
+
+        await one()
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(n)))
+        wall = time.perf_counter() - t0
+        await client.close()
+        return wall
+
+    return asyncio.run(go())
+
+
 def make_clips(root: Path, n: int):
     import numpy as np
     import soundfile as sf
@@ -65,8 +97,6 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--backend", choices=["openai", "gemini"], default="openai",
                     help="which real SDK talks to the fake server")
-    ap.add_argument("--workers", type=int, default=1,
-                    help="client processes sharing the requests (run_inference workers)")
     args = ap.parse_args()
 
     from agl.inference import run_inference
@@ -99,7 +129,7 @@ def main() -> int:
                 t0 = time.perf_counter()
                 s = run_inference(backend_name=args.backend, model="fake", clips=clips[:n],
                                   audio_root=tmp / "audio", out_dir=out, prompt=load_prompt(),
-                                  settings=settings, workers=args.workers,
+                                  settings=settings,
                                   cache_dir=None, concurrency=c, timeout_s=30, max_retries=0,
                                   progress=False)
                 wall = time.perf_counter() - t0
@@ -110,17 +140,26 @@ def main() -> int:
                 rate = n / wall
                 ideal = c / args.latency
                 rows.append((c, n, wall, rate, ideal, args.n / rate))
+        if args.backend == "openai":
+            c = max(args.concurrency)
+            wall = sdk_only(url, args.n, c)
+            sdk_row = (c, args.n, wall, args.n / wall, c / args.latency)
     finally:
         proc.terminate()
     print(f"fake server latency {args.latency * 1000:.0f} ms; {args.n} requests "
-          f"({args.backend} SDK -> 127.0.0.1, parse, fsync'd append per reply; "
-          f"{args.workers} client process(es))")
+          f"({args.backend} SDK -> 127.0.0.1, parse, fsync'd append per reply)")
     print(f"{'conc':>4} {'requests':>8} {'wall s':>8} {'req/s':>8} {'ideal':>8} {'ratio':>6} "
           f"{'1444-run s':>10}")
     for c, n, wall, rate, ideal, full in rows:
         note = " (subset; full run extrapolated)" if n < args.n else ""
         print(f"{c:>4} {n:>8} {wall:>8.2f} {rate:>8.2f} {ideal:>8.2f} {rate / ideal:>6.3f} "
               f"{full:>10.1f}{note}")
+    if args.backend == "openai":
+        c, n, wall, rate, ideal = sdk_row
+        print(f"reference, the bare SDK without the runner: {c:>4} {n:>8} {wall:>8.2f} "
+              f"{rate:>8.2f} {ideal:>8.2f} {rate / ideal:>6.3f}")
+    print(f"client CPU: {os.cpu_count()} core(s) on this machine (the fake server runs in "
+          "another process on the same cores)")
     return 0
 
 

@@ -24,7 +24,7 @@ def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
     for k in [k for k in env if k.endswith("_API_KEY")]:
         env.pop(k)
     sh("git init -q && git add -A && git commit -qm init", work, env)
-    out = sh("dvc repro", work, env)
+    out = sh("agl download && dvc repro", work, env)  # the README's first command, after install
     assert "SYNTHETIC" in out.upper() or "demo" in out.lower()
 
     models = [m["name"] for m in yaml.safe_load((work / "params.yaml").read_text())["models"]]

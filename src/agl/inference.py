@@ -248,15 +248,12 @@ def run_inference(
     progress: bool = True,
     backoff: Backoff = Backoff(),
     backend: Backend | None = None,
-    workers: int = 1,
 ) -> dict[str, Any]:
     """Run one model over `clips` (manifest order; the first `limit` if given).
 
     `prompt` is an `agl.prompts.Prompt`. Records whose run fingerprint (backend, model,
     generation settings, prompt hash) differs from this run's are dropped first, so a
     changed prompt never mixes with old answers (unchanged calls still come from the cache).
-    `workers` > 1 spreads the requests over that many processes (`agl.workers`; for API
-    backends whose client, not the server, limits throughput).
     Returns the summary also written to `<out_dir>/run_summary.json`.
     """
     from agl.predictions import Status, iter_records, write_predictions
@@ -288,25 +285,16 @@ def run_inference(
         backend = backend or backend_cls(model, **settings)
         if backend.needs_audio:
             _require_audio(pending, audio_root)
-        if workers <= 1:
-            backend.prepare(all_clips, audio_root)  # workers prepare their own copies
+        backend.prepare(all_clips, audio_root)
         requests = [
             Request(sample_id=c.key, prompt=prompt.text,
                     audio_path=(Path(audio_root) / c.relpath) if backend.needs_audio else None)
             for c in pending
         ]
-        if workers > 1:
-            from agl.workers import stream_in_processes
-
-            source = stream_in_processes(
-                backend_name, model, settings, requests, workers=workers, clips=all_clips,
-                audio_root=audio_root, cache_dir=cache_dir, concurrency=concurrency,
-                timeout_s=timeout_s, max_retries=max_retries, backoff=backoff)
-        else:
-            source = stream(backend, requests,
-                            cache=ResponseCache(cache_dir) if cache_dir is not None else None,
-                            concurrency=concurrency, timeout_s=timeout_s,
-                            max_retries=max_retries, backoff=backoff)
+        source = stream(backend, requests,
+                        cache=ResponseCache(cache_dir) if cache_dir is not None else None,
+                        concurrency=concurrency, timeout_s=timeout_s, max_retries=max_retries,
+                        backoff=backoff)
         asyncio.run(_run(backend, requests, source, pred_path, price_in_per_m, price_out_per_m,
                          fingerprint, prompt, progress, session))
     wall = time.perf_counter() - t0

@@ -24,7 +24,6 @@ class ModelSpec:
     price_out_per_m: float = 0.0  # USD per million output tokens
     prompt: str | None = None  # overrides infer.prompt for this model
     concurrency: int | None = None  # overrides infer.concurrency for this model
-    workers: int | None = None  # processes for this model's requests (API backends only)
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,6 @@ class InferSettings:
     max_retries: int = 5
     cache_dir: str | None = "cache/responses"
     limit: int | None = None
-    workers: int = 1  # processes sharing the requests (a model entry may override)
 
 
 def _fields(cls) -> set[str]:
@@ -86,13 +84,12 @@ def parse_models(entries: Any, source: str = "params.yaml") -> list[ModelSpec]:
         try:
             prices = [float(e.get(k, 0) or 0) for k in ("price_in_per_m", "price_out_per_m")]
             concurrency = None if e.get("concurrency") is None else int(e["concurrency"])
-            workers = None if e.get("workers") is None else int(e["workers"])
         except (TypeError, ValueError) as exc:
             raise AglError(f"{where}: prices and concurrency must be numbers ({exc})") from None
         out.append(ModelSpec(name=name, backend=e["backend"], model=str(e.get("model") or ""),
                              settings=dict(settings), price_in_per_m=prices[0],
                              price_out_per_m=prices[1], prompt=e.get("prompt"),
-                             concurrency=concurrency, workers=workers))
+                             concurrency=concurrency))
     return out
 
 
@@ -157,7 +154,6 @@ def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
         max_retries=int(infer.max_retries), price_in_per_m=spec.price_in_per_m,
         price_out_per_m=spec.price_out_per_m,
         limit=limit if limit is not None else infer.limit, progress=progress, backoff=Backoff(),
-        workers=int(spec.workers or infer.workers),
     )
 
 

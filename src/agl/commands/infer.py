@@ -23,8 +23,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="run folder for predictions.jsonl + summary")
     p.add_argument("--concurrency", type=int, default=4, help="requests in flight (default 4)")
     p.add_argument("--limit", type=int, help="only the first K clips of the manifest")
-    p.add_argument("--workers", type=int, default=1,
-                   help="processes sharing the requests (API backends; default 1)")
     p.add_argument("--prompt", default="default", help="prompt name (default, agl1k-paper, ...)")
     p.add_argument("--prompt-source", help="published result file for --prompt agl1k-paper")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
@@ -63,8 +61,7 @@ def run(args: argparse.Namespace) -> int:
                      price_in_per_m=args.price_in, price_out_per_m=args.price_out)
     infer = InferSettings(prompt=args.prompt, prompt_source=args.prompt_source,
                           concurrency=args.concurrency, timeout_s=args.timeout,
-                          max_retries=args.retries, cache_dir=args.cache_dir or None,
-                          workers=args.workers)
+                          max_retries=args.retries, cache_dir=args.cache_dir or None)
     if args.concurrency < 1:
         from agl.errors import AglError
 
