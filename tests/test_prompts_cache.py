@@ -166,3 +166,25 @@ def test_repo_params_default_models_are_offline():
     for m in models:  # constructible with no key in the environment
         assert get_backend(m.backend).needs_audio in (True, False)
         assert m.backend in ("random", "random-sphere", "prior", "knn")
+
+
+def test_backoff_and_retry_after_parsing():
+    import email.utils
+    import time
+
+    from agl.backends._http import retry_after_s, retryable_status
+    from agl.inference import Backoff
+
+    b = Backoff(base_s=1.0, cap_s=8.0)
+    for attempt in range(6):
+        d = b.delay(attempt, None)
+        assert 0 <= d <= min(8.0, 2**attempt)  # full jitter under the capped exponential
+    assert 3.0 <= b.delay(0, 3.0) <= 3.3  # the server's wish wins, plus at most 10%
+    assert retry_after_s({"Retry-After": "7"}) == 7.0
+    assert retry_after_s({"retry-after-ms": "250"}) == 0.25
+    future = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert 25 <= retry_after_s({"Retry-After": future}) <= 31
+    details = {"error": {"details": [{"@type": "RetryInfo", "retryDelay": "12s"}]}}
+    assert retry_after_s({}, details) == 12.0 and retry_after_s({}, None) is None
+    assert all(retryable_status(c) for c in (429, 500, 502, 503, 504))
+    assert not any(retryable_status(c) for c in (400, 401, 403, 404, None))

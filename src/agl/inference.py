@@ -93,7 +93,8 @@ async def _call(
         async with semaphore:
             t0 = time.perf_counter()
             try:
-                reply = await asyncio.wait_for(backend.generate(request), timeout_s)
+                async with asyncio.timeout(timeout_s):  # no extra task, unlike wait_for
+                    reply = await backend.generate(request)
                 error, retryable = None, False
             except TimeoutError:
                 reply, error, retryable = None, f"timed out after {timeout_s:g} s", True
@@ -110,7 +111,7 @@ async def _call(
                 extra={**reply.extra, "attempts": attempt, "cached": False},
             )
             if key is not None and cache is not None:
-                cache.put(key, reply)
+                await asyncio.to_thread(cache.put, key, reply)  # its fsync off the loop
             return reply
         if reply is not None:  # the backend returned FAILED itself: not retried
             return replace(reply, extra={**reply.extra, "attempts": attempt, "cached": False})

@@ -77,7 +77,8 @@ class Gemini(Backend):
         mime = mime_type(path)
         size = path.stat().st_size
         if size <= self.upload_above:
-            data = await asyncio.to_thread(path.read_bytes)
+            data = (path.read_bytes() if size < 1 << 20
+                    else await asyncio.to_thread(path.read_bytes))
             return types.Part.from_bytes(data=data, mime_type=mime), None
         client = self._get_client()
         f = await client.aio.files.upload(file=str(path), config={"mime_type": mime})

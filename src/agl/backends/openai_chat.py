@@ -56,7 +56,9 @@ class OpenAIChat(Backend):
         if fmt is None:
             raise BackendError(f"{path.name}: chat completions take mp3 or wav audio only",
                                retryable=False)
-        data = await asyncio.to_thread(path.read_bytes)
+        # Small files are read inline; a thread hop costs more than the read itself.
+        data = (path.read_bytes() if path.stat().st_size < 1 << 20
+                else await asyncio.to_thread(path.read_bytes))
         return {"type": "input_audio",
                 "input_audio": {"data": base64.b64encode(data).decode("ascii"), "format": fmt}}
 
