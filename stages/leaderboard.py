@@ -17,12 +17,14 @@ def main() -> int:
     from agl.errors import AglError
     from agl.paper import fetch, read_paper_leaderboard, resolve
 
-    files = sorted(Path("build/runs").glob("*/metrics.json")) + sorted(Path("build/paper").glob("*/metrics.json"))
+    files = sorted(Path("build/runs").glob("*/metrics.json"))
+    files += sorted(Path("build/paper").glob("*/metrics.json"))
     board = leaderboard.collect(files, cfg["protocol"])
     note = ""
     if not board.empty and (board["paper_name"] != "").any():
         try:
-            src = fetch(resolve(p["paper"]["base_url"], cfg["paper_values"]), p["paper"].get("cache_dir", "cache/paper"))
+            url = resolve(p["paper"]["base_url"], cfg["paper_values"])
+            src = fetch(url, p["paper"].get("cache_dir", "cache/paper"))
             board = leaderboard.attach_paper(board, read_paper_leaderboard(src))
         except AglError as exc:
             note = f"paper values unavailable: {exc}"

@@ -108,7 +108,8 @@ def test_bad_published_file_is_one_line(tmp_path, capsys, agl1k_manifest):
 
 def test_help_is_fast_and_imports_nothing_heavy():
     code = ("import sys, time; t=time.time(); from agl.cli import build_parser; build_parser(); "
-            "heavy=[m for m in ('torch','transformers','mlflow','pandas','matplotlib','google.genai','openai','dvc') if m in sys.modules]; "
+            "heavy=[m for m in ('torch','transformers','mlflow','pandas','matplotlib',"
+            "'google.genai','openai','dvc') if m in sys.modules]; "
             "print(heavy, time.time()-t)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     heavy, _ = out.rsplit(" ", 1)

@@ -55,20 +55,24 @@ def test_numbers_given_as_strings():
     ],
 )
 def test_hemisphere_letters(lat, lon, want):
-    p = parse_reply("a", f'{{"city": "x", "country": "y", "continent": "z", "latitude": {lat}, "longitude": {lon}}}')
+    p = parse_reply(
+        "a", f'{{"city": "x", "country": "y", "continent": "z", "latitude": {lat}, "longitude": {lon}}}'
+    )
     assert p.status is Status.OK
     assert p.latitude == pytest.approx(want[0]) and p.longitude == pytest.approx(want[1])
 
 
 def test_swapped_coordinates_are_put_back():
     # longitude 139.7 cannot be a latitude: the model swapped them.
-    p = parse_reply("a", '{"city": "Tokyo", "country": "Japan", "continent": "Asia", "latitude": 139.69, "longitude": 35.69}')
+    p = parse_reply("a", '{"city": "Tokyo", "country": "Japan", "continent": "Asia", '
+                         '"latitude": 139.69, "longitude": 35.69}')
     assert (p.latitude, p.longitude) == (35.69, 139.69)
     assert p.meta["parse_notes"]["swapped"] == "latitude out of range"
 
 
 def test_swapped_by_hemisphere_letters():
-    p = parse_reply("a", '{"city": "x", "country": "y", "continent": "z", "latitude": "2.35 E", "longitude": "48.85 N"}')
+    p = parse_reply("a", '{"city": "x", "country": "y", "continent": "z", '
+                         '"latitude": "2.35 E", "longitude": "48.85 N"}')
     assert (p.latitude, p.longitude) == (48.85, 2.35)
 
 
@@ -99,12 +103,14 @@ def test_refusal_as_unknown_fields():
 
 
 def test_zero_zero_is_a_refusal_not_a_place():
-    p = parse_reply("a", '{"city": "Unknown", "country": "Unknown", "continent": "Unknown", "latitude": 0, "longitude": 0}')
+    p = parse_reply("a", '{"city": "Unknown", "country": "Unknown", "continent": "Unknown", '
+                         '"latitude": 0, "longitude": 0}')
     assert p.status is Status.REFUSED and p.latitude is None
 
 
 def test_partial_refusal_keeps_what_was_given():
-    p = parse_reply("a", '{"city": "Unknown", "country": "Germany", "continent": "Europe", "latitude": 51.0, "longitude": 10.0}')
+    p = parse_reply("a", '{"city": "Unknown", "country": "Germany", "continent": "Europe", '
+                         '"latitude": 51.0, "longitude": 10.0}')
     assert p.status is Status.PARTIAL and p.missing == ("city",) and p.refused
 
 

@@ -37,9 +37,12 @@ def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
 
     mlflow.set_tracking_uri(f"sqlite:///{db}")
     runs = mlflow.search_runs(experiment_names=["agl1k"], output_format="list")
-    assert {r.data.tags["mlflow.runName"] for r in runs} >= set(models)
-    for r in runs:
+    by_name = {r.data.tags["mlflow.runName"]: r for r in runs}
+    assert set(by_name) >= set(models)
+    for name in models:
+        r = by_name[name]
         assert len(r.data.tags["data_version"]) == 64 and r.data.tags["git_commit"]
+        assert r.data.tags["prompt_hash"] or r.data.params["backend"] in ("random", "random-sphere", "prior", "knn")
 
     # Nothing changed: nothing runs again.
     status = subprocess.run("dvc status", cwd=work, env=env, shell=True, capture_output=True, text=True)
