@@ -142,3 +142,16 @@ def test_replay_serves_published_predictions(tmp_path, qwen_published, agl1k_cli
         assert got.meta["backend"] == "replay"
     missing = [p for p in preds.values() if p.status is Status.FAILED]
     assert all("no row for this clip" in p.error for p in missing)
+
+
+def test_random_baseline_draws_differ_per_clip_even_through_the_cache(tmp_path):
+    """Audio-less requests of different clips must not share a cache entry."""
+    from agl.backends.base import Request
+    from agl.cache import cache_key
+
+    a = cache_key("random", "uniform-latlon", {"seed": 0}, Request("clip_a", "p"))
+    b = cache_key("random", "uniform-latlon", {"seed": 0}, Request("clip_b", "p"))
+    assert a != b
+    same_audio = [cache_key("gemini", "m", {}, Request(s, "p", audio_path=tmp_path / "x.mp3",
+                                                       audio_sha256="ab" * 32)) for s in ("a", "b")]
+    assert same_audio[0] == same_audio[1]  # audio calls stay content-addressed

@@ -35,7 +35,7 @@ _NOT_GENERATION = frozenset(
      "concurrency", "max_retries", "price_in_per_m", "price_out_per_m", "http_options",
      "base_url", "api_version", "cache"}
 )
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 def public_settings(settings: dict[str, Any]) -> dict[str, Any]:
@@ -96,6 +96,9 @@ def cache_key(backend: str, model: str, settings: dict[str, Any], request: Reque
         "prompt_sha256": sha256_text(request.prompt),
         "system_sha256": sha256_text(request.system),
         "audio_sha256": request.audio_sha256,
+        # Without audio, a backend's reply may still depend on the clip (the random
+        # baselines draw per clip), so the clip id is part of the address.
+        "sample_id": request.sample_id if request.audio_sha256 is None else None,
     }
     blob = json.dumps(material, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
