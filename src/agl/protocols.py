@@ -238,8 +238,8 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
     lon = pd.to_numeric(lon_v.where(~ref_lon), errors="coerce").to_numpy(dtype=float)
     lat = np.where(np.abs(lat) <= 90, lat, np.nan)
     lon = np.where(np.isfinite(lon), (lon + 180.0) % 360.0 - 180.0, np.nan)
-    lon = np.where(np.isfinite(lon) & (lon == -180.0) & (lon_v.map(_is_pos180).to_numpy()),
-                   180.0, lon)
+    raw_lon = pd.to_numeric(lon_v, errors="coerce").to_numpy(dtype=float)
+    lon = np.where(np.isfinite(lon) & (lon == -180.0) & (raw_lon == 180.0), 180.0, lon)
     dist = geodesic_km(f["true_lat"], f["true_lon"], lat, lon)
     dist = np.where(ref_lat | ref_lon, PAPER_REFUSAL_KM, dist)
     refused = ref_lat | ref_lon | _paper_refusal(city_v) | _paper_refusal(country_v) | _paper_refusal(cont_v)
@@ -260,13 +260,6 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
     out["country_correct"] = correct(out["true_country"], out["pred_country"])
     out["continent_correct"] = correct(out["true_continent"], out["pred_continent"])
     return out[list(SCORE_COLUMNS)], notes
-
-
-def _is_pos180(v) -> bool:
-    try:
-        return float(v) == 180.0
-    except (TypeError, ValueError):
-        return False
 
 
 # --- strict ----------------------------------------------------------------------------------
