@@ -28,7 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             "stop any time and resume later; `agl evaluate` scores it like a model run."
         ),
     )
-    p.add_argument("--manifest", type=Path, default=Path("data/manifest.csv"))
+    p.add_argument(
+        "--manifest", type=Path, default=Path("data/manifest.csv"),
+        help="manifest CSV in the AGL1K layout (default: data/manifest.csv)",
+    )
     p.add_argument(
         "--audio-root", type=Path, default=None,
         help="folder holding <key>/<mp3name> (default: 'audio' beside the manifest)",

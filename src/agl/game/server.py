@@ -138,6 +138,7 @@ class GameHandler(BaseHTTPRequestHandler):
             ("index.html",): lambda: self._static("index.html"),
             ("map.svg",): lambda: self._send(self.server.map_svg, "image/svg+xml", cache=True),
             ("api", "state"): lambda: self._json(session.state()),
+            ("favicon.ico",): lambda: self._send(b"", "image/x-icon", status=204, cache=True),
         }
         post_routes = {("api", "guess"): session.guess, ("api", "skip"): session.skip}
         key = tuple(parts)

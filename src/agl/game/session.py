@@ -11,7 +11,9 @@ Nothing that depends on the true place leaves this module before that clip has a
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import random
 import re
 import threading
@@ -28,6 +30,7 @@ from agl.predictions import PLACE_FIELDS, Prediction, PredictionWriter, Status, 
 
 BACKEND = "human"
 CONTINENTS = ("Africa", "Antarctica", "Asia", "Europe", "North America", "Oceania", "South America")
+SUMMARY = "run_summary.json"
 TEXT_LIMIT = 100  # characters for a typed city or country
 _PLAYER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -139,7 +142,8 @@ class GameSession:
         return self._writer.path
 
     def close(self) -> None:
-        self._writer.close()
+        with self._lock:  # never cut a record that a request thread is writing
+            self._writer.close()
 
     # --- what the page may see -------------------------------------------------------------
 
@@ -257,6 +261,7 @@ class GameSession:
         """Write first (durably), then reveal: the answer leaves only after its record exists."""
         self._writer.write(prediction)
         self.done[prediction.sample_id] = prediction
+        self._write_summary()
         clip = self.by_id[prediction.sample_id]
         distance, score = self._scored(clip.key, prediction)
         result = {
@@ -274,6 +279,29 @@ class GameSession:
             ),
         }
         return {"result": result, **self._progress()}
+
+    def _write_summary(self) -> None:
+        """run_summary.json beside the predictions, as inference writes one: `agl evaluate`
+        takes backend and model from it into the run's MLflow params and tags."""
+        counts = {s.value: 0 for s in Status}
+        for p in self.done.values():
+            counts[p.status.value] += 1
+        latencies = [p.meta["latency_s"] for p in self.done.values() if "latency_s" in p.meta]
+        summary = {
+            "backend": BACKEND,
+            "model": self.player,
+            "player": self.player,
+            "n": len(self.clips),
+            "n_recorded": len(self.done),
+            "complete": len(self.done) == len(self.clips),
+            **{f"n_{k}": v for k, v in counts.items()},
+            "mean_latency_s": round(sum(latencies) / len(latencies), 3) if latencies else None,
+            "updated_at": _now(),
+        }
+        path = self.run_dir / SUMMARY
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
 
 
 # --- validation of what the page sends -------------------------------------------------------

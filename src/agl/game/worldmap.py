@@ -9,6 +9,7 @@ is an equirectangular SVG whose user units are degrees — x = longitude, y = -l
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 from collections.abc import Iterator
 
@@ -50,6 +51,7 @@ def _path_data(points: np.ndarray, close: bool) -> str:
     return "M" + "L".join(kept) + ("Z" if close else "")
 
 
+@functools.lru_cache(maxsize=2)
 def world_svg(resolution: str = "c") -> str:
     """The whole map as one SVG document: ocean, land, lakes, country borders, graticule."""
     by_level: dict[int, list[str]] = {}
@@ -58,7 +60,10 @@ def world_svg(resolution: str = "c") -> str:
             by_level.setdefault(level, []).append(_path_data(points, close=True))
     # GSHHS levels: 1 land, 2 lake, 3 island in a lake, 4 pond on such an island, 5 and 6
     # Antarctica. Painter's order: land, lakes on it, islands in lakes, ponds on those.
-    layers = [("land", (1, 5, 6)), ("lake", (2,)), ("land", (3,)), ("lake", (4,))]
+    # Antarctica comes cut at 0° and 180°; drawn without an outline the cut does not show.
+    layers = [
+        ("land", (1,)), ("land polar", (5, 6)), ("lake", (2,)), ("land", (3,)), ("lake", (4,)),
+    ]
     shapes = "".join(
         f'<path class="{cls}" d="{"".join(d for lv in levels for d in by_level.get(lv, []))}"/>'
         for cls, levels in layers

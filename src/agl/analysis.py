@@ -1,0 +1,284 @@
+"""Breakdowns of one scored run, and comparisons between runs.
+
+Input is a score table from `agl.evaluate.score_run` (one row per clip; `distance_km` and the
+`*_correct` columns are NaN where the protocol excludes a row). Every breakdown returns a
+DataFrame with one row per group and the same metric columns, each with a seeded 95%
+bootstrap interval (`agl.metrics.bootstrap_ci`). Alongside each mean it carries the counts
+behind it (`n_km`, `country_n`, `country_hits`, ...), so the rows of a partition (speech split,
+continent, country with its 'other' row, status) sum back exactly to the whole run.
+
+Per-category rows (the paper's per-scene distances) are NOT a partition: a clip can hold
+several sound categories at once. They cover non-speech clips with that category >= 0.1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from agl.manifest import CATEGORY_COLUMNS
+from agl.metrics import bootstrap_ci
+
+SCENE_CATEGORIES: tuple[str, ...] = tuple(c for c in CATEGORY_COLUMNS if c != "human_sounds")
+PRESENCE = 0.1  # the paper's threshold: a category (or speech) is present at a score >= 0.1
+NO_PREDICTION = "(none)"
+UNKNOWN = "(unknown)"
+OTHER = "(other)"
+
+
+def group_row(frame: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0) -> dict:
+    """Counts, means and 95% CIs of one group of scored clips."""
+    d = frame["distance_km"].to_numpy(dtype=float)
+    row: dict = {"n": int(len(frame)), "n_km": int(np.isfinite(d).sum())}
+    row["km_sum"] = float(np.nansum(d))
+    row["mean_km"] = float(np.nanmean(d)) if row["n_km"] else math.nan
+    row["mean_km_lo"], row["mean_km_hi"] = bootstrap_ci(d, "mean", bootstrap, seed)
+    row["median_km"] = float(np.nanmedian(d)) if row["n_km"] else math.nan
+    for i, level in enumerate(("continent", "country", "city"), start=1):
+        v = frame[f"{level}_correct"].to_numpy(dtype=float)
+        scored = np.isfinite(v)
+        row[f"{level}_n"] = int(scored.sum())
+        row[f"{level}_hits"] = int(np.nansum(v))
+        row[f"{level}_acc"] = float(v[scored].mean()) if scored.any() else math.nan
+        row[f"{level}_acc_lo"], row[f"{level}_acc_hi"] = bootstrap_ci(v, "mean", bootstrap,
+                                                                      seed + i)
+    for i, flag in enumerate(("refused", "failed"), start=4):
+        v = frame[flag].to_numpy(dtype=float)
+        name = "reject" if flag == "refused" else "failure"
+        row[f"{flag}_count"] = int(v.sum())
+        row[f"{name}_rate"] = float(v.mean()) if len(v) else math.nan
+        row[f"{name}_rate_lo"], row[f"{name}_rate_hi"] = bootstrap_ci(v, "mean", bootstrap,
+                                                                      seed + i)
+    return row
+
+
+def _table(groups: list[tuple[str, pd.DataFrame]], by: str, **boot) -> pd.DataFrame:
+    rows = [{"breakdown": by, "group": name, **group_row(g, **boot)} for name, g in groups]
+    return pd.DataFrame(rows)
+
+
+def by_speech(scored: pd.DataFrame, **boot) -> pd.DataFrame:
+    """Speech (human_sounds >= 0.1) vs non-speech: a partition."""
+    speech = scored["has_speech"].astype(bool)
+    return _table([("speech", scored[speech]), ("non-speech", scored[~speech])], "speech", **boot)
+
+
+def by_category(scored: pd.DataFrame, **boot) -> pd.DataFrame:
+    """Per sound category on non-speech clips (overlapping groups, not a partition)."""
+    quiet = scored[~scored["has_speech"].astype(bool)]
+    groups = [(c, quiet[quiet[c] >= PRESENCE]) for c in SCENE_CATEGORIES]
+    return _table([(c, g) for c, g in groups if len(g)], "category (non-speech)", **boot)
+
+
+def _label(series: pd.Series) -> pd.Series:
+    return series.fillna("").astype(str).str.strip().replace("", UNKNOWN)
+
+
+def by_continent(scored: pd.DataFrame, **boot) -> pd.DataFrame:
+    """Per true continent: a partition ('(unknown)' where the manifest has none)."""
+    labels = _label(scored["true_continent"])
+    return _table([(k, scored[labels == k]) for k in sorted(labels.unique())], "continent", **boot)
+
+
+def by_country(scored: pd.DataFrame, *, min_clips: int = 10, **boot) -> pd.DataFrame:
+    """Per true country with >= min_clips clips, the rest pooled in one 'other' row."""
+    labels = _label(scored["true_country"])
+    counts = labels.value_counts()
+    big = sorted(counts[counts >= min_clips].index, key=lambda k: (-counts[k], k))
+    groups = [(k, scored[labels == k]) for k in big]
+    rest = ~labels.isin(big)
+    if rest.any():
+        n_small = int(labels[rest].nunique())
+        groups.append((f"other ({n_small} countries < {min_clips} clips)", scored[rest]))
+    return _table(groups, "country", **boot)
+
+
+def by_status(scored: pd.DataFrame, **boot) -> pd.DataFrame:
+    """Per prediction status (ok, partial, refused, ...): a partition."""
+    status = scored["status"].astype(str)
+    return _table([(k, scored[status == k]) for k in sorted(status.unique())], "status", **boot)
+
+
+def continent_confusion(scored: pd.DataFrame, *, collapse: bool = True) -> pd.DataFrame:
+    """Counts of true continent (rows) x predicted continent (columns, '(none)' = no answer).
+
+    With `collapse`, predicted labels that name no true continent of the run (e.g. the
+    paper's "Europe Or Asia") are counted in one '(other)' column. Each row sums to the
+    number of clips of that true continent."""
+    truth = _label(scored["true_continent"])
+    pred = scored["pred_continent"].fillna("").astype(str).str.strip().replace("", NO_PREDICTION)
+    if collapse:
+        known = set(truth) | {NO_PREDICTION}
+        pred = pred.where(pred.isin(known), OTHER)
+    table = pd.crosstab(truth, pred)
+    tail = [c for c in (OTHER, NO_PREDICTION) if c in table.columns]
+    cols = sorted(c for c in table.columns if c not in tail) + tail
+    table = table[cols]
+    table.index.name, table.columns.name = "true", "predicted"
+    return table
+
+
+def calibration(scored: pd.DataFrame, *, bins: int = 5, **boot) -> pd.DataFrame:
+    """Country accuracy and mean km per bin of self-reported confidence (empty if none)."""
+    conf = scored["confidence"].to_numpy(dtype=float)
+    has = np.isfinite(conf)
+    if not has.any():
+        return pd.DataFrame()
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    idx = np.clip(np.digitize(conf, edges[1:-1], right=False), 0, bins - 1)
+    rows = []
+    for b in range(bins):
+        g = scored[has & (idx == b)]
+        if not len(g):
+            continue
+        row = {"breakdown": "confidence", "group": f"[{edges[b]:.1f}, {edges[b + 1]:.1f}"
+               + ("]" if b == bins - 1 else ")"), "mean_confidence": float(g["confidence"].mean())}
+        rows.append({**row, **group_row(g, **boot)})
+    table = pd.DataFrame(rows)
+    # Expected calibration error against country accuracy, over bins with scored rows.
+    ok = table["country_n"] > 0
+    w = table.loc[ok, "country_n"] / table.loc[ok, "country_n"].sum()
+    table.attrs["ece_country"] = float(
+        (w * (table.loc[ok, "mean_confidence"] - table.loc[ok, "country_acc"]).abs()).sum()
+    )
+    return table
+
+
+def run_breakdowns(scored: pd.DataFrame, *, min_clips: int = 10, bootstrap: int = 1000,
+                   seed: int = 0, confidence_bins: int = 5) -> dict[str, pd.DataFrame]:
+    """Every breakdown of one run by name (the confusion matrix as counts)."""
+    boot = {"bootstrap": bootstrap, "seed": seed}
+    out = {
+        "all": _table([("all", scored)], "all", **boot),
+        "speech": by_speech(scored, **boot),
+        "category": by_category(scored, **boot),
+        "continent": by_continent(scored, **boot),
+        "country": by_country(scored, min_clips=min_clips, **boot),
+        "status": by_status(scored, **boot),
+        "confusion": continent_confusion(scored),
+    }
+    cal = calibration(scored, bins=confidence_bins, **boot)
+    if not cal.empty:
+        out["calibration"] = cal
+    return out
+
+
+# --- paired comparison ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    """A - B on the clips both runs score, for one metric."""
+
+    metric: str
+    n: int
+    mean_a: float
+    mean_b: float
+    diff: float  # mean over common clips of (a - b)
+    ci_lo: float  # paired bootstrap 95% interval of diff
+    ci_hi: float
+    p_value: float  # two-sided sign-flip permutation test of "no difference"
+
+
+def paired_test(a, b, *, metric: str = "", n_boot: int = 2000, n_perm: int = 10000,
+                seed: int = 0) -> PairedResult:
+    """Paired bootstrap CI and sign-flip permutation p-value of mean(a - b).
+
+    Under the null of no difference each clip's pair is exchangeable, so flipping the sign
+    of its difference at random gives the null distribution of the mean difference."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    keep = np.isfinite(a) & np.isfinite(b)
+    a, b = a[keep], b[keep]
+    n = int(a.size)
+    if n == 0:
+        nan = math.nan
+        return PairedResult(metric, 0, nan, nan, nan, nan, nan, nan)
+    d = a - b
+    observed = float(d.mean())
+    rng = np.random.default_rng(seed)
+    boots = np.concatenate([
+        d[rng.integers(0, n, size=(min(500, n_boot - s), n))].mean(axis=1)
+        for s in range(0, n_boot, 500)
+    ])
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    hits = 0
+    tol = 1e-12 * max(1.0, abs(observed))
+    for s in range(0, n_perm, 500):
+        signs = rng.choice((-1.0, 1.0), size=(min(500, n_perm - s), n))
+        hits += int((np.abs((signs * d).mean(axis=1)) >= abs(observed) - tol).sum())
+    p = (hits + 1) / (n_perm + 1)
+    return PairedResult(metric, n, float(a.mean()), float(b.mean()), observed,
+                        float(lo), float(hi), float(p))
+
+
+def compare_runs(a: pd.DataFrame, b: pd.DataFrame, *, n_boot: int = 2000, n_perm: int = 10000,
+                 seed: int = 0) -> pd.DataFrame:
+    """Run A vs run B on their common clips: mean km and country accuracy (A - B)."""
+    j = a.merge(b, on="sample_id", suffixes=("_a", "_b"))
+    rows = []
+    for i, col in enumerate(("distance_km", "country_correct", "continent_correct")):
+        r = paired_test(j[f"{col}_a"], j[f"{col}_b"], metric=col, n_boot=n_boot, n_perm=n_perm,
+                        seed=seed + i)
+        rows.append(r.__dict__)
+    frame = pd.DataFrame(rows)
+    frame.attrs["common_clips"] = int(len(j))
+    return frame
+
+
+# --- factor analysis ----------------------------------------------------------------------------
+
+
+def factor_design(scored: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """Presence (score >= 0.1) of speech and each scene category, and country-correct (0/1),
+    over the rows where the protocol scores the country."""
+    rows = scored[scored["country_correct"].notna()]
+    x = pd.DataFrame({"speech": rows["has_speech"].astype(float).to_numpy()})
+    for c in SCENE_CATEGORIES:
+        x[c] = (rows[c].to_numpy(dtype=float) >= PRESENCE).astype(float)
+    return x, rows["country_correct"].to_numpy(dtype=float)
+
+
+def country_factors(scored: pd.DataFrame, *, bootstrap: int = 200, seed: int = 0) -> pd.DataFrame:
+    """Logistic regression of country-correct on speech + sound-category presence.
+
+    Coefficients are log-odds (odds ratio = exp); 95% CIs are percentile intervals over
+    `bootstrap` row resamples (statsmodels is not a dependency). A factor that is constant
+    over the scored rows cannot be estimated and is reported with a note, not a number."""
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = factor_design(scored)
+    if len(y) < 10 or len(np.unique(y)) < 2:
+        return pd.DataFrame()
+    varying = [c for c in x.columns if x[c].nunique() > 1]
+    xv = x[varying].to_numpy()
+
+    def fit(xm: np.ndarray, ym: np.ndarray) -> np.ndarray:
+        # Weak L2 (C=100) keeps estimates finite under separation in small resamples.
+        model = LogisticRegression(C=100.0, max_iter=1000)
+        model.fit(xm, ym)
+        return np.concatenate([model.intercept_, model.coef_[0]])
+
+    point = fit(xv, y)
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(bootstrap):
+        idx = rng.integers(0, len(y), size=len(y))
+        if len(np.unique(y[idx])) == 2:
+            draws.append(fit(xv[idx], y[idx]))
+    draws_a = np.array(draws) if draws else np.full((1, len(point)), np.nan)
+    lo, hi = np.nanpercentile(draws_a, [2.5, 97.5], axis=0)
+    names = ["intercept", *varying]
+    rows = [{"factor": nm, "n_present": int(x[nm].sum()) if nm in x else int(len(y)),
+             "coef": float(point[i]), "coef_lo": float(lo[i]), "coef_hi": float(hi[i]),
+             "odds_ratio": float(np.exp(point[i])), "note": ""} for i, nm in enumerate(names)]
+    for c in x.columns:
+        if c not in varying:
+            rows.append({"factor": c, "n_present": int(x[c].sum()), "coef": math.nan,
+                         "coef_lo": math.nan, "coef_hi": math.nan, "odds_ratio": math.nan,
+                         "note": "constant over the scored clips"})
+    frame = pd.DataFrame(rows)
+    frame.attrs.update(n=int(len(y)), bootstrap=len(draws))
+    return frame

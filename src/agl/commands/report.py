@@ -1,0 +1,60 @@
+"""`agl report`: one self-contained HTML report over every evaluated run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report",
+        help="write build/report/report.html: leaderboard, plots, breakdowns, error modes",
+        description="Breakdowns, plots and error modes of every evaluated run, in one "
+                    "self-contained HTML file (images inlined; opens offline).",
+    )
+    p.add_argument("--runs", nargs="+", default=["build/runs", "build/paper"],
+                   help="folders holding <run>/metrics.json + scores_<protocol>.csv")
+    p.add_argument("--leaderboard", default="build/leaderboard.csv")
+    p.add_argument("--manifest", default="data/manifest.csv", help="for the data version")
+    p.add_argument("--out", default="build/report")
+    p.add_argument("--params", default="params.yaml",
+                   help="read the `report:` section from here (if the file exists)")
+    p.add_argument("--protocol", choices=["paper", "strict"])
+    p.add_argument("--bootstrap", type=int, help="bootstrap resamples per CI")
+    p.add_argument("--judge-backend", help="inference backend for the error-mode judge")
+    p.add_argument("--judge-model", help="the judge's model id")
+    p.add_argument("--judge-base-url", help="base_url setting for the judge backend")
+    p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import yaml
+
+    from agl.errors import AglError
+    from agl.report import make_report
+
+    cfg: dict = {}
+    params = Path(args.params)
+    if params.exists():
+        try:
+            cfg = dict((yaml.safe_load(params.read_text()) or {}).get("report") or {})
+        except yaml.YAMLError as exc:
+            raise AglError(f"{params}: not valid YAML ({exc})") from None
+    if args.protocol:
+        cfg["protocol"] = args.protocol
+    if args.bootstrap is not None:
+        cfg["bootstrap"] = args.bootstrap
+    if args.judge_backend or args.judge_model:
+        settings = {"temperature": 0}
+        if args.judge_base_url:
+            settings["base_url"] = args.judge_base_url
+        cfg["judge"] = {"backend": args.judge_backend, "model": args.judge_model,
+                        "settings": settings, "cache_dir": "cache/judges"}
+    track = not args.no_track and cfg.pop("track", True)
+    summary = make_report(run_dirs=[Path(d) for d in args.runs], out_dir=Path(args.out), cfg=cfg,
+                          leaderboard_csv=Path(args.leaderboard), manifest=Path(args.manifest),
+                          track=bool(track))
+    print(f"wrote {summary['html']} ({len(summary['runs'])} runs: {', '.join(summary['runs'])})")
+    return 0

@@ -1,0 +1,385 @@
+"""One self-contained HTML report per pipeline run: leaderboard, plots, breakdowns, error modes.
+
+`collect_runs` finds every evaluated run (`<dir>/<run>/metrics.json` with its per-clip
+`scores_<protocol>.csv` beside, written by the evaluate and paper stages); `build_report`
+computes the breakdowns, draws the figures, writes their tables as CSV (the CDF per run for
+`dvc plots`) and renders `report.html` with every image inlined as base64, so the file opens
+from disk with no network.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from agl.errors import AglError
+
+
+@dataclass
+class RunInput:
+    name: str
+    scored: pd.DataFrame
+    predictions: dict[str, Any] | None = None  # for the judge: reasoning per clip
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    protocol: str = "paper"
+    bootstrap: int = 1000
+    seed: int = 0
+    min_country_clips: int = 10
+    confidence_bins: int = 5
+    factor_bootstrap: int = 200
+    paired_bootstrap: int = 2000
+    paired_permutations: int = 10000
+    wrong_km: float = 750.0
+    maps_for: int = 6  # maps and confusion heat maps for the best N runs (by mean km)
+
+
+def collect_runs(roots: list[Path], protocol: str) -> list[RunInput]:
+    """Every `<root>/<run>/metrics.json` that has `scores_<protocol>.csv` beside it."""
+    from agl.predictions import read_predictions
+
+    runs = []
+    for root in roots:
+        for metrics in sorted(Path(root).glob("*/metrics.json")):
+            scores = metrics.parent / f"scores_{protocol}.csv"
+            if not scores.exists():
+                continue
+            doc = json.loads(metrics.read_text())
+            name = str(doc.get("run") or metrics.parent.name)
+            frame = pd.read_csv(scores, keep_default_na=True)
+            for col in ("has_speech", "refused", "failed"):
+                frame[col] = frame[col].astype(str).str.lower().eq("true")
+            preds_path = metrics.parent / "predictions.jsonl"
+            preds = read_predictions(preds_path) if preds_path.exists() else None
+            runs.append(RunInput(name, frame, preds, {"metrics": str(metrics)}))
+    return runs
+
+
+# --- html helpers -----------------------------------------------------------------------------
+
+
+def _num(v: Any, digits: int) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return f"{v:,.{digits}f}" if isinstance(v, float) else str(v)
+
+
+def _ci(row: pd.Series, col: str, digits: int) -> str:
+    v = _num(row.get(col), digits)
+    lo, hi = _num(row.get(f"{col}_lo"), digits), _num(row.get(f"{col}_hi"), digits)
+    return f"{v} [{lo}, {hi}]" if v and lo else v
+
+
+def _table(head: list[str], rows: list[list[str]], table_id: str = "") -> str:
+    ident = f" id='{html.escape(table_id)}'" if table_id else ""
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+                   for r in rows)
+    return f"<table{ident}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _frame_table(frame: pd.DataFrame, table_id: str = "", digits: int = 3) -> str:
+    frame = frame.reset_index() if frame.index.name else frame
+    rows = [[_num(v, digits) if isinstance(v, float) else str(v) for v in r]
+            for r in frame.itertuples(index=False)]
+    return _table([str(c) for c in frame.columns], rows, table_id)
+
+
+def _breakdown_table(table: pd.DataFrame, table_id: str = "") -> str:
+    head = ["group", "n", "mean km [95% CI]", "median km", "continent acc", "country acc",
+            "city acc", "reject rate", "failure rate"]
+    rows = [[str(r["group"]), str(r["n"]), _ci(r, "mean_km", 1), _num(r["median_km"], 1),
+             _ci(r, "continent_acc", 3), _ci(r, "country_acc", 3), _ci(r, "city_acc", 3),
+             _ci(r, "reject_rate", 3), _ci(r, "failure_rate", 3)] for _, r in table.iterrows()]
+    return _table(head, rows, table_id)
+
+
+def _img(path: Path, alt: str, img_id: str) -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return (f"<figure><img id='{html.escape(img_id)}' alt='{html.escape(alt)}' "
+            f"src='data:image/png;base64,{data}'><figcaption>{html.escape(alt)}</figcaption>"
+            "</figure>")
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)
+
+
+# --- the report -------------------------------------------------------------------------------
+
+
+def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
+                 leaderboard_csv: Path | None = None, judge=None,
+                 provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Compute, draw and write everything; returns a summary with the written paths."""
+    from agl import analysis, error_modes, plots
+
+    if not runs:
+        raise AglError("no evaluated runs found (metrics.json + scores_<protocol>.csv); "
+                       "run the evaluate stage first (dvc repro evaluate)")
+    out_dir = Path(out_dir)
+    figs, tables = out_dir / "plots", out_dir / "tables"
+    cdf_dir = out_dir / "cdf"
+    for d in (figs, tables, cdf_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    boot = {"bootstrap": options.bootstrap, "seed": options.seed}
+    order = sorted(runs, key=lambda r: (r.scored["distance_km"].mean(), r.name))
+    by_name = {r.name: r for r in order}
+
+    breakdowns = {}
+    for r in order:
+        breakdowns[r.name] = analysis.run_breakdowns(
+            r.scored, min_clips=options.min_country_clips, confidence_bins=options.confidence_bins,
+            **boot)
+        parts = [t for k, t in breakdowns[r.name].items() if k != "confusion"]
+        pd.concat(parts, ignore_index=True).to_csv(tables / f"breakdowns_{_slug(r.name)}.csv",
+                                                   index=False)
+        breakdowns[r.name]["confusion"].to_csv(tables / f"confusion_{_slug(r.name)}.csv")
+        plots.cdf_points(r.scored).to_csv(cdf_dir / f"{_slug(r.name)}.csv", index=False)
+
+    written = {
+        "cdf": plots.cdf_plot({r.name: r.scored for r in order}, figs / "cdf.png"),
+        "accuracy_by_continent": plots.accuracy_by_continent(
+            {n: b["continent"] for n, b in breakdowns.items()}, figs / "accuracy_by_continent.png"),
+    }
+    for r in order[: options.maps_for]:
+        written[f"map_{r.name}"] = plots.world_map(r.scored, figs / f"map_{_slug(r.name)}.png",
+                                                   title=r.name)
+        written[f"confusion_{r.name}"] = plots.confusion_heatmap(
+            breakdowns[r.name]["confusion"], figs / f"confusion_{_slug(r.name)}.png", title=r.name)
+
+    modes = {r.name: error_modes.classify(r.scored, r.predictions, run=r.name, judge=judge,
+                                          wrong_km=options.wrong_km) for r in order}
+    for name, frame in modes.items():
+        frame.to_csv(tables / f"error_modes_{_slug(name)}.csv", index=False)
+    mode_table = error_modes.distribution(modes)
+    mode_table.to_csv(tables / "error_modes.csv")
+    written["error_modes"] = plots.error_mode_bars(mode_table, figs / "error_modes.png")
+
+    factors = {r.name: analysis.country_factors(r.scored, bootstrap=options.factor_bootstrap,
+                                                seed=options.seed) for r in order}
+    for name, f in factors.items():
+        f.to_csv(tables / f"factors_{_slug(name)}.csv", index=False)
+
+    best = order[0]
+    paired = []
+    for r in order[1:]:
+        cmp = analysis.compare_runs(best.scored, r.scored, n_boot=options.paired_bootstrap,
+                                    n_perm=options.paired_permutations, seed=options.seed)
+        paired.append(cmp.assign(a=best.name, b=r.name))
+    paired_frame = pd.concat(paired, ignore_index=True) if paired else pd.DataFrame()
+    paired_frame.to_csv(tables / "paired.csv", index=False)
+
+    board = _read_board(leaderboard_csv)
+    page = _render(order, breakdowns, modes, mode_table, factors, paired_frame, board, written,
+                   by_name, options, judge, provenance or {}, leaderboard_csv)
+    html_path = out_dir / "report.html"
+    html_path.write_text(page, encoding="utf-8")
+    summary = {
+        "runs": [r.name for r in order],
+        "protocol": options.protocol,
+        "html": str(html_path),
+        "plots": {k: str(v) for k, v in written.items()},
+        "error_modes": mode_table.to_dict(orient="index"),
+        "judge": None if judge is None else {"backend": judge.backend, "model": judge.model,
+                                             "prompt_version": error_modes.prompt_version()},
+    }
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    return summary
+
+
+def _read_board(path: Path | None) -> pd.DataFrame | None:
+    if path is None or not Path(path).exists():
+        return None
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def _render(order, breakdowns, modes, mode_table, factors, paired, board, written, by_name,
+            options, judge, provenance, leaderboard_csv) -> str:
+    from agl import error_modes
+
+    parts = ["<!doctype html><html><head><meta charset='utf-8'>",
+             "<title>AGL1K report</title><style>", _CSS, "</style></head><body>",
+             "<h1>AGL1K benchmark report</h1>",
+             f"<p>Protocol: <b>{html.escape(options.protocol)}</b>. Runs: "
+             f"{html.escape(', '.join(r.name for r in order))}.</p>"]
+
+    parts.append("<section id='leaderboard-section'><h2>Leaderboard</h2>")
+    if board is not None and not board.empty:
+        from agl.leaderboard import render_rows
+
+        head, rows = render_rows(board)
+        parts.append("<p>Mean distance and accuracies with 95% bootstrap intervals; 'paper' "
+                     "columns are the values the AGL1K paper reports for the same model.</p>")
+        parts.append(_table(head, rows, "leaderboard"))
+    else:
+        where = html.escape(str(leaderboard_csv)) if leaderboard_csv else "no file given"
+        parts.append(f"<p>No leaderboard ({where}); headline numbers per run:</p>")
+        rows = [[r.name, *(_ci(breakdowns[r.name]["all"].iloc[0], c, d) for c, d in
+                           (("mean_km", 1), ("country_acc", 3), ("continent_acc", 3)))]
+                for r in order]
+        parts.append(_table(["run", "mean km", "country acc", "continent acc"], rows,
+                            "leaderboard"))
+    parts.append("</section>")
+
+    parts.append("<section id='cdf-section'><h2>Distance error</h2>")
+    parts.append(_img(written["cdf"], "Cumulative distribution of distance error "
+                      "(marks at 1, 25, 200, 750, 2500 km)", "cdf"))
+    parts.append(_img(written["accuracy_by_continent"], "Accuracy by true continent",
+                      "accuracy-by-continent"))
+    parts.append("</section>")
+
+    parts.append("<section id='map-section'><h2>Maps</h2>")
+    for r in order[: options.maps_for]:
+        parts.append(_img(written[f"map_{r.name}"], f"{r.name}: true locations coloured by "
+                          "error, and predicted points", f"map-{_slug(r.name)}"))
+    parts.append("</section>")
+
+    parts.append("<section id='error-modes-section'><h2>Error modes</h2>")
+    judged = ("judge: " + html.escape(f"{judge.backend}/{judge.model}") + ", rubric "
+              + error_modes.prompt_version()) if judge else (
+        "no judge configured: only Refusal and Failure are decided (from the record); the "
+        "other six modes need a judge and those predictions are counted as 'Unjudged'")
+    parts.append(f"<p>Wrong = refused, failed, or wrong country (distance &gt; "
+                 f"{options.wrong_km:g} km where the country is not scored). {judged}.</p>")
+    parts.append(_frame_table(mode_table, "error-modes", 0))
+    parts.append(_img(written["error_modes"], "Error modes per run (share of wrong predictions)",
+                      "error-modes-bars"))
+    parts.append("</section>")
+
+    if not paired.empty:
+        parts.append("<section id='paired-section'><h2>Paired comparisons</h2><p>Best run "
+                     "(lowest mean km) against each other run on their common clips: "
+                     "difference A - B with a paired bootstrap 95% CI and a sign-flip "
+                     "permutation p-value.</p>")
+        cols = ["a", "b", "metric", "n", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value"]
+        parts.append(_frame_table(paired[cols], "paired", 4))
+        parts.append("</section>")
+
+    parts.append("<section id='breakdowns-section'><h2>Breakdowns per run</h2>")
+    for r in order:
+        b = breakdowns[r.name]
+        slug = _slug(r.name)
+        parts.append(f"<h3>{html.escape(r.name)}</h3>")
+        for key, title in (("all", "All clips"), ("speech", "Speech vs non-speech"),
+                           ("category", "Sound category, non-speech clips (overlapping)"),
+                           ("continent", "True continent"),
+                           ("country", f"True country (>= {options.min_country_clips} clips)"),
+                           ("status", "Prediction status"), ("calibration",
+                                                             "Self-reported confidence")):
+            if key in b:
+                parts.append(f"<h4>{html.escape(title)}</h4>")
+                parts.append(_breakdown_table(b[key], f"{key}-{slug}"))
+        parts.append("<h4>Continent confusion (counts)</h4>")
+        parts.append(_frame_table(b["confusion"], f"confusion-{slug}", 0))
+        if f"confusion_{r.name}" in written:
+            parts.append(_img(written[f"confusion_{r.name}"], f"{r.name}: continent confusion",
+                              f"confusion-img-{slug}"))
+        f = factors[r.name]
+        if not f.empty:
+            parts.append("<h4>What predicts a correct country (logistic regression, "
+                         f"n={f.attrs.get('n')}, {f.attrs.get('bootstrap')} bootstrap fits)</h4>")
+            parts.append(_frame_table(f, f"factors-{slug}", 3))
+    parts.append("</section>")
+
+    parts.append("<section id='provenance'><h2>Provenance</h2>")
+    rows = [[k, json.dumps(v, default=str) if not isinstance(v, str) else v]
+            for k, v in provenance.items()]
+    parts.append(_table(["what", "value"], rows, "provenance-table"))
+    parts.append("</section></body></html>")
+    return "\n".join(parts)
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
+table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}
+td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
+th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
+img{max-width:100%;height:auto} figure{margin:1em 0}
+figcaption{font-size:13px;color:#555}
+"""
+
+
+# --- entry point shared by `agl report` and stages/report.py ------------------------------------
+
+
+def judge_from_config(cfg: dict[str, Any] | None):
+    """A JudgeConfig from the params' `report.judge` mapping (None: no judge)."""
+    from agl.error_modes import JudgeConfig
+
+    if not cfg:
+        return None
+    missing = [k for k in ("backend", "model") if not cfg.get(k)]
+    if missing:
+        raise AglError(f"params report.judge: set {', '.join(missing)} (or judge: null)")
+    cache = cfg.get("cache_dir")
+    return JudgeConfig(backend=str(cfg["backend"]), model=str(cfg["model"]),
+                       settings=dict(cfg.get("settings") or {}),
+                       cache_dir=Path(cache) if cache else None,
+                       concurrency=int(cfg.get("concurrency", 4)),
+                       timeout_s=float(cfg.get("timeout_s", 120)),
+                       max_retries=int(cfg.get("max_retries", 5)))
+
+
+def options_from_config(cfg: dict[str, Any]) -> ReportOptions:
+    known = ReportOptions.__dataclass_fields__
+    unknown = sorted(set(cfg) - set(known) - {"judge", "track"})
+    if unknown:
+        raise AglError(f"params report: unknown key(s) {', '.join(unknown)}; "
+                       f"known: {', '.join(sorted(known))}, judge, track")
+    return ReportOptions(**{k: type(getattr(ReportOptions, k))(v)
+                            for k, v in cfg.items() if k in known})
+
+
+def make_report(*, run_dirs: list[Path], out_dir: Path, cfg: dict[str, Any],
+                leaderboard_csv: Path | None, manifest: Path | None,
+                extra_provenance: dict[str, Any] | None = None,
+                track: bool = True, experiment: str | None = None) -> dict[str, Any]:
+    """Collect the runs, build the report, and (with `track`) log it to MLflow."""
+    from agl.manifest import content_hash
+    from agl.tracking import git_commit
+
+    options = options_from_config(cfg)
+    judge = judge_from_config(cfg.get("judge"))
+    runs = collect_runs(run_dirs, options.protocol)
+    provenance: dict[str, Any] = {
+        "git commit": git_commit(),
+        "data version (manifest sha256)": content_hash(manifest) if manifest and
+        Path(manifest).exists() else "unknown (no manifest given)",
+        "manifest": str(manifest),
+        "run folders": [str(d) for d in run_dirs],
+        "params report": {k: v for k, v in cfg.items() if k != "judge"},
+        "judge": "none" if judge is None else f"{judge.backend}/{judge.model}",
+        **(extra_provenance or {}),
+    }
+    summary = build_report(runs, out_dir, options=options, leaderboard_csv=leaderboard_csv,
+                           judge=judge, provenance=provenance)
+    summary["provenance"] = provenance
+    if track:
+        from agl.tracking import log_run
+
+        metrics = {f"error_modes.{run}.{mode}": n for run, modes in
+                   summary["error_modes"].items() for mode, n in modes.items()}
+        summary["mlflow_run_id"] = log_run(
+            run_key=f"report/{options.protocol}", run_name=f"report ({options.protocol})",
+            params={"report": provenance["params report"], "judge": provenance["judge"],
+                    "runs": summary["runs"]},
+            metrics=metrics,
+            artifacts=[Path(summary["html"]), Path(out_dir) / "plots",
+                       Path(out_dir) / "tables"],
+            tags={"data_version": str(provenance["data version (manifest sha256)"])},
+            experiment=experiment)
+    return summary

@@ -1,0 +1,103 @@
+"""Error modes: the rule-decided ones offline, and a judge through the real openai SDK
+against a fake server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+from fake_llm import Answer, FakeServer, openai_completion
+
+from agl import error_modes as em
+from agl.manifest import CATEGORY_COLUMNS
+from agl.predictions import Prediction, Status
+
+
+def _scored() -> pd.DataFrame:
+    rows = [
+        # sample, status, km, country_correct, refused, failed
+        ("right", "ok", 50.0, 1.0, False, False),
+        ("birds", "ok", 6000.0, 0.0, False, False),
+        ("lang", "ok", 1200.0, 0.0, False, False),
+        ("refuse", "refused", 10000.0, np.nan, True, False),
+        ("broken", "failed", np.nan, np.nan, False, True),
+        ("far_unscored", "partial", 900.0, np.nan, False, False),
+        ("near_unscored", "partial", 100.0, np.nan, False, False),
+    ]
+    frame = pd.DataFrame(rows, columns=["sample_id", "status", "distance_km", "country_correct",
+                                        "refused", "failed"])
+    for c in CATEGORY_COLUMNS:
+        frame[c] = 0.0
+    frame["animal"] = 1.0
+    frame = frame.assign(true_city="Berlin", true_country="Germany", true_continent="Europe",
+                         true_lat=52.5, true_lon=13.4, pred_city="Manaus", pred_country="Brazil",
+                         pred_continent="South America", pred_lat=-3.1, pred_lon=-60.0)
+    return frame
+
+
+def test_wrong_definition():
+    wrong = em.is_wrong(_scored(), wrong_km=750)
+    assert list(_scored()["sample_id"][wrong]) == ["birds", "lang", "refuse", "broken",
+                                                   "far_unscored"]
+
+
+def test_rule_modes_without_a_judge_never_invent_a_mode():
+    modes = em.classify(_scored(), judge=None).set_index("sample_id")
+    assert modes.at["refuse", "mode"] == em.REFUSAL and modes.at["broken", "mode"] == em.FAILURE
+    for sid in ("birds", "lang", "far_unscored"):
+        assert modes.at[sid, "mode"] == em.UNJUDGED and modes.at[sid, "source"] == "none"
+    table = em.distribution({"m": modes.reset_index()})
+    assert table.loc["m", em.UNJUDGED] == 3 and table.loc["m", em.REFUSAL] == 1
+    assert all(m in table.columns for m in em.PAPER_MODES)
+    assert table.loc["m", list(em.JUDGE_MODES)].sum() == 0
+
+
+def test_parse_judgement():
+    assert em.parse_judgement('{"mode": "bird bias", "why": "x"}') == ("Bird Bias", "x")
+    assert em.parse_judgement('sure: {"mode": "Over Reasoning"}')[0] == "Over-Reasoning"
+    assert em.parse_judgement('{"mode": "Refusal"}')[0] is None  # not a judge's call
+    assert em.parse_judgement("no idea")[0] is None
+
+
+def test_judge_through_openai_compatible_fake_server(tmp_path):
+    replies = {"birds": '{"mode": "Bird Bias", "why": "birdsong read as rainforest"}',
+               "lang": '```json\n{"mode": "Language Ambiguity", "why": "German accent"}\n```',
+               "far_unscored": "I cannot decide."}
+
+    def answer(call):
+        text = call.body["messages"][-1]["content"]
+        text = text if isinstance(text, str) else json.dumps(text)
+        for sid, reply in replies.items():
+            if f"reasoning of {sid}" in text:
+                return Answer(200, openai_completion(reply))
+        return Answer(500, {"error": {"message": "unexpected prompt"}})
+
+    preds = {sid: Prediction(sid, Status.OK, reasoning=f"reasoning of {sid}")
+             for sid in replies}
+    with FakeServer(answer) as server:
+        judge = em.JudgeConfig(backend="openai-compatible", model="judge-1",
+                               settings={"base_url": server.url + "/v1", "temperature": 0},
+                               cache_dir=tmp_path / "cache", max_retries=0)
+        modes = em.classify(_scored(), preds, run="m", judge=judge).set_index("sample_id")
+        assert len(server.calls) == 3  # refusal and failure are never sent to the judge
+        prompt = server.calls[0].body["messages"][-1]["content"]
+        assert "Berlin, Germany, Europe" in str(prompt) and "animal" in str(prompt)
+        # a second classification is answered from the cache, not the server
+        again = em.classify(_scored(), preds, run="m", judge=judge).set_index("sample_id")
+        assert len(server.calls) == 3
+    assert modes.at["birds", "mode"] == "Bird Bias" and modes.at["birds", "source"] == "judge"
+    assert modes.at["lang", "mode"] == "Language Ambiguity"
+    assert modes.at["far_unscored", "mode"] == em.UNJUDGED  # unusable judgement: not guessed
+    assert modes.at["refuse", "mode"] == em.REFUSAL and modes.at["broken", "mode"] == em.FAILURE
+    assert again.equals(modes)
+
+
+def test_failed_judge_call_leaves_unjudged(tmp_path):
+    with FakeServer(lambda call: Answer(400, {"error": {"message": "bad"}})) as server:
+        judge = em.JudgeConfig(backend="openai-compatible", model="judge-1",
+                               settings={"base_url": server.url + "/v1", "temperature": 0},
+                               max_retries=0)
+        modes = em.classify(_scored(), {}, judge=judge).set_index("sample_id")
+    assert modes.at["birds", "mode"] == em.UNJUDGED and "judge call failed" in modes.at[
+        "birds", "why"]

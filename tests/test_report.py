@@ -1,0 +1,120 @@
+"""The report end to end: real scored runs -> one self-contained HTML file that headless
+Chromium opens from a file URL with no network; the screenshot shows the leaderboard, the
+CDF and the map. Plus `agl report` logging to MLflow (SQLite)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from agl.predictions import write_predictions
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def run_dirs(tmp_path_factory, qwen_published, agl1k_manifest) -> Path:
+    """Two evaluated runs: the authors' Qwen2.5-Omni and a copy moved 3 degrees east."""
+    from agl.evaluate import evaluate_run
+    from agl.importer import import_published
+
+    root = tmp_path_factory.mktemp("runs")
+    preds = import_published(qwen_published)
+    shifted = [replace(p, longitude=((p.longitude + 183) % 360) - 180, original=None)
+               if p.longitude is not None else replace(p, original=None) for p in preds]
+    for name, ps in (("qwen", preds), ("qwen-east", shifted)):
+        path = root / "src" / f"{name}.jsonl"
+        write_predictions(path, ps)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            evaluate_run(run=name, predictions_path=path, manifest_path=agl1k_manifest,
+                         out_dir=root / "runs" / name, protocols=["paper"], bootstrap=50,
+                         track=False)
+        shutil.copy(path, root / "runs" / name / "predictions.jsonl")
+    return root
+
+
+CFG = {"bootstrap": 100, "factor_bootstrap": 20, "paired_bootstrap": 200,
+       "paired_permutations": 500, "maps_for": 2}
+
+
+def test_report_is_self_contained_and_renders(tmp_path, run_dirs, agl1k_manifest):
+    from agl.report import make_report
+
+    summary = make_report(run_dirs=[run_dirs / "runs"], out_dir=tmp_path / "report", cfg=CFG,
+                          leaderboard_csv=tmp_path / "absent.csv", manifest=agl1k_manifest,
+                          track=False)
+    html_path = Path(summary["html"])
+    page = html_path.read_text()
+    assert not re.search(r"(src|href)=['\"]?(https?:)?//", page)  # nothing fetched from outside
+    assert page.count("data:image/png;base64,") >= 5
+    assert summary["runs"] == ["qwen", "qwen-east"]
+    assert (tmp_path / "report" / "cdf" / "qwen.csv").exists()
+    assert "4,540.1" in page and "7,777.2" in page  # the speech split, in the report
+    assert "Unjudged" in page and "Refusal" in page
+    _screenshot(html_path, tmp_path / "report.png")
+
+
+def _screenshot(html_path: Path, png: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("/usr/bin/chromium not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        page.route(re.compile(r"^https?://"), lambda route: route.abort())  # no network
+        page.goto(html_path.resolve().as_uri())
+        for sel in ("#leaderboard", "#cdf", "#map-qwen", "#error-modes", "#speech-qwen"):
+            page.locator(sel).scroll_into_view_if_needed()
+            assert page.locator(sel).is_visible(), sel
+        for img in ("#cdf", "#map-qwen"):  # decoded, not a broken image
+            assert page.eval_on_selector(img, "e => e.complete && e.naturalWidth > 300"), img
+        assert page.locator("#leaderboard tbody tr").count() == 2
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(png), full_page=True)
+        browser.close()
+    assert not [u for u in requests if not u.startswith(("file:", "data:"))]
+    assert png.stat().st_size > 50_000
+
+
+@pytest.mark.slow
+def test_agl_report_cli_logs_to_mlflow(tmp_path, run_dirs, agl1k_manifest, monkeypatch):
+    from agl.cli import main
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    params = tmp_path / "params.yaml"
+    params.write_text("report:\n" + "".join(f"  {k}: {v}\n" for k, v in CFG.items()))
+    out = tmp_path / "report"
+    rc = main(["report", "--runs", str(run_dirs / "runs"), "--out", str(out), "--params",
+               str(params), "--manifest", str(agl1k_manifest), "--leaderboard",
+               str(tmp_path / "none.csv")])
+    assert rc == 0 and (out / "report.html").exists()
+    import mlflow
+
+    runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    report_runs = [r for r in runs if r.data.tags.get("agl.run_key") == "report/paper"]
+    assert len(report_runs) == 1
+    client = mlflow.tracking.MlflowClient()
+    names = {a.path for a in client.list_artifacts(report_runs[0].info.run_id)}
+    assert {"report.html", "plots", "tables"} <= names
+    assert report_runs[0].data.metrics["error_modes.qwen.Refusal"] > 0
+
+
+def test_no_runs_is_one_clear_error(tmp_path, capsys):
+    from agl.cli import main
+
+    rc = main(["report", "--runs", str(tmp_path), "--out", str(tmp_path / "r"), "--params",
+               str(tmp_path / "none.yaml"), "--no-track"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "no evaluated runs found" in err and err.count("\n") == 1
