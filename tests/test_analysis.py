@@ -71,6 +71,10 @@ def test_confusion_rows_sum_to_each_true_continent(qwen_scored, qwen_breakdowns)
     counts = qwen_breakdowns["continent"].set_index("group")["n"]
     assert conf.sum(axis=1).to_dict() == counts.to_dict()
     assert conf.to_numpy().sum() == len(qwen_scored)
+    # "Unknown" (the paper's refusal token) is no answer, not a continent
+    no_answer = qwen_scored["pred_continent"].fillna("").str.lower().isin(analysis.NO_ANSWER)
+    assert conf[analysis.NO_PREDICTION].sum() == no_answer.sum() > 300
+    assert "Unknown" not in conf.columns
 
 
 def _scored(d_km, country, *, confidence=None, speech=None) -> pd.DataFrame:

@@ -45,20 +45,35 @@ CFG = {"bootstrap": 100, "factor_bootstrap": 20, "paired_bootstrap": 200,
        "paired_permutations": 500, "maps_for": 2}
 
 
-def test_report_is_self_contained_and_renders(tmp_path, run_dirs, agl1k_manifest):
+def _leaderboard(run_dirs: Path, shared, out: Path) -> Path:
+    """The lead's leaderboard over the two runs, with the paper's values for Qwen2.5-Omni."""
+    import pandas as pd
+
+    from agl import leaderboard
+
+    board = leaderboard.collect(sorted((run_dirs / "runs").glob("*/metrics.json")), "paper")
+    board.loc[board["run"] == "qwen", "paper_name"] = "Qwen2.5-Omni"
+    paper = pd.read_csv(shared("data/agl1k/paper_leaderboard.csv"))
+    leaderboard.write(leaderboard.attach_paper(board, paper), out, protocol="paper")
+    return out / "leaderboard.csv"
+
+
+def test_report_is_self_contained_and_renders(tmp_path, run_dirs, agl1k_manifest, shared):
     from agl.report import make_report
 
+    board = _leaderboard(run_dirs, shared, tmp_path)
     summary = make_report(run_dirs=[run_dirs / "runs"], out_dir=tmp_path / "report", cfg=CFG,
-                          leaderboard_csv=tmp_path / "absent.csv", manifest=agl1k_manifest,
-                          track=False)
+                          leaderboard_csv=board, manifest=agl1k_manifest, track=False)
     html_path = Path(summary["html"])
     page = html_path.read_text()
     assert not re.search(r"(src|href)=['\"]?(https?:)?//", page)  # nothing fetched from outside
+    assert "http://" not in page and "https://" not in page
     assert page.count("data:image/png;base64,") >= 5
     assert summary["runs"] == ["qwen", "qwen-east"]
     assert (tmp_path / "report" / "cdf" / "qwen.csv").exists()
     assert "4,540.1" in page and "7,777.2" in page  # the speech split, in the report
     assert "Unjudged" in page and "Refusal" in page
+    assert "5476.83" in page  # the paper's value beside ours in the leaderboard
     _screenshot(html_path, tmp_path / "report.png")
 
 
@@ -80,6 +95,10 @@ def _screenshot(html_path: Path, png: Path) -> None:
         for img in ("#cdf", "#map-qwen"):  # decoded, not a broken image
             assert page.eval_on_selector(img, "e => e.complete && e.naturalWidth > 300"), img
         assert page.locator("#leaderboard tbody tr").count() == 2
+        # the interactive map: one point per clip with a coordinate, each with its tooltip
+        assert page.locator("#svgmap-qwen circle").count() == 1442
+        tip = page.locator("#svgmap-qwen g title").first.text_content()
+        assert tip.startswith("aporee_") and "true:" in tip and "error:" in tip
         page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(png), full_page=True)
         browser.close()
@@ -101,8 +120,11 @@ def test_agl_report_cli_logs_to_mlflow(tmp_path, run_dirs, agl1k_manifest, monke
     assert rc == 0 and (out / "report.html").exists()
     import mlflow
 
+    from agl.manifest import content_hash
+
     runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
-    report_runs = [r for r in runs if r.data.tags.get("agl.run_key") == "report/paper"]
+    key = "report/paper/" + content_hash(agl1k_manifest)[:12]
+    report_runs = [r for r in runs if r.data.tags.get("agl.run_key") == key]
     assert len(report_runs) == 1
     client = mlflow.tracking.MlflowClient()
     names = {a.path for a in client.list_artifacts(report_runs[0].info.run_id)}
@@ -118,3 +140,16 @@ def test_no_runs_is_one_clear_error(tmp_path, capsys):
     assert rc == 2
     err = capsys.readouterr().err
     assert "no evaluated runs found" in err and err.count("\n") == 1
+
+
+def test_bad_params_are_one_clear_line(tmp_path, capsys):
+    from agl.cli import main
+
+    params = tmp_path / "params.yaml"
+    for text, expect in (("report:\n  bootstrap: lots\n", "report.bootstrap: 'lots' is not"),
+                         ("report:\n  bootstrapp: 10\n", "unknown key(s) bootstrapp"),
+                         ("report:\n  judge: {backend: gemini}\n", "report.judge: set model")):
+        params.write_text(text)
+        rc = main(["report", "--runs", str(tmp_path), "--params", str(params), "--no-track"])
+        err = capsys.readouterr().err
+        assert rc == 2 and expect in err and err.count("\n") == 1, err

@@ -27,6 +27,10 @@ PRESENCE = 0.1  # the paper's threshold: a category (or speech) is present at a 
 NO_PREDICTION = "(none)"
 UNKNOWN = "(unknown)"
 OTHER = "(other)"
+# Continent answers that are no answer: the paper's refusal tokens (the paper protocol keeps
+# them verbatim in pred_continent), plus the "Not Specified" some replies give.
+NO_ANSWER = frozenset({"", "nan", "0", "0.0", "-1", "null", "none", "n/a", "na", "unknown",
+                       "unable", "cannot", "not specified"})
 
 
 def group_row(frame: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0) -> dict:
@@ -109,7 +113,8 @@ def continent_confusion(scored: pd.DataFrame, *, collapse: bool = True) -> pd.Da
     paper's "Europe Or Asia") are counted in one '(other)' column. Each row sums to the
     number of clips of that true continent."""
     truth = _label(scored["true_continent"])
-    pred = scored["pred_continent"].fillna("").astype(str).str.strip().replace("", NO_PREDICTION)
+    pred = scored["pred_continent"].fillna("").astype(str).str.strip()
+    pred = pred.where(~pred.str.lower().isin(NO_ANSWER), NO_PREDICTION)
     if collapse:
         known = set(truth) | {NO_PREDICTION}
         pred = pred.where(pred.isin(known), OTHER)

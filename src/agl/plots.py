@@ -155,3 +155,47 @@ def _save(fig, path: Path) -> Path:
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def svg_map(scored: pd.DataFrame, *, svg_id: str, width: int = 1000) -> str:
+    """An inline SVG world map (equirectangular) of true locations coloured by error; hovering
+    a point shows the clip, the truth, the prediction and the error (SVG <title>, no script),
+    and draws the line to its prediction (CSS :hover). Self-contained: no JS, no network."""
+    import html
+
+    import matplotlib
+
+    from agl import worldmap
+
+    def xy(lon, lat) -> str:
+        return f"{(lon + 180) * width / 360:.1f},{(90 - lat) * width / 360:.1f}"
+
+    height = width // 2
+    land = "".join(
+        "M" + " L".join(xy(lo, la) for lo, la in poly[:: max(1, len(poly) // 200)]) + "Z"
+        for poly in worldmap.land() if len(poly) >= 8
+    )
+    cmap, norm = matplotlib.colormaps["viridis_r"], matplotlib.colors.LogNorm(1, 20004)
+    marks = []
+    for r in scored.itertuples(index=False):
+        if not (np.isfinite(r.true_lat) and np.isfinite(r.true_lon)):
+            continue
+        d = r.distance_km
+        colour = matplotlib.colors.to_hex(cmap(norm(np.clip(d, 1, 20004)))) if np.isfinite(
+            d) else "#000000"
+        pred = ", ".join(str(v) for v in (r.pred_city, r.pred_country) if isinstance(v, str))
+        tip = (f"{r.sample_id}\ntrue: {r.true_city}, {r.true_country}\npredicted: "
+               f"{pred or 'none'}\nerror: " + (f"{d:,.0f} km" if np.isfinite(d) else "not scored"))
+        line = ""
+        if np.isfinite(r.pred_lat) and np.isfinite(r.pred_lon):
+            (x1, y1), (x2, y2) = (xy(r.true_lon, r.true_lat).split(","),
+                                  xy(r.pred_lon, r.pred_lat).split(","))
+            line = f"<line x1='{x1}' y1='{y1}' x2='{x2}' y2='{y2}'/>"
+        cx, cy = xy(r.true_lon, r.true_lat).split(",")
+        marks.append(f"<g><title>{html.escape(tip)}</title>{line}"
+                     f"<circle cx='{cx}' cy='{cy}' r='2.6' fill='{colour}'/></g>")
+    return (f"<svg id='{html.escape(svg_id)}' class='svgmap' viewBox='0 0 {width} {height}' "
+            f"width='{width}' height='{height}'>"
+            f"<rect width='{width}' height='{height}' fill='#f4f8fb'/>"
+            f"<path d='{land}' fill='#e2e2e2' stroke='#aaa' stroke-width='0.3'/>"
+            + "".join(marks) + "</svg>")

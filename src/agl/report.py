@@ -209,7 +209,7 @@ def _read_board(path: Path | None) -> pd.DataFrame | None:
 
 def _render(order, breakdowns, modes, mode_table, factors, paired, board, written, by_name,
             options, judge, provenance, leaderboard_csv) -> str:
-    from agl import error_modes
+    from agl import error_modes, plots
 
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              "<title>AGL1K report</title><style>", _CSS, "</style></head><body>",
@@ -246,6 +246,11 @@ def _render(order, breakdowns, modes, mode_table, factors, paired, board, writte
     for r in order[: options.maps_for]:
         parts.append(_img(written[f"map_{r.name}"], f"{r.name}: true locations coloured by "
                           "error, and predicted points", f"map-{_slug(r.name)}"))
+    parts.append("<h3>Interactive</h3><p>Hover a point: the clip, its true and predicted place "
+                 "and the error; the line joins it to the prediction.</p>")
+    for r in order[: options.maps_for]:
+        parts.append(f"<h4>{html.escape(r.name)}</h4>")
+        parts.append(plots.svg_map(r.scored, svg_id=f"svgmap-{_slug(r.name)}"))
     parts.append("</section>")
 
     parts.append("<section id='error-modes-section'><h2>Error modes</h2>")
@@ -253,6 +258,7 @@ def _render(order, breakdowns, modes, mode_table, factors, paired, board, writte
               + error_modes.prompt_version()) if judge else (
         "no judge configured: only Refusal and Failure are decided (from the record); the "
         "other six modes need a judge and those predictions are counted as 'Unjudged'")
+    judged = judged[0].upper() + judged[1:]
     parts.append(f"<p>Wrong = refused, failed, or wrong country (distance &gt; "
                  f"{options.wrong_km:g} km where the country is not scored). {judged}.</p>")
     parts.append(_frame_table(mode_table, "error-modes", 0))
@@ -310,6 +316,9 @@ td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 img{max-width:100%;height:auto} figure{margin:1em 0}
 figcaption{font-size:13px;color:#555}
+.svgmap{max-width:100%;height:auto;border:1px solid #ccc}
+.svgmap line{stroke:#d62728;stroke-width:1;visibility:hidden}
+.svgmap g:hover line{visibility:visible} .svgmap g:hover circle{r:5;stroke:#000}
 """
 
 
@@ -340,8 +349,15 @@ def options_from_config(cfg: dict[str, Any]) -> ReportOptions:
     if unknown:
         raise AglError(f"params report: unknown key(s) {', '.join(unknown)}; "
                        f"known: {', '.join(sorted(known))}, judge, track")
-    return ReportOptions(**{k: type(getattr(ReportOptions, k))(v)
-                            for k, v in cfg.items() if k in known})
+    values = {}
+    for k, v in cfg.items():
+        if k in known:
+            kind = type(getattr(ReportOptions, k))
+            try:
+                values[k] = kind(v)
+            except (TypeError, ValueError):
+                raise AglError(f"params report.{k}: {v!r} is not a {kind.__name__}") from None
+    return ReportOptions(**values)
 
 
 def make_report(*, run_dirs: list[Path], out_dir: Path, cfg: dict[str, Any],
@@ -373,8 +389,11 @@ def make_report(*, run_dirs: list[Path], out_dir: Path, cfg: dict[str, Any],
 
         metrics = {f"error_modes.{run}.{mode}": n for run, modes in
                    summary["error_modes"].items() for mode, n in modes.items()}
+        # One MLflow run per (protocol, data version), like the model runs.
+        version = str(provenance["data version (manifest sha256)"])[:12]
         summary["mlflow_run_id"] = log_run(
-            run_key=f"report/{options.protocol}", run_name=f"report ({options.protocol})",
+            run_key=f"report/{options.protocol}/{version}",
+            run_name=f"report ({options.protocol})",
             params={"report": provenance["params report"], "judge": provenance["judge"],
                     "runs": summary["runs"]},
             metrics=metrics,
