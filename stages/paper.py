@@ -18,7 +18,9 @@ def main() -> int:
     p = _params.load("paper", "evaluate", "mlflow")
     cfg, ev = p["paper"], p["evaluate"]
     from agl.evaluate import evaluate_run
+    from agl.importer import import_with_report
     from agl.paper import fetch, resolve
+    from agl.predictions import write_predictions
 
     OUT.mkdir(parents=True, exist_ok=True)
     cache = Path(cfg.get("cache_dir", "cache/paper"))
@@ -33,8 +35,14 @@ def main() -> int:
             name = item["name"]
             src = fetch(resolve(cfg["base_url"], item["path"]), cache)
             out_dir = OUT / name
+            # The import keeps the authors' fields verbatim (`original`), so scoring the
+            # converted file is scoring theirs; the report's judges read it from here.
+            predictions, report = import_with_report(src)
+            write_predictions(out_dir / "predictions.jsonl", predictions)
+            print(f"paper/{name}: {report.line()}")
             doc = evaluate_run(
-                run=f"paper/{name}", predictions_path=src, manifest_path=manifest, out_dir=out_dir,
+                run=f"paper/{name}", predictions_path=out_dir / "predictions.jsonl",
+                manifest_path=manifest, out_dir=out_dir,
                 protocols=["paper"], bootstrap=int(ev["bootstrap"]), seed=int(ev["seed"]),
                 info={"model": item.get("model", name), "backend": "replay", "source": "published",
                       "paper_name": item.get("model", name), "published_path": item["path"]},

@@ -88,7 +88,7 @@ def test_dvc_repro_paper_stages(tmp_path, mirror):
     assert len(run.data.tags["data_version"]) == 64 and run.data.tags["git_commit"] != "unknown"
     assert run.data.params["backend"] == "replay"
     names = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
-    assert {"metrics.json", "scores_paper.csv", "seed_42_progress_fixed.json"} <= names
+    assert {"metrics.json", "scores_paper.csv", "predictions.jsonl"} <= names
 
     # Re-evaluating the same inputs updates the run instead of adding one.
     sh("dvc repro -f paper", work, env)
