@@ -12,9 +12,15 @@ def main() -> int:
     run, predictions, manifest, out_dir = sys.argv[1:5]
     p = _params.load("evaluate", "models", "mlflow")
     cfg = p["evaluate"]
-    info = next((dict(m) for m in p["models"] if m.get("name") == run), {})
-    info = {k: v for k, v in info.items() if isinstance(v, str | int | float) and k != "name"}
+    from dataclasses import asdict
+
     from agl.evaluate import evaluate_run
+    from agl.runspec import parse_models
+
+    # A run outside `models:` (a human player's, say) is described by its run_summary.json.
+    known = {m.name: m for m in parse_models(p["models"])}
+    spec = asdict(known[run]) if run in known else {}
+    info = {k: v for k, v in spec.items() if isinstance(v, str | int | float) and k != "name"}
 
     doc = evaluate_run(
         run=run, predictions_path=predictions, manifest_path=manifest, out_dir=out_dir,

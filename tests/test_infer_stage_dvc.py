@@ -42,18 +42,18 @@ def test_dvc_repro_runs_each_model_and_an_unchanged_rerun_makes_no_request(tmp_p
         params = {
             "infer": {"prompt": "default", "concurrency": 2, "timeout_s": 30, "max_retries": 1,
                       "cache_dir": "cache/responses"},
-            "models": [
-                {"name": "random", "backend": "random", "model": "uniform", "settings": {"seed": 0}},
-                {"name": "served", "backend": "openai-compatible", "model": "Qwen/Qwen2-Audio",
-                 "settings": {"base_url": server.url + "/v1", "temperature": 0},
-                 "price_in_per_m": 1.0, "price_out_per_m": 2.0},
-            ],
+            "models": {
+                "random": {"backend": "random", "model": "uniform", "settings": {"seed": 0}},
+                "served": {"backend": "openai-compatible", "model": "Qwen/Qwen2-Audio",
+                           "settings": {"base_url": server.url + "/v1", "temperature": 0},
+                           "price_in_per_m": 1.0, "price_out_per_m": 2.0},
+            },
         }
         (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         sh("git", "init", "-q", cwd=work, env=env)
         sh("dvc", "init", "-q", cwd=work, env=env)
         out = sh("dvc", "repro", cwd=work, env=env)
-        assert "--name random " in out and "--name served " in out  # stages infer@0, infer@1
+        assert "--name random " in out and "--name served " in out  # stages infer@random, infer@served
         assert len(server.calls) == 4
         for name in ("random", "served"):
             lines = (work / "build" / "runs" / name / "predictions.jsonl").read_text()
@@ -64,7 +64,7 @@ def test_dvc_repro_runs_each_model_and_an_unchanged_rerun_makes_no_request(tmp_p
         assert "didn't change" in out and len(server.calls) == 4
 
         # Adding a model reruns the stages that read `models`; finished clips are skipped.
-        params["models"].append({"name": "prior", "backend": "prior", "model": "c"})
+        params["models"]["prior"] = {"backend": "prior", "model": "c"}
         (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         sh("dvc", "repro", cwd=work, env=env)
         assert len(server.calls) == 4

@@ -27,7 +27,8 @@ def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
     out = sh("agl download && dvc repro", work, env)  # the README's first command, after install
     assert "SYNTHETIC" in out.upper() or "demo" in out.lower()
 
-    models = [m["name"] for m in yaml.safe_load((work / "params.yaml").read_text())["models"]]
+    models = list(yaml.safe_load((work / "params.yaml").read_text())["models"])
+    assert "Running stage 'infer@knn'" in out and "Running stage 'evaluate@knn'" in out
     board = (work / "build" / "leaderboard.md").read_text()
     for name in models:
         assert f"| {name} |" in board, f"{name} missing from the leaderboard:\n{board}"

@@ -24,6 +24,7 @@ class ModelSpec:
     price_out_per_m: float = 0.0  # USD per million output tokens
     prompt: str | None = None  # overrides infer.prompt for this model
     concurrency: int | None = None  # overrides infer.concurrency for this model
+    paper_name: str | None = None  # the paper's name for this model, for the leaderboard
 
 
 @dataclass(frozen=True)
