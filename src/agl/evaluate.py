@@ -158,10 +158,14 @@ def evaluate_run(
             for k, (lo, hi) in res["ci95"].items():
                 metrics[f"{protocol}.ci95_lo.{k}"] = lo
                 metrics[f"{protocol}.ci95_hi.{k}"] = hi
-        for k in ("total_cost_usd", "total_input_tokens", "total_output_tokens",
-                  "wall_time_s", "mean_latency_s"):
-            if isinstance(run_summary.get(k), int | float):
-                metrics[f"run.{k}"] = run_summary[k]
+        # The inference run's accounting (run_summary.json): cost, tokens, latency, outcomes.
+        for k, v in run_summary.items():
+            if isinstance(v, int | float) and not isinstance(v, bool) and k not in (
+                "price_in_per_m", "price_out_per_m"
+            ):
+                metrics[f"run.{k}"] = v
+            elif isinstance(v, dict) and k == "latency_s":
+                metrics.update({f"run.latency_s.{q}": x for q, x in v.items()})
         params = {"run": run, "protocols": ",".join(protocols), "bootstrap": bootstrap,
                   "seed": seed, "strict_refusal_km": strict_refusal_km,
                   **{k: v for k, v in info.items() if k not in ("run",)}}
@@ -174,7 +178,8 @@ def evaluate_run(
             experiment=experiment,
             tags={"data_version": doc["data_version"], "model": str(info.get("model", run)),
                   "backend": str(info.get("backend", "")),
-                  "prompt_hash": str(info.get("prompt_hash", ""))},
+                  "prompt_hash": str(info.get("prompt_sha256") or info.get("prompt_hash") or ""),
+                  "prompt": str(info.get("prompt", ""))},
         )
     return doc
 
