@@ -25,8 +25,12 @@ def load(*sections: str, path: Path = ROOT / "params.yaml") -> dict[str, Any]:
 
 def run_main(main) -> None:
     """Run a stage's main with the CLI's error handling: one line, non-zero exit."""
+    import warnings
+
     from agl.errors import AglError
 
+    name = Path(sys.argv[0]).name
+    warnings.showwarning = lambda message, *a, **k: print(f"{name}: warning: {message}", file=sys.stderr)
     try:
         sys.exit(main() or 0)
     except AglError as exc:

@@ -31,12 +31,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warnings(prefix: str) -> None:
+    """Show warnings (e.g. a repaired manifest) as one plain line, not a source listing."""
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
+        print(f"{prefix}: warning: {message}", file=sys.stderr)
+
+    warnings.showwarning = show
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    _one_line_warnings(f"agl {args.command}")
     try:
         return int(args.func(args) or 0)
     except AglError as exc:

@@ -200,7 +200,7 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
             raise AglError(f"{path}: predictions file not found") from None
         fast = _arrow_frame(path, raw)
         if fast is not None:
-            return _finish_frame(fast)
+            return _finish_frame(fast, str(path))
         lines = raw.split(b"\n")
         rows = []
         for n, line in enumerate(lines, start=1):
@@ -216,22 +216,24 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
                     continue
                 raise AglError(f"{path}: line {n}: not a prediction record ({exc})") from None
         frame = pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
+        return _finish_frame(frame, str(path))
     else:
         preds = source.values() if isinstance(source, dict) else source
         frame = pd.DataFrame(
             [tuple(getattr(p, c) for c in FRAME_COLUMNS) for p in preds], columns=list(FRAME_COLUMNS)
         )
         frame["status"] = frame["status"].astype(str)
-    return _finish_frame(frame)
+    return _finish_frame(frame, "predictions")
 
 
-def _finish_frame(frame):
+def _finish_frame(frame, source: str):
     import pandas as pd
 
     bad = ~frame["status"].isin([s.value for s in Status])
     if bad.any():
-        raise AglError(f"record for {frame.loc[bad, 'sample_id'].iloc[0]}: unknown status "
-                       f"'{frame.loc[bad, 'status'].iloc[0]}'")
+        raise AglError(f"{source}: record for {frame.loc[bad, 'sample_id'].iloc[0]}: unknown status "
+                       f"'{frame.loc[bad, 'status'].iloc[0]}'; expected one of "
+                       f"{', '.join(s.value for s in Status)}")
     frame = frame.drop_duplicates("sample_id", keep="last").reset_index(drop=True)
     frame["sample_id"] = frame["sample_id"].astype(str)
     for c in ("latitude", "longitude", "confidence"):
