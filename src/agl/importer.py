@@ -25,7 +25,7 @@ from agl.parse import REFUSAL_VALUES, parse_reply
 from agl.predictions import PLACE_FIELDS, Prediction, Status
 
 PUBLISHED_FIELDS = tuple(f"predicted_{f}" for f in PLACE_FIELDS)
-NO_REASONING = "No reasoning provided"  # the authors' placeholder, not a model's words
+NO_REASONING = "No reasoning provided"  # what the authors wrote where a model gave none
 
 
 @dataclass

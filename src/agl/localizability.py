@@ -61,10 +61,10 @@ from typing import Any
 import numpy as np
 
 from agl.errors import AglError
+from agl.importer import NO_REASONING  # the authors' stand-in text in published files
 from agl.manifest import CATEGORY_COLUMNS
 
 JUDGE_PROMPT = "localizability-judge-v1"
-NO_REASONING = "No reasoning provided"  # the authors' placeholder in published files
 CATEGORY_LABELS = {
     "human_sounds": "Human sounds (speech, singing, voices, footsteps, crowds)",
     "animal": "Animal (birds, insects, dogs, livestock, wild animals)",

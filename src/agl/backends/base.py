@@ -10,6 +10,7 @@ error=...)` or raises `BackendError` (retryable or not); it never returns made-u
 
 from __future__ import annotations
 
+import abc
 import difflib
 import importlib
 import pkgutil
@@ -63,7 +64,7 @@ class BackendError(Exception):
         self.retry_after = retry_after
 
 
-class Backend:
+class Backend(abc.ABC):
     """Base class. Subclasses set `name` through @register and implement `generate`."""
 
     name: ClassVar[str] = ""
@@ -82,12 +83,15 @@ class Backend:
         """Called once by the runner before a run with the whole manifest (a list of
         `agl.manifest.Clip`). Baselines that learn from or summarise the manifest use it;
         the default does nothing."""
+        return None
 
-    async def generate(self, request: Request) -> Reply:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def generate(self, request: Request) -> Reply:
+        """Answer one request; a failed call returns status FAILED or raises BackendError."""
 
     async def aclose(self) -> None:
         """Release clients or models; the default has nothing to release."""
+        return None
 
 
 _REGISTRY: dict[str, type[Backend]] = {}

@@ -3,8 +3,8 @@
 `openai` is OpenAI's own service (gpt-4o-audio-preview and later audio models; key from
 OPENAI_API_KEY). `openai-compatible` is the same client against any `base_url` (vLLM
 serving Qwen2-Audio / Qwen2.5-Omni / Voxtral, hosted gateways), so open models scale out on
-servers; its key comes from the variable named by `api_key_env`, and a server without keys
-gets a placeholder. Settings:
+servers; its key comes from the variable named by `api_key_env`, and a server that needs no
+key is sent the token "EMPTY" (the SDK refuses none), as vLLM documents. Settings:
 
   temperature, top_p, seed, max_tokens (or max_completion_tokens)   generation
   json_schema: true        request `response_format` with `agl.prompts.ANSWER_SCHEMA`
