@@ -20,7 +20,7 @@ def main() -> int:
 
     summary = make_report(run_dirs=[Path(d) for d in run_dirs], out_dir=Path(out_dir), cfg=cfg,
                           leaderboard_csv=Path(board), manifest=Path(manifest),
-                          extra_provenance={"dataset": p["data"]["dataset"]}, track=track,
+                          extra_provenance={"params data.dataset": p["data"]["dataset"]}, track=track,
                           experiment=p["mlflow"].get("experiment"))
     print(f"wrote {summary['html']} ({len(summary['runs'])} runs)")
     return 0

@@ -50,12 +50,16 @@ def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
     for name in models:
         r = by_name[name]
         assert len(r.data.tags["data_version"]) == 64 and r.data.tags["git_commit"]
+        assert r.data.tags["dataset"].startswith("SYNTHETIC demo set")
         summary = json.loads((work / "build" / "runs" / name / "run_summary.json").read_text())
         assert r.data.tags["prompt_hash"] == summary["prompt_sha256"]
         assert r.data.metrics["run.n"] == 32 and "run.latency_s.p95" in r.data.metrics
         assert r.data.metrics["paper.n"] == 32 and "strict.ci95_hi.distance_error_km" in r.data.metrics
         artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(r.info.run_id)}
         assert {"predictions.jsonl", "scores_paper.csv", "metrics.json"} <= artifacts
+
+    report = (work / "build" / "report" / "report.html").read_text()
+    assert "SYNTHETIC demo set" in report  # labelled wherever it appears
 
     # Nothing changed: nothing runs again.
     status = subprocess.run("dvc status", cwd=work, env=env, shell=True, capture_output=True, text=True)

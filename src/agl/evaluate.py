@@ -113,20 +113,20 @@ def evaluate_run(
     adds its totals: tokens, cost, latency.
     """
     from agl.jsonutil import dumps
-    from agl.manifest import ManifestWarning, content_hash
+    from agl.manifest import ManifestWarning, content_hash, dataset_label
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
-        manifest = load_manifest(manifest_path, columns=[])
+        manifest = load_manifest(manifest_path, columns=["title"])
     preds = load_predictions_any(predictions_path)
     summary_path = Path(predictions_path).with_name("run_summary.json")
     run_summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     info = {**{k: v for k, v in run_summary.items() if isinstance(v, str | int | float)},
             **(info or {})}
     doc: dict[str, Any] = {"run": run, **info, "data_version": content_hash(manifest_path),
-                           "protocols": {}}
+                           "dataset": dataset_label(manifest), "protocols": {}}
     artifacts = [Path(predictions_path)]
     for protocol in protocols:
         result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=bootstrap,
@@ -176,7 +176,8 @@ def evaluate_run(
             metrics=metrics,
             artifacts=artifacts,
             experiment=experiment,
-            tags={"data_version": doc["data_version"], "model": str(info.get("model", run)),
+            tags={"data_version": doc["data_version"], "dataset": doc["dataset"],
+                  "model": str(info.get("model", run)),
                   "backend": str(info.get("backend", "")),
                   "prompt_hash": str(info.get("prompt_sha256") or info.get("prompt_hash") or ""),
                   "prompt": str(info.get("prompt", ""))},

@@ -325,3 +325,14 @@ def content_hash(path: str | Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+SYNTHETIC_MARK = "SYNTHETIC"
+
+
+def dataset_label(frame: pd.DataFrame) -> str:
+    """How a report names the data: the embedded demo is labelled synthetic wherever shown."""
+    titles = frame["title"] if "title" in frame else pd.Series([], dtype=str)
+    if len(titles) and titles.astype(str).str.startswith(SYNTHETIC_MARK).all():
+        return f"{SYNTHETIC_MARK} demo set ({len(frame)} generated clips; not AGL1K recordings)"
+    return f"{len(frame)} clips"

@@ -214,6 +214,7 @@ def _render(order, breakdowns, modes, mode_table, factors, paired, board, writte
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              "<title>AGL1K report</title><style>", _CSS, "</style></head><body>",
              "<h1>AGL1K benchmark report</h1>",
+             f"<p class='dataset'>Data: <b>{html.escape(str(provenance.get('dataset', '')))}</b></p>",
              f"<p>Protocol: <b>{html.escape(options.protocol)}</b>. Runs: "
              f"{html.escape(', '.join(r.name for r in order))}.</p>"]
 
@@ -365,13 +366,21 @@ def make_report(*, run_dirs: list[Path], out_dir: Path, cfg: dict[str, Any],
                 extra_provenance: dict[str, Any] | None = None,
                 track: bool = True, experiment: str | None = None) -> dict[str, Any]:
     """Collect the runs, build the report, and (with `track`) log it to MLflow."""
-    from agl.manifest import content_hash
+    import warnings
+
+    from agl.manifest import ManifestWarning, content_hash, dataset_label, load_manifest
     from agl.tracking import git_commit
 
     options = options_from_config(cfg)
     judge = judge_from_config(cfg.get("judge"))
     runs = collect_runs(run_dirs, options.protocol)
+    dataset = "unknown (no manifest given)"
+    if manifest and Path(manifest).exists():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ManifestWarning)
+            dataset = dataset_label(load_manifest(manifest))
     provenance: dict[str, Any] = {
+        "dataset": dataset,
         "git commit": git_commit(),
         "data version (manifest sha256)": content_hash(manifest) if manifest and
         Path(manifest).exists() else "unknown (no manifest given)",
