@@ -32,6 +32,9 @@ def main() -> int:
             board = leaderboard.attach_paper(board, None)
     else:
         board = leaderboard.attach_paper(board, None)
+    if not board.empty:  # name the data (the synthetic demo is labelled wherever it appears)
+        data = "; ".join(sorted({str(d) for d in board["dataset"] if d}))
+        note = " ".join(x for x in (f"Data: {data}." if data else "", note) if x)
     written = leaderboard.write(board, out_dir, protocol=cfg["protocol"], note=note)
     print((out_dir / "leaderboard.md").read_text())
     print("wrote " + ", ".join(map(str, written)))

@@ -31,6 +31,7 @@ def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
     models = list(yaml.safe_load((work / "params.yaml").read_text())["models"])
     assert "Running stage 'infer@knn'" in out and "Running stage 'evaluate@knn'" in out
     board = (work / "build" / "leaderboard.md").read_text()
+    assert "Data: SYNTHETIC demo set" in board
     for name in models:
         assert f"| {name} |" in board, f"{name} missing from the leaderboard:\n{board}"
         assert (work / "build" / "runs" / name / "metrics.json").exists()

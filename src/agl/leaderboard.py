@@ -26,7 +26,8 @@ def collect(metrics_files: list[Path], protocol: str) -> pd.DataFrame:
             continue
         row: dict[str, Any] = {"run": doc["run"], "model": doc.get("model", doc["run"]),
                                "backend": doc.get("backend", ""), "source": doc.get("source", ""),
-                               "paper_name": doc.get("paper_name") or "", "n": res["n"]}
+                               "paper_name": doc.get("paper_name") or "",
+                               "dataset": doc.get("dataset", ""), "n": res["n"]}
         for c in COLUMNS:
             row[c] = res.get(c)
             lo, hi = res.get("ci95", {}).get(c, (None, None))
