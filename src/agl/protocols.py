@@ -156,9 +156,10 @@ def _lower_codes(a: pd.Series, b: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _map_unique(series: pd.Series, fn: Callable) -> pd.Series:
-    uniques = pd.unique(series.astype(object))
-    table = {u: fn(None if _missing(u) else u) for u in uniques}
-    return series.astype(object).map(table)
+    """`fn` applied to each distinct value only (a run has few distinct names)."""
+    codes, uniques = pd.factorize(series.astype(object), use_na_sentinel=True)
+    mapped = np.array([fn(u) for u in uniques] + [fn(None)], dtype=object)
+    return pd.Series(mapped[codes], index=series.index)  # code -1 takes fn(None), the last
 
 
 # --- joining --------------------------------------------------------------------------------
@@ -222,7 +223,7 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
     joined = _join(manifest, preds, how="inner")
     tagged = (joined[list(CATEGORY_COLUMNS)] != 0).any(axis=1)
     notes = {"protocol": "paper", "n_untagged_dropped": int((~tagged).sum())}
-    f = joined[tagged].reset_index(drop=True)
+    f = joined if tagged.all() else joined[tagged].reset_index(drop=True)
     has_original = f["original"].notna().to_numpy()
     if has_original.any():
         lat_v, lon_v = _paper_view(f, "latitude", "pred_lat"), _paper_view(f, "longitude", "pred_lon")
@@ -244,22 +245,23 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
     dist = np.where(ref_lat | ref_lon, PAPER_REFUSAL_KM, dist)
     refused = ref_lat | ref_lon | _paper_refusal(city_v) | _paper_refusal(country_v) | _paper_refusal(cont_v)
 
-    def correct(true: pd.Series, pred: pd.Series) -> np.ndarray:
-        t, p = _lower_codes(true, pred)
+    def correct(true, pred) -> np.ndarray:
+        t, p = _lower_codes(pd.Series(true), pd.Series(pred))
         return np.where((t >= 0) & (p >= 0), (t == p).astype(float), np.nan)
 
-    out = f.assign(
+    cols = {c: f[c].to_numpy() for c in SCORE_COLUMNS if c in f.columns}
+    cols.update(
         pred_lat=lat, pred_lon=lon, distance_km=dist, refused=refused,
         failed=f["status"].isin(FAILED_STATUSES).to_numpy(),
-        pred_city=city_v, pred_country=_map_unique(country_v, paper_country),
-        pred_continent=_map_unique(cont_v, paper_continent),
-        true_country=_map_unique(f["true_country"], paper_country),
-        true_continent=_map_unique(f["true_continent"], paper_continent),
+        pred_city=city_v.to_numpy(), pred_country=_map_unique(country_v, paper_country).to_numpy(),
+        pred_continent=_map_unique(cont_v, paper_continent).to_numpy(),
+        true_country=_map_unique(f["true_country"], paper_country).to_numpy(),
+        true_continent=_map_unique(f["true_continent"], paper_continent).to_numpy(),
     )
-    out["city_correct"] = correct(out["true_city"], out["pred_city"])
-    out["country_correct"] = correct(out["true_country"], out["pred_country"])
-    out["continent_correct"] = correct(out["true_continent"], out["pred_continent"])
-    return out[list(SCORE_COLUMNS)], notes
+    cols["city_correct"] = correct(cols["true_city"], cols["pred_city"])
+    cols["country_correct"] = correct(cols["true_country"], cols["pred_country"])
+    cols["continent_correct"] = correct(cols["true_continent"], cols["pred_continent"])
+    return pd.DataFrame({c: cols[c] for c in SCORE_COLUMNS}), notes
 
 
 # --- strict ----------------------------------------------------------------------------------
