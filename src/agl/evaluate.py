@@ -40,7 +40,14 @@ def score_run(
     return score_with_notes(manifest, predictions, protocol, strict_refusal_km=strict_refusal_km)[0]
 
 
-def score_with_notes(manifest, predictions, protocol="paper", *, strict_refusal_km=EARTH_MAX_KM):
+def score_with_notes(
+    manifest: pd.DataFrame,
+    predictions: pd.DataFrame | dict[str, Prediction] | list[Prediction],
+    protocol: str = "paper",
+    *,
+    strict_refusal_km: float = EARTH_MAX_KM,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The score table and the protocol's notes (rows it dropped, clips without predictions)."""
     if protocol not in PROTOCOLS:
         raise AglError(f"unknown protocol '{protocol}'; choose one of {', '.join(PROTOCOLS)}")
     frame = predictions if isinstance(predictions, pd.DataFrame) else prediction_frame(predictions)
@@ -69,7 +76,6 @@ def evaluate_frames(
         for name, mask in (("speech", scored["has_speech"]), ("non_speech", ~scored["has_speech"]))
         if mask.any()
     }
-    result["by_speech"] = {k: v for k, v in result["by_speech"].items()}
     result["notes"] = notes
     return result, scored
 

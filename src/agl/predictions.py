@@ -208,8 +208,9 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
                 continue
             try:
                 rec = orjson.loads(line)
+                if "sample_id" not in rec or "status" not in rec:
+                    raise KeyError("sample_id" if "sample_id" not in rec else "status")
                 rows.append(tuple(rec.get(c) for c in FRAME_COLUMNS))
-                rec["sample_id"], rec["status"]  # noqa: B018 - required keys
             except (orjson.JSONDecodeError, KeyError, ValueError, AttributeError) as exc:
                 if n == len(lines) and not raw.endswith(b"\n"):
                     warnings.warn(f"{path}: ignored a torn last line", stacklevel=2)

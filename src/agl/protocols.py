@@ -206,6 +206,9 @@ def _join(manifest: pd.DataFrame, preds: pd.DataFrame, how: str) -> pd.DataFrame
 # --- paper -----------------------------------------------------------------------------------
 
 
+_NO_ORIGINAL = object()  # an own prediction: no authors' value to use
+
+
 def _paper_view(frame: pd.DataFrame, field: str, ours: str) -> pd.Series:
     """The field as the authors' pipeline would have written it."""
     orig_key = f"predicted_{field}"
@@ -215,8 +218,6 @@ def _paper_view(frame: pd.DataFrame, field: str, ours: str) -> pd.Series:
     own = frame[ours].astype(object).where(frame[ours].notna(), "Unknown")
     return original.where(original.map(lambda v: v is not _NO_ORIGINAL), own)
 
-
-_NO_ORIGINAL = object()
 
 
 def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
