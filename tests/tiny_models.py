@@ -34,15 +34,18 @@ TINY_TEXT = dict(model_type="qwen2", hidden_size=16, intermediate_size=32, num_h
                  num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096)
 
 
-def _tokenizer(specials: list[str]):
+def _tokenizer(specials: list[str], named: dict[str, str] | None = None):
+    """Byte-level vocabulary + `specials`; `named` gives some of them attribute names
+    (`tok.audio_token`, `tok.audio_token_id`), as the omni families' processors read."""
     from transformers.convert_slow_tokenizer import bytes_to_unicode
     from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer
 
     vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
     for s in ["<|endoftext|>", *specials]:
         vocab[s] = len(vocab)
+    extra = {"extra_special_tokens": named} if named else {}
     return Qwen2Tokenizer(vocab=vocab, merges=[], additional_special_tokens=specials,
-                          eos_token="<|im_end|>", pad_token="<|endoftext|>")
+                          eos_token="<|im_end|>", pad_token="<|endoftext|>", **extra)
 
 
 def build_qwen2_audio(path: Path) -> Path:
@@ -93,3 +96,79 @@ def build_audio_flamingo3(path: Path) -> Path:
 
 
 FAMILIES = {"qwen2_audio": build_qwen2_audio, "audioflamingo3": build_audio_flamingo3}
+
+
+# A ChatML template with the omni families' audio placeholder (Qwen2.5-Omni's and
+# Qwen3-Omni's published templates put `<|audio_bos|><|AUDIO|><|audio_eos|>` for an audio).
+OMNI_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for content in message['content'] %}{% if content['type'] == 'audio' %}"
+    "<|audio_bos|><|AUDIO|><|audio_eos|>{% elif content['type'] == 'text' %}"
+    "{{ content['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+OMNI_TOKENS = {"audio_token": "<|AUDIO|>", "image_token": "<|IMAGE|>",
+               "video_token": "<|VIDEO|>", "audio_bos_token": "<|audio_bos|>",
+               "audio_eos_token": "<|audio_eos|>", "vision_bos_token": "<|vision_bos|>",
+               "vision_eos_token": "<|vision_eos|>"}
+
+
+def _save_processor_parts(path: Path, processor_class: str, tok, feature_extractor,
+                          template: str, image_processor_type: str | None = None) -> None:
+    """Save a processor as its parts plus `processor_config.json`, the way a published
+    checkpoint is laid out, without building the image/video processors (torchvision).
+    As in the published omni checkpoints, one `preprocessor_config.json` holds the audio
+    feature extractor's settings and names the image processor."""
+    import json
+
+    tok.save_pretrained(path)
+    feature_extractor.save_pretrained(path)
+    if image_processor_type:
+        pre = path / "preprocessor_config.json"
+        merged = {**json.loads(pre.read_text()), "image_processor_type": image_processor_type}
+        pre.write_text(json.dumps(merged), encoding="utf-8")
+    (path / "chat_template.jinja").write_text(template, encoding="utf-8")
+    (path / "processor_config.json").write_text(
+        json.dumps({"processor_class": processor_class}), encoding="utf-8")
+
+
+def _omni_ids(tok) -> dict[str, int]:
+    ids = {k: tok.convert_tokens_to_ids(v) for k, v in OMNI_TOKENS.items()}
+    return dict(audio_token_id=ids["audio_token"], image_token_id=ids["image_token"],
+                video_token_id=ids["video_token"], audio_start_token_id=ids["audio_bos_token"],
+                audio_end_token_id=ids["audio_eos_token"],
+                vision_start_token_id=ids["vision_bos_token"],
+                vision_end_token_id=ids["vision_eos_token"], user_token_id=0)
+
+
+def build_qwen2_5_omni(path: Path) -> Path:
+    import torch
+    from transformers import (
+        Qwen2_5OmniConfig,
+        Qwen2_5OmniForConditionalGeneration,
+        WhisperFeatureExtractor,
+    )
+
+    tok = _tokenizer(["<|im_start|>", "<|im_end|>", *OMNI_TOKENS.values()], OMNI_TOKENS)
+    ids = _omni_ids(tok)
+    thinker = dict(
+        audio_config=dict(d_model=16, encoder_layers=1, encoder_attention_heads=2,
+                          encoder_ffn_dim=32, num_mel_bins=128, output_dim=16, n_window=50),
+        vision_config=dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2,
+                           out_hidden_size=16, fullatt_block_indexes=[0]),
+        text_config={**TINY_TEXT, "model_type": "qwen2_5_omni_text", "vocab_size": len(tok),
+                     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                         "mrope_section": [2, 1, 1]}},
+        audio_token_index=ids.pop("audio_token_id"), image_token_index=ids.pop("image_token_id"),
+        video_token_index=ids.pop("video_token_id"), **ids)
+    # The published checkpoint is the full model; without audio output only its thinker
+    # is built and saved, which is exactly what the backend loads.
+    cfg = Qwen2_5OmniConfig(thinker_config=thinker, enable_audio_output=False)
+    torch.manual_seed(0)
+    Qwen2_5OmniForConditionalGeneration(cfg).save_pretrained(path)
+    torch.save({}, path / "spk_dict.pt")  # the published layout; the talker's voices, unused
+    _save_processor_parts(path, "Qwen2_5OmniProcessor", tok,
+                          WhisperFeatureExtractor(feature_size=128), OMNI_TEMPLATE,
+                          "Qwen2VLImageProcessor")
+    return path

@@ -28,6 +28,14 @@ def load_mono(path: str | Path, sampling_rate: int, max_seconds: float | None = 
     return np.ascontiguousarray(mono, dtype=np.float32)
 
 
+def clip_seconds(path: str | Path) -> float:
+    """The clip's full length in seconds, from its header (no decoding)."""
+    import soundfile as sf
+
+    info = sf.info(str(path))
+    return float(info.frames) / float(info.samplerate)
+
+
 def mime_type(path: str | Path) -> str:
     """The MIME type an API expects for the file's container."""
     suffix = Path(path).suffix.lower()

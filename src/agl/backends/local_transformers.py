@@ -1,44 +1,53 @@
 """`transformers`: local audio-language models through Hugging Face transformers.
 
 One generic path serves every family transformers supports natively with a processor that
-takes `text` + `audio` (Qwen2-Audio, Audio Flamingo 3, Qwen2.5-Omni, ...): the model class
-is the checkpoint's own `architectures[0]`, the processor is `AutoProcessor`, the prompt is
-the processor's chat template with one audio entry, and the audio is decoded with
-soundfile and resampled (scipy polyphase) to the feature extractor's `sampling_rate`.
-What differs between families is data in `_FAMILY` below, keyed by `config.model_type`,
-never code branching on model names.
+takes `text` + `audio` (Qwen2-Audio, Audio Flamingo 3, Qwen2.5-Omni, Qwen3-Omni, Gemma-3n,
+Phi-4-multimodal): the model class is the checkpoint's own `architectures[0]`, the processor
+is `AutoProcessor`, the prompt is the processor's chat template with one audio entry, and the
+audio is decoded with soundfile and resampled (scipy polyphase) to the feature extractor's
+`sampling_rate`. What differs between families is data (`agl.backends._families`), keyed by
+`config.model_type`, never code branching on model names.
+
+Audio-only processors: the omni families' and Phi-4's processors also hold a video or image
+processor that needs torchvision. When `AutoProcessor` fails for that reason, the processor
+class named in the checkpoint is built from its tokenizer, audio feature extractor and chat
+template alone (its image/video slots empty); audio prompts never touch those slots.
 
 Settings:
   device        cpu | cuda | cuda:N | auto (default: cuda when available)
   dtype         float32 | bfloat16 | float16 | auto (default: bfloat16 on GPU, else float32)
   max_new_tokens (512), do_sample (false: greedy, so replies are cached), temperature, top_p
-  max_seconds   only the first N seconds of each clip (default: the whole clip; the
-                processor may cut further, e.g. Qwen2-Audio's 30 s window)
+  max_seconds   only the first N seconds of each clip (default: the whole clip, up to the
+                family's window, e.g. Qwen2-Audio's 30 s)
+  batch_size    clips per generate call (default 1). Clips are left-padded, each with its
+                own attention mask and audio length; greedy output is the same as one at a
+                time. Set the run's `concurrency` to at least `batch_size` (2x lets audio
+                decoding overlap generation) so that batches fill.
+  batch_wait_s  how long a partial batch waits for more clips (default 0.5 s)
   local_files_only (default true: weights come from a path or the local HF cache)
 
-Every reply carries load_s (the one-time model load), prefill_s (audio encoder + prompt,
-up to the first new token), decode_s and tokens_per_s (the rest), the efficiency figures
-long-audio benchmarks report. One generation runs at a time (a model is one device's
-worth of memory); the runner's concurrency only overlaps audio decoding with it.
+What each clip was heard as is recorded in its prediction's meta, deterministically:
+`audio_s` (the clip's length), `heard_s` (seconds from the start given to the model),
+`window_s` (the family's limit, or null) and `truncated`. Efficiency figures (load_s,
+prefill_s, decode_s, tokens_per_s) are measured per generate call and shared by the clips
+of one batch; `efficiency_log: <path>` appends one JSON line per batch (those figures plus
+the batch size, output tokens and peak memory: CUDA's peak allocation, or the process's
+peak RSS on CPU) to a file that must stay outside DVC outputs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agl.backends._families import family, window_seconds
 from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
 from agl.errors import AglError
-
-# Per family (config.model_type): extra from_pretrained and generate arguments.
-_FAMILY: dict[str, dict[str, dict[str, Any]]] = {
-    # Text out only: the talker (speech synthesis) is neither loaded nor run.
-    "qwen2_5_omni": {"load": {"enable_audio_output": False}, "generate": {"return_audio": False}},
-}
 
 
 @register("transformers")
@@ -49,6 +58,13 @@ class LocalTransformers(Backend):
         self._lock = threading.Lock()
         self._loaded: tuple[Any, Any, Any] | None = None  # model, processor, config
         self.load_s: float | None = None
+        self.batch_size = int(settings.get("batch_size", 1))
+        if self.batch_size < 1:
+            raise AglError(f"transformers backend: batch_size must be >= 1, got {self.batch_size}")
+        self.batch_wait_s = float(settings.get("batch_wait_s", 0.5))
+        self._queue: list[tuple[Request, Any, dict[str, Any], asyncio.Future]] = []
+        self._full: asyncio.Event | None = None
+        self._worker: asyncio.Future | None = None
 
     # --- loading --------------------------------------------------------------------------
 
@@ -85,14 +101,12 @@ class LocalTransformers(Backend):
                 if cls is None:
                     raise AglError(f"transformers backend: {self.model}: config names no "
                                    f"model class this transformers version has ({arch})")
-                family = _FAMILY.get(config.model_type, {})
+                fam = family(config.model_type)
                 device, dtype = self._device_dtype()
                 model = cls.from_pretrained(self.model, dtype=dtype,
-                                            local_files_only=local_only,
-                                            **family.get("load", {}))
+                                            local_files_only=local_only, **fam.load)
                 model.to(device).eval()
-                processor = transformers.AutoProcessor.from_pretrained(
-                    self.model, local_files_only=local_only)
+                processor = load_processor(self.model, local_only)
             except AglError:
                 raise
             except (OSError, ValueError, ImportError) as exc:
@@ -100,31 +114,81 @@ class LocalTransformers(Backend):
                 raise AglError(f"transformers backend: cannot load '{self.model}' "
                                f"({type(exc).__name__}: {first}); give a local path or "
                                "download the weights into the Hugging Face cache") from None
-            if getattr(processor, "feature_extractor", None) is None:
+            if _feature_extractor(processor) is None:
                 raise AglError(f"transformers backend: {self.model}: its processor has no "
                                "audio feature extractor; not an audio-language model")
+            tok = getattr(processor, "tokenizer", None)
+            if tok is not None:
+                # Batches are left-padded so that every clip's new tokens start together.
+                tok.padding_side = "left"
             self.load_s = time.perf_counter() - t0
             self._loaded = (model, processor, config)
             return self._loaded
 
-    # --- generation -----------------------------------------------------------------------
+    # --- requests in, batches out -----------------------------------------------------------
 
     async def generate(self, request: Request) -> Reply:
         model, processor, config = await asyncio.to_thread(self._load)
-        sr = int(processor.feature_extractor.sampling_rate)
-        wave = None
+        fe = _feature_extractor(processor)
+        sr = int(fe.sampling_rate)
+        wave, heard = None, {}
         if request.audio_path is not None:
-            from agl.backends._audio import load_mono
+            from agl.backends._audio import clip_seconds, load_mono
 
+            window = window_seconds(family(config.model_type), processor, fe)
             max_s = self.settings.get("max_seconds")
+            limits = [float(v) for v in (max_s, window) if v]
+            keep = min(limits) if limits else None
             try:
-                wave = await asyncio.to_thread(load_mono, request.audio_path, sr,
-                                               float(max_s) if max_s else None)
+                wave = await asyncio.to_thread(load_mono, request.audio_path, sr, keep)
+                total = await asyncio.to_thread(clip_seconds, request.audio_path)
             except Exception as exc:  # noqa: BLE001 - a clip that cannot be decoded
                 return Reply(ReplyStatus.FAILED,
                              error=f"cannot decode {Path(request.audio_path).name}: {exc}")
-        return await asyncio.to_thread(self._generate_locked, model, processor, config,
-                                       request, wave)
+            if keep is not None:
+                wave = wave[: int(round(keep * sr))]
+            heard_s = len(wave) / sr
+            # Rounded to the millisecond: these go into DVC-tracked predictions.
+            heard = {"audio_s": round(total, 3), "heard_s": round(heard_s, 3),
+                     "window_s": window, "truncated": total - heard_s > 1e-3}
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+        if self._full is None:
+            self._full = asyncio.Event()
+        self._queue.append((request, wave, heard, fut))
+        if len(self._queue) >= self.batch_size:
+            self._full.set()
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.ensure_future(self._drain(model, processor, config))
+        return await fut  # cancelled by the runner's timeout: the batch skips it
+
+    async def _drain(self, model, processor, config) -> None:
+        """One worker per backend: takes up to `batch_size` queued clips at a time."""
+        assert self._full is not None
+        while self._queue:
+            if len(self._queue) < self.batch_size:
+                # Let clips that the runner already admitted finish decoding and join.
+                try:
+                    async with asyncio.timeout(self.batch_wait_s):
+                        await self._full.wait()
+                except TimeoutError:
+                    pass
+            batch = self._queue[: self.batch_size]
+            del self._queue[: self.batch_size]
+            if len(self._queue) < self.batch_size:
+                self._full.clear()
+            live = [item for item in batch if not item[3].done()]  # timed out: skipped
+            if not live:
+                continue
+            try:
+                replies = await asyncio.to_thread(self._generate_batch, model, processor,
+                                                  config, live)
+            except Exception as exc:  # noqa: BLE001 - recorded per clip, never raised
+                replies = [Reply(ReplyStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+                           for _ in live]
+            for (_, _, _, fut), reply in zip(live, replies, strict=True):
+                if not fut.done():
+                    fut.set_result(reply)
 
     def _messages(self, request: Request) -> list[dict[str, Any]]:
         content: list[dict[str, Any]] = []
@@ -139,19 +203,25 @@ class LocalTransformers(Backend):
         messages.append({"role": "user", "content": content})
         return messages
 
-    def _generate_locked(self, model, processor, config, request: Request, wave) -> Reply:
+    def _generate_batch(self, model, processor, config, items) -> list[Reply]:
         import torch
 
+        fam = family(config.model_type)
+        fe = _feature_extractor(processor)
         with self._lock:
-            text = processor.apply_chat_template(self._messages(request),
-                                                 add_generation_prompt=True, tokenize=False)
-            kwargs: dict[str, Any] = {"text": text, "return_tensors": "pt"}
-            if wave is not None:
-                kwargs["audio"] = [wave]
-                kwargs["sampling_rate"] = int(processor.feature_extractor.sampling_rate)
+            texts = [processor.apply_chat_template(self._messages(req),
+                                                   add_generation_prompt=True, tokenize=False)
+                     for req, _, _, _ in items]
+            kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True,
+                                      **fam.processor}
+            waves = [w for _, w, _, _ in items if w is not None]
+            if waves:
+                kwargs["audio"] = waves
+                kwargs["sampling_rate"] = int(fe.sampling_rate)
             inputs = processor(**kwargs)
             device = next(model.parameters()).device
             dtype = next(model.parameters()).dtype
+            # Audio features follow the model's dtype (bfloat16 on GPU); ids and masks stay.
             inputs = {k: (v.to(device, dtype) if v.is_floating_point() else v.to(device))
                       if hasattr(v, "to") else v for k, v in inputs.items()}
             n_in = int(inputs["input_ids"].shape[1])
@@ -168,30 +238,138 @@ class LocalTransformers(Backend):
             tok = getattr(processor, "tokenizer", processor)
             if getattr(tok, "pad_token_id", None) is not None:
                 gen["pad_token_id"] = tok.pad_token_id
-            gen.update(_FAMILY.get(config.model_type, {}).get("generate", {}))
+            gen.update(fam.generate)
+            if clock.cuda:
+                torch.cuda.reset_peak_memory_stats(device)
             clock.start()
+            generator = getattr(model, fam.generator) if fam.generator else model
             with torch.inference_mode():
-                out = model.generate(**inputs, **gen)
+                out = generator.generate(**inputs, **gen)
             end = clock.now()
+            peak = _peak_memory_mb(device)
         seq = out if isinstance(out, torch.Tensor) else out.sequences
-        new = seq[0, n_in:]
-        eos = _eos_ids(model, tok)
-        n_out = int(new.numel())
-        for i, t in enumerate(new.tolist()):
-            if t in eos:
-                n_out = i + 1
-                break
-        reply_text = tok.decode(new[:n_out], skip_special_tokens=True)
+        eos = _eos_ids(generator, tok)
+        mask = inputs.get("attention_mask")
+        texts_out, n_outs = [], []
+        for row in range(seq.shape[0]):
+            new = seq[row, n_in:]
+            n_out = int(new.numel())
+            for i, t in enumerate(new.tolist()):
+                if t in eos:
+                    n_out = i + 1
+                    break
+            n_outs.append(n_out)
+            texts_out.append(tok.decode(new[:n_out], skip_special_tokens=True))
         prefill = (clock.first or end) - clock.t0
         decode = end - (clock.first or end)
-        extra = {"load_s": self.load_s, "prefill_s": prefill, "decode_s": decode,
-                 "tokens_per_s": (n_out - 1) / decode if n_out > 1 and decode > 0 else None,
-                 "device": str(device), "dtype": str(dtype).replace("torch.", "")}
-        return Reply(ReplyStatus.OK, text=reply_text, input_tokens=n_in, output_tokens=n_out,
-                     latency_s=end - clock.t0, extra=extra)
+        steps = max(n_outs) - 1
+        figures = {"load_s": self.load_s, "prefill_s": prefill, "decode_s": decode,
+                   "tokens_per_s": sum(n - 1 for n in n_outs) / decode
+                   if steps > 0 and decode > 0 else None,
+                   "device": str(device), "dtype": str(dtype).replace("torch.", "")}
+        # Batch composition depends on arrival order and peak memory on the machine: they
+        # go to the efficiency log only, never into a prediction.
+        self._log_efficiency({**figures, "batch": len(items), "peak_mem_mb": peak}, n_outs)
+        replies = []
+        for row, ((_, _, heard, _), text, n_out) in enumerate(zip(items, texts_out, n_outs,
+                                                                 strict=True)):
+            n_prompt = int(mask[row].sum()) if mask is not None else n_in
+            replies.append(Reply(ReplyStatus.OK, text=text, input_tokens=n_prompt,
+                                 output_tokens=n_out, latency_s=end - clock.t0,
+                                 extra={**figures, **heard}))
+        return replies
+
+    def _log_efficiency(self, figures: dict[str, Any], n_outs: list[int]) -> None:
+        path = self.settings.get("efficiency_log")
+        if not path:
+            return
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"model": self.model, **figures,
+                                 "output_tokens": n_outs}) + "\n")
 
     async def aclose(self) -> None:
         self._loaded = None
+
+
+def _feature_extractor(processor: Any) -> Any:
+    """The processor's audio part: `feature_extractor` for most, `audio_processor` for Phi-4."""
+    return getattr(processor, "feature_extractor", None) or getattr(processor,
+                                                                    "audio_processor", None)
+
+
+def load_processor(path: str, local_only: bool = True) -> Any:
+    """`AutoProcessor`, or where that needs torchvision (a video or image processor the
+    omni families and Phi-4 carry), the same processor class built from its tokenizer,
+    audio feature extractor and chat template alone."""
+    import transformers
+
+    try:
+        return transformers.AutoProcessor.from_pretrained(path, local_files_only=local_only)
+    except ImportError as exc:
+        if "torchvision" not in str(exc).lower():
+            raise
+        return _audio_only_processor(path, local_only)
+
+
+def _audio_only_processor(path: str, local_only: bool) -> Any:
+    import transformers
+    from transformers.utils import cached_file
+
+    def read_json(name: str) -> dict[str, Any]:
+        f = cached_file(path, name, local_files_only=local_only,
+                        _raise_exceptions_for_missing_entries=False)
+        return json.loads(Path(f).read_text(encoding="utf-8")) if f else {}
+
+    proc_cfg = read_json("processor_config.json")
+    name = proc_cfg.get("processor_class") or read_json("preprocessor_config.json").get(
+        "processor_class")
+    cls = getattr(transformers, name, None) if name else None
+    if cls is None:
+        raise ImportError(f"{path}: its processor needs torchvision and names no processor "
+                          "class to build an audio-only one from")
+    parts: dict[str, Any] = {}
+    for attr in cls.get_attributes():
+        if attr == "tokenizer":
+            parts[attr] = transformers.AutoTokenizer.from_pretrained(
+                path, local_files_only=local_only)
+        elif attr in ("feature_extractor", "audio_processor"):
+            parts[attr] = transformers.AutoFeatureExtractor.from_pretrained(
+                path, local_files_only=local_only)
+        else:
+            parts[attr] = None  # the image / video slot: unused by audio prompts
+    template_file = cached_file(path, "chat_template.jinja", local_files_only=local_only,
+                                _raise_exceptions_for_missing_entries=False)
+    template = (Path(template_file).read_text(encoding="utf-8") if template_file
+                else read_json("chat_template.json").get("chat_template")
+                or proc_cfg.get("chat_template")
+                or getattr(parts.get("tokenizer"), "chat_template", None))
+    extra = {k: v for k, v in proc_cfg.items()
+             if k not in parts and k not in ("processor_class", "chat_template")
+             and not isinstance(v, dict)}
+
+    class AudioOnly(cls):  # type: ignore[misc, valid-type]
+        def check_argument_for_proper_class(self, argument_name, argument):
+            if argument is None:
+                return None
+            return super().check_argument_for_proper_class(argument_name, argument)
+
+    AudioOnly.__name__ = AudioOnly.__qualname__ = cls.__name__
+    try:
+        return AudioOnly(**parts, chat_template=template, **extra)
+    except TypeError:
+        return AudioOnly(**parts, chat_template=template)
+
+
+def _peak_memory_mb(device: Any) -> float:
+    """Peak memory of this generate call on CUDA; on CPU, the process's peak RSS so far."""
+    if str(device).startswith("cuda"):
+        import torch
+
+        return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 class _FirstTokenClock:
