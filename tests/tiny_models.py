@@ -95,7 +95,6 @@ def build_audio_flamingo3(path: Path) -> Path:
     return path
 
 
-FAMILIES = {"qwen2_audio": build_qwen2_audio, "audioflamingo3": build_audio_flamingo3}
 
 
 # A ChatML template with the omni families' audio placeholder (Qwen2.5-Omni's and
@@ -172,3 +171,85 @@ def build_qwen2_5_omni(path: Path) -> Path:
                           WhisperFeatureExtractor(feature_size=128), OMNI_TEMPLATE,
                           "Qwen2VLImageProcessor")
     return path
+
+
+def build_qwen3_omni_moe(path: Path) -> Path:
+    import torch
+    from transformers import (
+        Qwen3OmniMoeConfig,
+        Qwen3OmniMoeForConditionalGeneration,
+        WhisperFeatureExtractor,
+    )
+
+    tok = _tokenizer(["<|im_start|>", "<|im_end|>", *OMNI_TOKENS.values()], OMNI_TOKENS)
+    ids = _omni_ids(tok)
+    thinker = dict(
+        audio_config=dict(d_model=16, encoder_layers=1, encoder_attention_heads=2,
+                          encoder_ffn_dim=32, num_mel_bins=128, output_dim=16,
+                          downsample_hidden_size=8),
+        vision_config=dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2,
+                           out_hidden_size=16, num_position_embeddings=16,
+                           deepstack_visual_indexes=[0]),
+        text_config={**TINY_TEXT, "model_type": "qwen3_omni_moe_text", "vocab_size": len(tok),
+                     "head_dim": 8, "moe_intermediate_size": 8, "num_experts": 4,
+                     "num_experts_per_tok": 2,
+                     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                         "mrope_section": [2, 1, 1]}},
+        **ids)
+    cfg = Qwen3OmniMoeConfig(thinker_config=thinker, enable_audio_output=False)
+    torch.manual_seed(0)
+    Qwen3OmniMoeForConditionalGeneration(cfg).save_pretrained(path)
+    _save_processor_parts(path, "Qwen3OmniMoeProcessor", tok,
+                          WhisperFeatureExtractor(feature_size=128), OMNI_TEMPLATE,
+                          "Qwen2VLImageProcessor")
+    return path
+
+
+# Phi-4-multimodal's chat format: <|user|>…<|end|><|assistant|>, one <|audio|> per clip.
+PHI4_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for content in message['content'] %}{% if content['type'] == 'audio' %}<|audio|>"
+    "{% elif content['type'] == 'text' %}{{ content['text'] }}{% endif %}{% endfor %}"
+    "{% endif %}<|end|>{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def build_phi4_multimodal(path: Path) -> Path:
+    import torch
+    from transformers import (
+        Phi4MultimodalConfig,
+        Phi4MultimodalFeatureExtractor,
+        Phi4MultimodalForCausalLM,
+    )
+
+    named = {"image_token": "<|image|>", "audio_token": "<|audio|>"}
+    tok = _tokenizer(["<|user|>", "<|assistant|>", "<|system|>", "<|end|>", "<|im_end|>",
+                      *named.values()], named)
+    tok.eos_token = "<|end|>"
+    image_id, audio_id = (tok.convert_tokens_to_ids(v) for v in named.values())
+    cfg = Phi4MultimodalConfig(
+        vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
+        original_max_position_embeddings=4096, bos_token_id=tok.pad_token_id,
+        pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
+        vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, image_size=28, crop_size=28,
+                           image_token_id=image_id),
+        audio_config=dict(hidden_size=16, intermediate_size=32, num_blocks=1,
+                          num_attention_heads=2, ext_pw_out_channel=16,
+                          depthwise_separable_out_channel=16, nemo_conv_channels=16,
+                          audio_token_id=audio_id))
+    torch.manual_seed(0)
+    Phi4MultimodalForCausalLM(cfg).save_pretrained(path)
+    _save_processor_parts(path, "Phi4MultimodalProcessor", tok,
+                          Phi4MultimodalFeatureExtractor(), PHI4_TEMPLATE,
+                          "Phi4MultimodalImageProcessor")
+    return path
+
+
+# Gemma-3n is not here: its vision tower is timm's MobileNetV5, built even for audio-only
+# use, and timm needs torchvision, which does not install beside this torch CPU build.
+FAMILIES = {"qwen2_audio": build_qwen2_audio, "audioflamingo3": build_audio_flamingo3,
+            "qwen2_5_omni": build_qwen2_5_omni, "qwen3_omni_moe": build_qwen3_omni_moe,
+            "phi4_multimodal": build_phi4_multimodal}

@@ -212,8 +212,9 @@ class LocalTransformers(Backend):
             texts = [processor.apply_chat_template(self._messages(req),
                                                    add_generation_prompt=True, tokenize=False)
                      for req, _, _, _ in items]
-            kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True,
-                                      **fam.processor}
+            # Pad the texts (left); the audio is padded as each family's extractor does.
+            kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt",
+                                      "text_kwargs": {"padding": True}, **fam.processor}
             waves = [w for _, w, _, _ in items if w is not None]
             if waves:
                 kwargs["audio"] = waves
@@ -306,7 +307,7 @@ def load_processor(path: str, local_only: bool = True) -> Any:
 
     try:
         return transformers.AutoProcessor.from_pretrained(path, local_files_only=local_only)
-    except ImportError as exc:
+    except (ImportError, ValueError) as exc:  # v5 says either, naming torchvision
         if "torchvision" not in str(exc).lower():
             raise
         return _audio_only_processor(path, local_only)

@@ -1,0 +1,132 @@
+"""Every transformers family the paper (or the backend) runs, end to end on real audio.
+
+Each family is a tiny random model built from its own config classes (tests/tiny_models.py),
+saved the way its published checkpoint is laid out, and run through `run_inference` on the
+two real AGL1K MP3s plus a 3 s cut of one (so that clips in a batch differ in length). The
+same clips at batch size 1 and at batch size 3 must give the same greedy text.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import soundfile as sf
+from tiny_models import FAMILIES
+
+from agl.inference import run_inference
+from agl.manifest import clips, load_manifest, write_manifest
+from agl.predictions import read_predictions
+from agl.prompts import load_prompt
+
+CATEGORIES = ("human_sounds", "animal", "music", "natural_sounds", "channel",
+              "environment_and_background", "sounds_of_things", "source_ambiguous_sounds")
+
+
+@pytest.fixture(scope="session")
+def audio_set(tmp_path_factory, real_mp3s):
+    """An audio root with the two real MP3s (128 s, 141 s) and a 3 s WAV cut of the first,
+    and the manifest's clips for it."""
+    root = tmp_path_factory.mktemp("audio")
+    rows = []
+    for p in real_mp3s:
+        (root / p.parent.name).mkdir()
+        (root / p.parent.name / p.name).symlink_to(p)
+        rows.append((p.parent.name, p.name))
+    data, sr = sf.read(str(real_mp3s[0]), frames=3 * 44100, dtype="float32")
+    (root / "short_cut").mkdir()
+    sf.write(str(root / "short_cut" / "cut.wav"), data[: 3 * sr], sr)
+    rows.append(("short_cut", "cut.wav"))
+    table = pd.DataFrame([{"key": k, "mp3name": n, "latitude": 0.0, "longitude": 0.0,
+                           "mp3seconds": 0.0, "city": "", "country": "", "continent": "",
+                           **dict.fromkeys(CATEGORIES, 0.0)} for k, n in rows])
+    write_manifest(table, root / "manifest.csv")
+    return root, clips(load_manifest(root / "manifest.csv"))
+
+
+@pytest.fixture(scope="session")
+def family_model(tmp_path_factory):
+    built: dict[str, object] = {}
+
+    def get(name: str):
+        if name not in built:
+            built[name] = FAMILIES[name](tmp_path_factory.mktemp(name))
+        return built[name]
+
+    return get
+
+
+def _run(model_dir, audio_set, out, **settings):
+    root, cl = audio_set
+    return run_inference(
+        backend_name="transformers", model=str(model_dir), clips=cl, audio_root=root,
+        out_dir=out, prompt=load_prompt(), settings={"device": "cpu", "max_new_tokens": 6,
+                                                     **settings},
+        cache_dir=None, concurrency=max(1, int(settings.get("batch_size", 1))), timeout_s=300,
+        max_retries=0, progress=False)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_family_batched_equals_unbatched(tmp_path, name, family_model, audio_set):
+    model_dir = family_model(name)
+    one = _run(model_dir, audio_set, tmp_path / "b1", max_seconds=8, batch_size=1,
+               efficiency_log=str(tmp_path / "eff1.jsonl"))
+    three = _run(model_dir, audio_set, tmp_path / "b3", max_seconds=8, batch_size=3,
+                 efficiency_log=str(tmp_path / "eff3.jsonl"))
+    assert one["n_failed"] == three["n_failed"] == 0
+    p1 = read_predictions(tmp_path / "b1" / "predictions.jsonl")
+    p3 = read_predictions(tmp_path / "b3" / "predictions.jsonl")
+    assert set(p1) == set(p3) == {c.key for c in audio_set[1]}
+    for key in p1:
+        assert p1[key].raw_reply == p3[key].raw_reply, key
+        assert p1[key].meta["input_tokens"] == p3[key].meta["input_tokens"], key
+        assert p1[key].meta["output_tokens"] == p3[key].meta["output_tokens"], key
+    # What the model heard: 8 s of each long clip (cut), all 3 s of the short one.
+    long_keys = [k for k in p1 if k != "short_cut"]
+    for k in long_keys:
+        m = p1[k].meta
+        assert m["heard_s"] == 8.0 and m["truncated"] is True and m["audio_s"] > 120
+    short = p1["short_cut"].meta
+    assert short["heard_s"] == 3.0 and short["truncated"] is False and short["audio_s"] == 3.0
+    # Per-clip audio lengths reach the prompt: the 3 s clip has fewer audio placeholders.
+    assert short["input_tokens"] < min(p1[k].meta["input_tokens"] for k in long_keys)
+    # The efficiency log: one line per generate call, batches of 3 in the batched run.
+    eff1 = (tmp_path / "eff1.jsonl").read_text().splitlines()
+    eff3 = (tmp_path / "eff3.jsonl").read_text().splitlines()
+    assert len(eff1) == 3 and len(eff3) == 1 and '"batch": 3' in eff3[0]
+    assert '"peak_mem_mb"' in eff3[0] and "peak_mem_mb" not in p3[long_keys[0]].meta
+
+
+@pytest.mark.parametrize("name", ["qwen2_5_omni", "phi4_multimodal"])
+def test_family_window_is_recorded(tmp_path, name, family_model, audio_set):
+    """No `max_seconds`: the family's own window decides (Qwen2.5-Omni's Whisper extractor
+    keeps 30 s; Phi-4's extractor has no limit, so all 128 s are heard)."""
+    root, cl = audio_set
+    one = [c for c in cl if c.key != "short_cut"][:1]
+    run_inference(backend_name="transformers", model=str(family_model(name)), clips=one,
+                  audio_root=root, out_dir=tmp_path / "o", prompt=load_prompt(),
+                  settings={"device": "cpu", "max_new_tokens": 2}, cache_dir=None,
+                  concurrency=1, timeout_s=300, max_retries=0, progress=False)
+    m = read_predictions(tmp_path / "o" / "predictions.jsonl")[one[0].key].meta
+    if name == "qwen2_5_omni":
+        assert m["window_s"] == 30.0 and m["heard_s"] == 30.0 and m["truncated"] is True
+    else:
+        assert m["window_s"] is None and m["heard_s"] == m["audio_s"] > 120
+        assert m["truncated"] is False
+
+
+def test_audio_only_processor_without_torchvision(family_model):
+    """The omni processors carry a video processor that needs torchvision; without it the
+    backend builds the same processor class from tokenizer, feature extractor and template."""
+    import importlib.util
+
+    from agl.backends.local_transformers import load_processor
+
+    proc = load_processor(str(family_model("qwen2_5_omni")))
+    assert type(proc).__name__ == "Qwen2_5OmniProcessor"
+    assert proc.feature_extractor.sampling_rate == 16000
+    assert "<|AUDIO|>" in proc.apply_chat_template(
+        [{"role": "user", "content": [{"type": "audio", "audio": "x"},
+                                      {"type": "text", "text": "where?"}]}],
+        add_generation_prompt=True, tokenize=False)
+    if importlib.util.find_spec("torchvision") is None:
+        assert proc.video_processor is None
