@@ -53,3 +53,19 @@ def archive_dir() -> Path:
 @pytest.fixture(scope="session")
 def real_mp3s(archive_dir) -> list[Path]:
     return sorted(archive_dir.glob("*/*.mp3"))
+
+
+@pytest.fixture(scope="session")
+def family_model(tmp_path_factory):
+    """A function: family_model('qwen2_5_omni') -> the folder of that family's tiny random
+    model (tests/tiny_models.py), built once per session."""
+    from tiny_models import FAMILIES
+
+    built: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in built:
+            built[name] = FAMILIES[name](tmp_path_factory.mktemp(name))
+        return built[name]
+
+    return get

@@ -43,18 +43,6 @@ def audio_set(tmp_path_factory, real_mp3s):
     return root, clips(load_manifest(root / "manifest.csv"))
 
 
-@pytest.fixture(scope="session")
-def family_model(tmp_path_factory):
-    built: dict[str, object] = {}
-
-    def get(name: str):
-        if name not in built:
-            built[name] = FAMILIES[name](tmp_path_factory.mktemp(name))
-        return built[name]
-
-    return get
-
-
 def _run(model_dir, audio_set, out, **settings):
     root, cl = audio_set
     return run_inference(

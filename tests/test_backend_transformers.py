@@ -23,8 +23,9 @@ def mp3_manifest(tmp_path, real_mp3s):
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_tiny_model_end_to_end_on_real_mp3(tmp_path, family, real_mp3s, archive_dir):
-    model_dir = FAMILIES[family](tmp_path / family)
+def test_tiny_model_end_to_end_on_real_mp3(tmp_path, family, real_mp3s, archive_dir,
+                                           family_model):
+    model_dir = family_model(family)
     cl = mp3_manifest(tmp_path, real_mp3s)
     settings = {"device": "cpu", "max_new_tokens": 12, "max_seconds": 8}
     kw = dict(backend_name="transformers", model=str(model_dir), clips=cl,

@@ -90,7 +90,7 @@ def parse_models(entries: Any, source: str = "params.yaml") -> list[ModelSpec]:
         out.append(ModelSpec(name=name, backend=e["backend"], model=str(e.get("model") or ""),
                              settings=dict(settings), price_in_per_m=prices[0],
                              price_out_per_m=prices[1], prompt=e.get("prompt"),
-                             concurrency=concurrency))
+                             concurrency=concurrency, paper_name=e.get("paper_name")))
     return out
 
 
