@@ -18,8 +18,16 @@ from agl.manifest import clips, load_manifest, write_manifest
 from agl.predictions import read_predictions
 from agl.prompts import load_prompt
 
-CATEGORIES = ("human_sounds", "animal", "music", "natural_sounds", "channel",
-              "environment_and_background", "sounds_of_things", "source_ambiguous_sounds")
+CATEGORIES = (
+    "human_sounds",
+    "animal",
+    "music",
+    "natural_sounds",
+    "channel",
+    "environment_and_background",
+    "sounds_of_things",
+    "source_ambiguous_sounds",
+)
 
 
 @pytest.fixture(scope="session")
@@ -36,9 +44,22 @@ def audio_set(tmp_path_factory, real_mp3s):
     (root / "short_cut").mkdir()
     sf.write(str(root / "short_cut" / "cut.wav"), data[: 3 * sr], sr)
     rows.append(("short_cut", "cut.wav"))
-    table = pd.DataFrame([{"key": k, "mp3name": n, "latitude": 0.0, "longitude": 0.0,
-                           "mp3seconds": 0.0, "city": "", "country": "", "continent": "",
-                           **dict.fromkeys(CATEGORIES, 0.0)} for k, n in rows])
+    table = pd.DataFrame(
+        [
+            {
+                "key": k,
+                "mp3name": n,
+                "latitude": 0.0,
+                "longitude": 0.0,
+                "mp3seconds": 0.0,
+                "city": "",
+                "country": "",
+                "continent": "",
+                **dict.fromkeys(CATEGORIES, 0.0),
+            }
+            for k, n in rows
+        ]
+    )
     write_manifest(table, root / "manifest.csv")
     return root, clips(load_manifest(root / "manifest.csv"))
 
@@ -46,20 +67,30 @@ def audio_set(tmp_path_factory, real_mp3s):
 def _run(model_dir, audio_set, out, **settings):
     root, cl = audio_set
     return run_inference(
-        backend_name="transformers", model=str(model_dir), clips=cl, audio_root=root,
-        out_dir=out, prompt=load_prompt(), settings={"device": "cpu", "max_new_tokens": 6,
-                                                     **settings},
-        cache_dir=None, concurrency=max(1, int(settings.get("batch_size", 1))), timeout_s=300,
-        max_retries=0, progress=False)
+        backend_name="transformers",
+        model=str(model_dir),
+        clips=cl,
+        audio_root=root,
+        out_dir=out,
+        prompt=load_prompt(),
+        settings={"device": "cpu", "max_new_tokens": 6, **settings},
+        cache_dir=None,
+        concurrency=max(1, int(settings.get("batch_size", 1))),
+        timeout_s=300,
+        max_retries=0,
+        progress=False,
+    )
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_family_batched_equals_unbatched(tmp_path, name, family_model, audio_set):
     model_dir = family_model(name)
-    one = _run(model_dir, audio_set, tmp_path / "b1", max_seconds=8, batch_size=1,
-               efficiency_log=str(tmp_path / "eff1.jsonl"))
-    three = _run(model_dir, audio_set, tmp_path / "b3", max_seconds=8, batch_size=3,
-                 efficiency_log=str(tmp_path / "eff3.jsonl"))
+    one = _run(
+        model_dir, audio_set, tmp_path / "b1", max_seconds=8, batch_size=1, efficiency_log=str(tmp_path / "eff1.jsonl")
+    )
+    three = _run(
+        model_dir, audio_set, tmp_path / "b3", max_seconds=8, batch_size=3, efficiency_log=str(tmp_path / "eff3.jsonl")
+    )
     assert one["n_failed"] == three["n_failed"] == 0
     p1 = read_predictions(tmp_path / "b1" / "predictions.jsonl")
     p3 = read_predictions(tmp_path / "b3" / "predictions.jsonl")
@@ -90,10 +121,20 @@ def test_family_window_is_recorded(tmp_path, name, family_model, audio_set):
     keeps 30 s; Phi-4's extractor has no limit, so all 128 s are heard)."""
     root, cl = audio_set
     one = [c for c in cl if c.key != "short_cut"][:1]
-    run_inference(backend_name="transformers", model=str(family_model(name)), clips=one,
-                  audio_root=root, out_dir=tmp_path / "o", prompt=load_prompt(),
-                  settings={"device": "cpu", "max_new_tokens": 2}, cache_dir=None,
-                  concurrency=1, timeout_s=300, max_retries=0, progress=False)
+    run_inference(
+        backend_name="transformers",
+        model=str(family_model(name)),
+        clips=one,
+        audio_root=root,
+        out_dir=tmp_path / "o",
+        prompt=load_prompt(),
+        settings={"device": "cpu", "max_new_tokens": 2},
+        cache_dir=None,
+        concurrency=1,
+        timeout_s=300,
+        max_retries=0,
+        progress=False,
+    )
     m = read_predictions(tmp_path / "o" / "predictions.jsonl")[one[0].key].meta
     if name == "qwen2_5_omni":
         assert m["window_s"] == 30.0 and m["heard_s"] == 30.0 and m["truncated"] is True
@@ -113,8 +154,9 @@ def test_audio_only_processor_without_torchvision(family_model):
     assert type(proc).__name__ == "Qwen2_5OmniProcessor"
     assert proc.feature_extractor.sampling_rate == 16000
     assert "<|AUDIO|>" in proc.apply_chat_template(
-        [{"role": "user", "content": [{"type": "audio", "audio": "x"},
-                                      {"type": "text", "text": "where?"}]}],
-        add_generation_prompt=True, tokenize=False)
+        [{"role": "user", "content": [{"type": "audio", "audio": "x"}, {"type": "text", "text": "where?"}]}],
+        add_generation_prompt=True,
+        tokenize=False,
+    )
     if importlib.util.find_spec("torchvision") is None:
         assert proc.video_processor is None

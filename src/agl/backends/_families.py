@@ -36,10 +36,12 @@ FAMILIES: dict[str, Family] = {
     "audioflamingo3": Family(window_attr="max_audio_len", note="30 s windows up to 10 min"),
     # Text out only: the talker (speech synthesis) and token2wav are neither built nor run,
     # so only the thinker's weights are read from the full checkpoint.
-    "qwen2_5_omni": Family(load={"enable_audio_output": False}, generator="thinker",
-                           note="thinker only; Whisper-style encoder"),
-    "qwen3_omni_moe": Family(load={"enable_audio_output": False}, generator="thinker",
-                             note="MoE thinker only; AuT encoder"),
+    "qwen2_5_omni": Family(
+        load={"enable_audio_output": False}, generator="thinker", note="thinker only; Whisper-style encoder"
+    ),
+    "qwen3_omni_moe": Family(
+        load={"enable_audio_output": False}, generator="thinker", note="MoE thinker only; AuT encoder"
+    ),
     # Gemma-3n's feature extractor keeps 30 s (its `max_length` default, 480,000 samples).
     "gemma3n": Family(window_s=30.0, note="USM audio encoder; 30 s"),
     # Phi-4-multimodal's extractor has no length limit: the whole clip is heard.

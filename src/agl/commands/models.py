@@ -31,9 +31,15 @@ def run(args: argparse.Namespace) -> int:
             names = ", ".join(r.spec.name for r in roster)
             raise AglError(f"agl models: no model '{args.yaml}'; known: {names}")
         s = match[0].spec
-        entry = {"backend": s.backend, "model": s.model, "settings": s.settings,
-                 "price_in_per_m": s.price_in_per_m, "price_out_per_m": s.price_out_per_m,
-                 "paper_name": s.paper_name, "prompt": s.prompt}
+        entry = {
+            "backend": s.backend,
+            "model": s.model,
+            "settings": s.settings,
+            "price_in_per_m": s.price_in_per_m,
+            "price_out_per_m": s.price_out_per_m,
+            "paper_name": s.paper_name,
+            "prompt": s.prompt,
+        }
         print(yaml.safe_dump({"models": {s.name: entry}}, sort_keys=False), end="")
         return 0
     print(f"{'name':<26} {'paper_name':<27} {'backend':<18} needs")
@@ -45,6 +51,5 @@ def run(args: argparse.Namespace) -> int:
             need.append(f"GPU ~{r.gpu_gb:g} GB")
         if r.server:
             need.append("server: " + r.server)
-        print(f"{r.spec.name:<26} {r.spec.paper_name or '':<27} {r.spec.backend:<18} "
-              f"{'; '.join(need)}")
+        print(f"{r.spec.name:<26} {r.spec.paper_name or '':<27} {r.spec.backend:<18} {'; '.join(need)}")
     return 0
