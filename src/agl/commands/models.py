@@ -40,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
             "paper_name": s.paper_name,
             "prompt": s.prompt,
         }
+        if s.concurrency is not None:
+            entry["concurrency"] = s.concurrency
         print(yaml.safe_dump({"models": {s.name: entry}}, sort_keys=False), end="")
         return 0
     print(f"{'name':<26} {'paper_name':<27} {'backend':<18} needs")
