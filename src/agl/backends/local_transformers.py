@@ -25,6 +25,7 @@ Settings:
                 decoding overlap generation) so that batches fill.
   batch_wait_s  how long a partial batch waits for more clips (default 0.5 s)
   local_files_only (default true: weights come from a path or the local HF cache)
+  revision      a Hub branch, tag or commit (e.g. a checkpoint's transformers-format PR)
 
 What each clip was heard as is recorded in its prediction's meta, deterministically:
 `audio_s` (the clip's length), `heard_s` (seconds from the start given to the model),
@@ -93,9 +94,10 @@ class LocalTransformers(Backend):
 
             t0 = time.perf_counter()
             local_only = bool(self.settings.get("local_files_only", True))
+            revision = self.settings.get("revision")  # a Hub branch, tag or commit
+            hub = {"local_files_only": local_only, "revision": revision}
             try:
-                config = transformers.AutoConfig.from_pretrained(
-                    self.model, local_files_only=local_only)
+                config = transformers.AutoConfig.from_pretrained(self.model, **hub)
                 arch = (config.architectures or [None])[0]
                 cls = getattr(transformers, arch, None) if arch else None
                 if cls is None:
@@ -103,10 +105,9 @@ class LocalTransformers(Backend):
                                    f"model class this transformers version has ({arch})")
                 fam = family(config.model_type)
                 device, dtype = self._device_dtype()
-                model = cls.from_pretrained(self.model, dtype=dtype,
-                                            local_files_only=local_only, **fam.load)
+                model = cls.from_pretrained(self.model, dtype=dtype, **hub, **fam.load)
                 model.to(device).eval()
-                processor = load_processor(self.model, local_only)
+                processor = load_processor(self.model, local_only, revision)
             except AglError:
                 raise
             except (OSError, ValueError, ImportError) as exc:
@@ -299,27 +300,27 @@ def _feature_extractor(processor: Any) -> Any:
                                                                     "audio_processor", None)
 
 
-def load_processor(path: str, local_only: bool = True) -> Any:
+def load_processor(path: str, local_only: bool = True, revision: str | None = None) -> Any:
     """`AutoProcessor`, or where that needs torchvision (a video or image processor the
     omni families and Phi-4 carry), the same processor class built from its tokenizer,
     audio feature extractor and chat template alone."""
     import transformers
 
+    hub = {"local_files_only": local_only, "revision": revision}
     try:
-        return transformers.AutoProcessor.from_pretrained(path, local_files_only=local_only)
+        return transformers.AutoProcessor.from_pretrained(path, **hub)
     except (ImportError, ValueError) as exc:  # v5 says either, naming torchvision
         if "torchvision" not in str(exc).lower():
             raise
-        return _audio_only_processor(path, local_only)
+        return _audio_only_processor(path, hub)
 
 
-def _audio_only_processor(path: str, local_only: bool) -> Any:
+def _audio_only_processor(path: str, hub: dict[str, Any]) -> Any:
     import transformers
     from transformers.utils import cached_file
 
     def read_json(name: str) -> dict[str, Any]:
-        f = cached_file(path, name, local_files_only=local_only,
-                        _raise_exceptions_for_missing_entries=False)
+        f = cached_file(path, name, **hub, _raise_exceptions_for_missing_entries=False)
         return json.loads(Path(f).read_text(encoding="utf-8")) if f else {}
 
     proc_cfg = read_json("processor_config.json")
@@ -332,14 +333,12 @@ def _audio_only_processor(path: str, local_only: bool) -> Any:
     parts: dict[str, Any] = {}
     for attr in cls.get_attributes():
         if attr == "tokenizer":
-            parts[attr] = transformers.AutoTokenizer.from_pretrained(
-                path, local_files_only=local_only)
+            parts[attr] = transformers.AutoTokenizer.from_pretrained(path, **hub)
         elif attr in ("feature_extractor", "audio_processor"):
-            parts[attr] = transformers.AutoFeatureExtractor.from_pretrained(
-                path, local_files_only=local_only)
+            parts[attr] = transformers.AutoFeatureExtractor.from_pretrained(path, **hub)
         else:
             parts[attr] = None  # the image / video slot: unused by audio prompts
-    template_file = cached_file(path, "chat_template.jinja", local_files_only=local_only,
+    template_file = cached_file(path, "chat_template.jinja", **hub,
                                 _raise_exceptions_for_missing_entries=False)
     template = (Path(template_file).read_text(encoding="utf-8") if template_file
                 else read_json("chat_template.json").get("chat_template")
