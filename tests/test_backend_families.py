@@ -160,3 +160,35 @@ def test_audio_only_processor_without_torchvision(family_model):
     )
     if importlib.util.find_spec("torchvision") is None:
         assert proc.video_processor is None
+
+
+def test_undecodable_clip_fails_alone_in_a_batch(tmp_path, family_model, audio_set):
+    """A clip that cannot be decoded is a failed prediction with the reason; the clips
+    batched beside it are answered."""
+    root, cl = audio_set
+    bad = tmp_path / "audio"
+    for c in cl:
+        (bad / c.key).mkdir(parents=True)
+        (bad / c.key / c.mp3name).symlink_to((root / c.relpath).resolve())
+    broken = cl[0]
+    (bad / broken.relpath).unlink()
+    (bad / broken.relpath).write_bytes(b"ID3 this is not an mp3 stream")
+    summary = run_inference(
+        backend_name="transformers",
+        model=str(family_model("qwen2_5_omni")),
+        clips=cl,
+        audio_root=bad,
+        out_dir=tmp_path / "o",
+        prompt=load_prompt(),
+        cache_dir=None,
+        concurrency=3,
+        timeout_s=300,
+        settings={"device": "cpu", "max_new_tokens": 2, "max_seconds": 8, "batch_size": 3},
+        max_retries=0,
+        progress=False,
+    )
+    preds = read_predictions(tmp_path / "o" / "predictions.jsonl")
+    assert summary["n_failed"] == 1
+    assert preds[broken.key].status.value == "failed"
+    assert "cannot decode" in preds[broken.key].error
+    assert all(p.raw_reply is not None for k, p in preds.items() if k != broken.key)

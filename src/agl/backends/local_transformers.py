@@ -66,6 +66,7 @@ class LocalTransformers(Backend):
         self._queue: list[tuple[Request, Any, dict[str, Any], asyncio.Future]] = []
         self._full: asyncio.Event | None = None
         self._worker: asyncio.Future | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # --- loading --------------------------------------------------------------------------
 
@@ -154,8 +155,9 @@ class LocalTransformers(Backend):
                      "window_s": window, "truncated": total - heard_s > 1e-3}
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
-        if self._full is None:
-            self._full = asyncio.Event()
+        if self._full is None or self._loop is not loop:
+            # A new event loop (another asyncio.run): the old queue and worker are gone.
+            self._loop, self._full, self._worker, self._queue = loop, asyncio.Event(), None, []
         self._queue.append((request, wave, heard, fut))
         if len(self._queue) >= self.batch_size:
             self._full.set()
@@ -165,6 +167,17 @@ class LocalTransformers(Backend):
 
     async def _drain(self, model, processor, config) -> None:
         """One worker per backend: takes up to `batch_size` queued clips at a time."""
+        try:
+            await self._drain_queue(model, processor, config)
+        except BaseException as exc:  # cancelled or a bug: no request may wait forever
+            for *_, fut in self._queue:
+                if not fut.done():
+                    fut.set_exception(exc if isinstance(exc, Exception)
+                                      else RuntimeError("batch worker stopped"))
+            self._queue.clear()
+            raise
+
+    async def _drain_queue(self, model, processor, config) -> None:
         assert self._full is not None
         while self._queue:
             if len(self._queue) < self.batch_size:
