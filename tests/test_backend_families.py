@@ -192,3 +192,30 @@ def test_undecodable_clip_fails_alone_in_a_batch(tmp_path, family_model, audio_s
     assert preds[broken.key].status.value == "failed"
     assert "cannot decode" in preds[broken.key].error
     assert all(p.raw_reply is not None for k, p in preds.items() if k != broken.key)
+
+
+@pytest.mark.parametrize("setting", ["batch_size=0", "batch_size=many", "batch_wait_s=-1"])
+def test_bad_batch_setting_is_one_line_error(tmp_path, capsys, audio_set, setting):
+    from agl.cli import main
+
+    root, _ = audio_set
+    rc = main(
+        [
+            "infer",
+            "--backend",
+            "transformers",
+            "--model",
+            str(tmp_path / "m"),
+            "--manifest",
+            str(root / "manifest.csv"),
+            "--audio-root",
+            str(root),
+            "--out",
+            str(tmp_path / "o"),
+            "--no-progress",
+            "--setting",
+            setting,
+        ]
+    )
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "batch_size must" in err

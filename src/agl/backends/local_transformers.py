@@ -59,10 +59,15 @@ class LocalTransformers(Backend):
         self._lock = threading.Lock()
         self._loaded: tuple[Any, Any, Any] | None = None  # model, processor, config
         self.load_s: float | None = None
-        self.batch_size = int(settings.get("batch_size", 1))
-        if self.batch_size < 1:
-            raise AglError(f"transformers backend: batch_size must be >= 1, got {self.batch_size}")
-        self.batch_wait_s = float(settings.get("batch_wait_s", 0.5))
+        try:
+            self.batch_size = int(settings.get("batch_size", 1))
+            self.batch_wait_s = float(settings.get("batch_wait_s", 0.5))
+        except (TypeError, ValueError):
+            raise AglError("transformers backend: batch_size must be an integer and "
+                           "batch_wait_s a number of seconds") from None
+        if self.batch_size < 1 or self.batch_wait_s < 0:
+            raise AglError(f"transformers backend: batch_size must be >= 1 and batch_wait_s "
+                           f">= 0 (got {self.batch_size}, {self.batch_wait_s})")
         self._queue: list[tuple[Request, Any, dict[str, Any], asyncio.Future]] = []
         self._full: asyncio.Event | None = None
         self._worker: asyncio.Future | None = None
