@@ -219,3 +219,34 @@ def test_bad_batch_setting_is_one_line_error(tmp_path, capsys, audio_set, settin
     )
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "batch_size must" in err
+
+
+def test_gemma3n_window_matches_its_feature_extractor():
+    """Gemma-3n cannot be built here (its timm vision tower needs torchvision), so its
+    processor alone checks the table: 16 kHz, and nothing past 30 s reaches the model."""
+    import numpy as np
+    from tiny_models import _tokenizer
+    from transformers import Gemma3nAudioFeatureExtractor, Gemma3nProcessor, SiglipImageProcessor
+
+    from agl.backends._families import family, window_seconds
+
+    named = {
+        "audio_token": "<audio_soft_token>",
+        "boa_token": "<start_of_audio>",
+        "eoa_token": "<end_of_audio>",
+        "image_token": "<image_soft_token>",
+        "boi_token": "<start_of_image>",
+        "eoi_token": "<end_of_image>",
+    }
+    tok = _tokenizer(["<start_of_turn>", "<end_of_turn>", "<|im_end|>", *named.values()], named)
+    fe = Gemma3nAudioFeatureExtractor()
+    proc = Gemma3nProcessor(feature_extractor=fe, image_processor=SiglipImageProcessor(), tokenizer=tok)
+    window = window_seconds(family("gemma3n"), proc, fe)
+    assert fe.sampling_rate == 16000 and window == 30.0
+
+    def frames(seconds: float) -> int:
+        wave = np.zeros(int(seconds * 16000), dtype=np.float32)
+        out = proc(text=["<audio_soft_token>"], audio=[wave], sampling_rate=16000, return_tensors="pt")
+        return int(out["input_features_mask"].sum())
+
+    assert frames(10) < frames(window) == frames(window + 10)
