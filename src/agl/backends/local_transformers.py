@@ -261,14 +261,18 @@ class LocalTransformers(Backend):
             gen.update(fam.generate)
             if clock.cuda:
                 torch.cuda.reset_peak_memory_stats(device)
-            clock.start()
             generator = getattr(model, fam.generator) if fam.generator else model
+            # Stop at any end token the checkpoint or its tokenizer names: a submodule
+            # (the omni thinker) may carry a bare generation config of its own.
+            eos = _eos_ids(model, tok) | _eos_ids(generator, tok)
+            if eos:
+                gen["eos_token_id"] = sorted(eos)
+            clock.start()
             with torch.inference_mode():
                 out = generator.generate(**inputs, **gen)
             end = clock.now()
             peak = _peak_memory_mb(device)
         seq = out if isinstance(out, torch.Tensor) else out.sequences
-        eos = _eos_ids(generator, tok)
         mask = inputs.get("attention_mask")
         texts_out, n_outs = [], []
         for row in range(seq.shape[0]):
