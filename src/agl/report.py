@@ -122,6 +122,10 @@ def _breakdown_table(table: pd.DataFrame, table_id: str = "", min_n: int = 1) ->
 
 
 def _img(path: Path, alt: str, img_id: str) -> str:
+    from agl.plots import NoData
+
+    if isinstance(path, NoData):  # a chart with nothing to draw: its one-line note instead
+        return f"<p class='no-chart' id='{html.escape(img_id)}'>{html.escape(path)}</p>"
     data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
     return (f"<figure><img id='{html.escape(img_id)}' alt='{html.escape(alt)}' "
             f"src='data:image/png;base64,{data}'><figcaption>{html.escape(alt)}</figcaption>"
@@ -167,7 +171,8 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
     written = {
         "cdf": plots.cdf_plot({r.name: r.scored for r in order}, figs / "cdf.png"),
         "accuracy_by_continent": plots.accuracy_by_continent(
-            {n: b["continent"] for n, b in breakdowns.items()}, figs / "accuracy_by_continent.png"),
+            {n: b["continent"] for n, b in breakdowns.items()}, figs / "accuracy_by_continent.png",
+            min_support=options.min_support),
     }
     for r in order[: options.maps_for]:
         written[f"map_{r.name}"] = plots.world_map(r.scored, figs / f"map_{_slug(r.name)}.png",
@@ -208,7 +213,7 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
         "runs": [r.name for r in order],
         "protocol": options.protocol,
         "html": str(html_path),
-        "plots": {k: str(v) for k, v in written.items()},
+        "plots": {k: str(v) for k, v in written.items()},  # a path, or a NoData note
         "error_modes": mode_table.to_dict(orient="index"),
         "judge": None if judge is None else {"backend": judge.backend, "model": judge.model,
                                              "prompt_version": error_modes.prompt_version()},
