@@ -45,7 +45,9 @@ def test_factor_analysis_on_the_demo_is_insufficient(demo_prior_scored):
     f = analysis.country_factors(demo_prior_scored, bootstrap=20)
     hits = int(demo_prior_scored["country_correct"].sum())
     assert 0 < hits < 10
-    assert f.attrs["insufficient"].startswith(f"insufficient data (n = 32 scored clips, {hits} correct")
+    assert f.attrs["insufficient"].startswith(
+        f"insufficient data (n = 32 scored clips: {hits} correct, {32 - hits} wrong; needs"
+    )
     assert f["coef"].isna().all() and f["odds_ratio"].isna().all()
     assert set(f["factor"]) == {"speech", *analysis.SCENE_CATEGORIES}
     assert (f["n_present"] >= 0).all()
@@ -88,6 +90,9 @@ def test_demo_report_withholds_every_estimate_below_minimum_support(demo_prior_s
         else:
             assert all("(n = " in c and "insufficient" not in c for c in cells)
     assert (continents < opts.min_support).all()  # 4 to 7 clips per continent on the demo
+    # ... so the accuracy-by-continent chart is a one-line note, not a chart of empty bars.
+    assert "Accuracy by true continent: insufficient data (n = 4-7 scored clips per continent" in page
+    assert not (tmp_path / "plots" / "accuracy_by_continent.png").exists()
     # The whole run (32 clips) and the speech split (12 / 20) are estimated, n beside each.
     for group, n in (("all", 32), ("speech", 12), ("non-speech", 20)):
         row = re.search(rf"<tr><td>{group}</td><td>{n}</td>(.*?)</tr>", page).group(1)

@@ -295,9 +295,9 @@ def country_factors(scored: pd.DataFrame, *, bootstrap: int = 200, seed: int = 0
             rows_out.append({**counts(c), **nan4, "note": insufficient(
                 k, min_present, " clips with" if x[c].sum() <= n / 2 else " clips without")})
     if min(hits, n - hits) < needs or not supported:
-        why = insufficient(n, needs, f" scored clips, {hits} correct and {n - hits} wrong;"
-                           f" {len(supported)} factor(s) at {min_events_per_factor} of each"
-                           " per factor")
+        why = (f"insufficient data (n = {n} scored clips: {hits} correct, {n - hits} wrong; "
+               f"needs {needs} of each, {min_events_per_factor} per factor for "
+               f"{len(supported)} factor(s))")
         if not supported:
             why = insufficient(n, min_present, " scored clips; no factor with enough clips"
                                " with and without it")
