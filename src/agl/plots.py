@@ -245,8 +245,8 @@ def accuracy_by_continent(tables: dict[str, pd.DataFrame], path: Path, *,
     plt = _plt()
     names = list(tables)
     cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
-    fig, axes = plt.subplots(1, 2, figsize=(12, 1.2 + 0.32 * len(groups) * max(len(names), 2)),
-                             sharey=True)
+    row_h = min(0.32 * max(len(names), 2), 1.6)  # 16 runs x 7 continents stays ~13 in tall
+    fig, axes = plt.subplots(1, 2, figsize=(12, 1.2 + row_h * len(groups)), sharey=True)
     step = 0.8 / max(len(names), 1)
     y = np.arange(len(groups))[::-1].astype(float)
     for ax, level in zip(axes, levels, strict=True):
@@ -258,7 +258,8 @@ def accuracy_by_continent(tables: dict[str, pd.DataFrame], path: Path, *,
             hi = np.clip(t[f"{level}_acc_hi"].to_numpy(dtype=float) - acc, 0, None)
             yy = y + 0.4 - step * (k + 0.5)
             ax.errorbar(acc[ok], yy[ok], xerr=np.vstack([lo[ok], hi[ok]]), fmt="o",
-                        color=cmap(k % cmap.N), markersize=5, capsize=2, lw=1.2,
+                        color=cmap(k % cmap.N), markersize=5 if len(names) <= 6 else 3.5,
+                        capsize=2, lw=1.2,
                         label=name if level == "continent" else None)
         ax.set(xlim=(-0.02, 1.02), xlabel=f"{level} accuracy (95% CI)")
         ax.grid(axis="x", alpha=0.3)
