@@ -354,6 +354,7 @@ td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 img{max-width:100%;height:auto} figure{margin:1em 0}
 figcaption{font-size:13px;color:#555}
+.no-chart,.insufficient{color:#7a4a00;font-style:italic}
 .svgmap{max-width:100%;height:auto;border:1px solid #ccc}
 .svgmap line{stroke:#d62728;stroke-width:1;visibility:hidden}
 .svgmap g:hover line{visibility:visible} .svgmap g:hover circle{r:5;stroke:#000}
