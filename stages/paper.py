@@ -30,10 +30,16 @@ def main() -> int:
         summary["note"] = "no published runs selected (params.yaml paper.runs is empty)"
         print("paper: no published runs selected; set paper.runs in params.yaml to reproduce")
     else:
-        manifest = fetch(resolve(cfg["base_url"], cfg["manifest"]), cache)
+        from agl.sources import SourceConfig
+
+        # Files pinned by SHA-256 (the manifest, paper.published entries) are checked.
+        pins = SourceConfig.from_params({"paper": cfg}).pinned()
+        url = resolve(cfg["base_url"], cfg["manifest"])
+        manifest = fetch(url, cache, sha256=pins.get(url))
         for item in runs:
             name = item["name"]
-            src = fetch(resolve(cfg["base_url"], item["path"]), cache)
+            url = resolve(cfg["base_url"], item["path"])
+            src = fetch(url, cache, sha256=pins.get(url))
             out_dir = OUT / name
             # The import keeps the authors' fields verbatim (`original`), so scoring the
             # converted file is scoring theirs; the report's judges read it from here.

@@ -123,6 +123,33 @@ def test_rewrite_is_byte_identical_and_touches_nothing(demo_dir, capsys):
     assert after == before
 
 
+def test_download_on_an_unchanged_demo_set_is_a_quick_no_op(demo_dir, tmp_path, capsys):
+    import time
+
+    from agl.dataset import _demo_matches_lock
+
+    files = sorted(p for p in demo_dir.rglob("*") if p.is_file())
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
+    argv = ["download", "--params", str(tmp_path / "none.yaml"), "--dataset", "demo",
+            "--out", str(demo_dir), "--summary", str(tmp_path / "summary.json")]
+    start = time.perf_counter()
+    assert main(argv) == 0
+    assert time.perf_counter() - start < 2.0
+    assert "already matches" in capsys.readouterr().err
+    assert json.loads((tmp_path / "summary.json").read_text())["generated"] == 0
+    after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in demo_dir.rglob("*") if p.is_file()}
+    assert after == before
+    # Any clip that differs from the lock (or another seed) means: generate again.
+    clip = next(p for p in files if p.suffix == ".mp3")
+    original = clip.read_bytes()
+    try:
+        clip.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+        assert not _demo_matches_lock(demo_dir, demo.DEFAULT_SEED, {demo.key_of(i) for i in range(len(demo.RECIPES))})
+    finally:
+        clip.write_bytes(original)
+    assert not _demo_matches_lock(demo_dir, demo.DEFAULT_SEED + 1, {demo.key_of(i) for i in range(len(demo.RECIPES))})
+
+
 def test_another_seed_changes_the_audio_but_not_the_design():
     a = demo._make_clip(0, demo.RECIPES[0], 1, seed=1)
     b = demo._make_clip(0, demo.RECIPES[0], 2, seed=2)

@@ -246,44 +246,99 @@ def factor_design(scored: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     return x, rows["country_correct"].to_numpy(dtype=float)
 
 
-def country_factors(scored: pd.DataFrame, *, bootstrap: int = 200, seed: int = 0) -> pd.DataFrame:
+def insufficient(n: int, needs: int, what: str = "") -> str:
+    """The one wording used wherever an estimate is withheld for lack of support."""
+    return f"insufficient data (n = {n}{what}, needs {needs})"
+
+
+def country_factors(scored: pd.DataFrame, *, bootstrap: int = 200, seed: int = 0,
+                    min_present: int = 10, min_events_per_factor: int = 10) -> pd.DataFrame:
     """Logistic regression of country-correct on speech + sound-category presence.
 
     Coefficients are log-odds (odds ratio = exp); 95% CIs are percentile intervals over
     `bootstrap` row resamples (statsmodels is not a dependency). A factor that is constant
-    over the scored rows cannot be estimated and is reported with a note, not a number."""
+    over the scored rows cannot be estimated and is reported with a note, not a number.
+
+    Minimum support (a fit on a handful of correct answers gives huge, meaningless odds
+    ratios): a factor needs `min_present` clips with it and `min_present` without, else it is
+    left out with an "insufficient data" note; the model needs at least
+    `min_events_per_factor` correct and as many wrong answers per factor it estimates (the
+    events-per-variable rule, Peduzzi et al. 1996), else no factor is estimated and
+    `attrs["insufficient"]` says why. Bootstrap resamples whose fit fails (one outcome only,
+    or no convergence) are counted in `attrs["bootstrap_failed"]`, never silently dropped.
+    Every row carries its counts: clips with the factor and correct answers among them."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
     x, y = factor_design(scored)
-    if len(y) < 10 or len(np.unique(y)) < 2:
-        return pd.DataFrame()
-    varying = [c for c in x.columns if x[c].nunique() > 1]
-    xv = x[varying].to_numpy()
+    n, hits = int(len(y)), int(np.nansum(y))
+    base = {"n": n, "correct": hits, "bootstrap_requested": int(bootstrap), "bootstrap": 0,
+            "bootstrap_failed": 0, "insufficient": ""}
 
-    def fit(xm: np.ndarray, ym: np.ndarray) -> np.ndarray:
+    def counts(c: str) -> dict:
+        present = x[c].to_numpy() > 0
+        return {"factor": c, "n_present": int(present.sum()),
+                "n_correct_present": int(y[present].sum())}
+
+    nan4 = dict.fromkeys(("coef", "coef_lo", "coef_hi", "odds_ratio"), math.nan)
+    varying = [c for c in x.columns if x[c].nunique() > 1]
+    supported = [c for c in varying if min(x[c].sum(), n - x[c].sum()) >= min_present]
+    needs = min_events_per_factor * max(len(supported), 1)
+    rows_out = []
+    for c in x.columns:
+        if c not in varying:
+            rows_out.append({**counts(c), **nan4, "note": "constant over the scored clips"})
+        elif c not in supported:
+            k = int(min(x[c].sum(), n - x[c].sum()))
+            rows_out.append({**counts(c), **nan4, "note": insufficient(
+                k, min_present, " clips with" if x[c].sum() <= n / 2 else " clips without")})
+    if min(hits, n - hits) < needs or not supported:
+        why = (f"insufficient data (n = {n} scored clips: {hits} correct, {n - hits} wrong; "
+               f"needs {needs} of each, {min_events_per_factor} per factor for "
+               f"{len(supported)} factor(s))")
+        if not supported:
+            why = insufficient(n, min_present, " scored clips; no factor with enough clips"
+                               " with and without it")
+        rows_out = [{**counts(c), **nan4, "note": why} for c in x.columns]
+        frame = pd.DataFrame(rows_out)
+        frame.attrs.update(base, insufficient=why)
+        return frame
+    xv = x[supported].to_numpy()
+
+    def fit(xm: np.ndarray, ym: np.ndarray) -> np.ndarray | None:
         # Weak L2 (C=100) keeps estimates finite under separation in small resamples.
-        model = LogisticRegression(C=100.0, max_iter=1000)
-        model.fit(xm, ym)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            try:
+                model = LogisticRegression(C=100.0, max_iter=1000).fit(xm, ym)
+            except (ConvergenceWarning, ValueError):
+                return None
         return np.concatenate([model.intercept_, model.coef_[0]])
 
     point = fit(xv, y)
+    if point is None:
+        why = f"the logistic regression did not converge on the {n} scored clips"
+        frame = pd.DataFrame([{**counts(c), **nan4, "note": why} for c in x.columns])
+        frame.attrs.update(base, insufficient=why)
+        return frame
     rng = np.random.default_rng(seed)
-    draws = []
+    draws, failed = [], 0
     for _ in range(bootstrap):
         idx = rng.integers(0, len(y), size=len(y))
-        if len(np.unique(y[idx])) == 2:
-            draws.append(fit(xv[idx], y[idx]))
+        got = fit(xv[idx], y[idx]) if len(np.unique(y[idx])) == 2 else None
+        if got is None:
+            failed += 1  # one outcome only, or no convergence: counted, not estimated
+        else:
+            draws.append(got)
     draws_a = np.array(draws) if draws else np.full((1, len(point)), np.nan)
     lo, hi = np.nanpercentile(draws_a, [2.5, 97.5], axis=0)
-    names = ["intercept", *varying]
-    rows = [{"factor": nm, "n_present": int(x[nm].sum()) if nm in x else int(len(y)),
+    names = ["intercept", *supported]
+    rows = [{**(counts(nm) if nm in x else {"factor": nm, "n_present": n,
+                                            "n_correct_present": hits}),
              "coef": float(point[i]), "coef_lo": float(lo[i]), "coef_hi": float(hi[i]),
              "odds_ratio": float(np.exp(point[i])), "note": ""} for i, nm in enumerate(names)]
-    for c in x.columns:
-        if c not in varying:
-            rows.append({"factor": c, "n_present": int(x[c].sum()), "coef": math.nan,
-                         "coef_lo": math.nan, "coef_hi": math.nan, "odds_ratio": math.nan,
-                         "note": "constant over the scored clips"})
-    frame = pd.DataFrame(rows)
-    frame.attrs.update(n=int(len(y)), bootstrap=len(draws))
+    frame = pd.DataFrame(rows + rows_out)
+    frame.attrs.update(base, bootstrap=len(draws), bootstrap_failed=failed)
     return frame

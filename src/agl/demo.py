@@ -152,6 +152,9 @@ COMPONENT_CATEGORIES: dict[str, tuple[str, ...]] = {
 }
 
 
+GENERATOR_LABEL = "agl.demo (SYNTHETIC)"  # the lock file's `source.generator`
+
+
 def key_of(index: int) -> str:
     return f"demo_{index + 1:04d}"
 
@@ -360,7 +363,7 @@ def write_demo(out: str | Path, seed: int = DEFAULT_SEED) -> list[DemoClip]:
     write_lock(
         out / "lock.json",
         {c.relpath: Entry(size=len(c.mp3), sha256=_sha256(c.mp3)) for c in clips},
-        source={"generator": "agl.demo (SYNTHETIC)", "seed": seed},
+        source={"generator": GENERATOR_LABEL, "seed": seed},
     )
     truth = {
         "synthetic": True,

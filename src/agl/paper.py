@@ -24,12 +24,29 @@ def resolve(base_url: str, relpath: str) -> str:
     return base_url.rstrip("/") + "/" + relpath.lstrip("/")
 
 
-def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0) -> Path:
-    """The file at `url`, cached under `cache_dir` by a hash of the URL."""
+def sha256_of(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
+          sha256: str | None = None) -> Path:
+    """The file at `url`, cached under `cache_dir` by a hash of the URL.
+
+    With `sha256`, the download must match it before it enters the cache (a mismatch is an
+    error and nothing is kept), and a cached copy is checked again on every use, so a file
+    changed on disk is never read as the pinned one."""
     cache_dir = Path(cache_dir)
     name = Path(urllib.parse.urlparse(url).path).name or "file"
     dest = cache_dir / hashlib.sha256(url.encode()).hexdigest()[:16] / name
+    want = sha256.strip().lower() if sha256 else None
     if dest.exists():
+        if want and sha256_of(dest) != want:
+            raise AglError(f"{dest}: cached copy of {url} does not match SHA-256 {want}; "
+                           "delete it to download again")
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     parsed = urllib.parse.urlparse(url)
@@ -50,6 +67,9 @@ def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0) -> Path:
         if r.status_code != 200:
             raise AglError(f"{url}: HTTP {r.status_code}; check the URL in params.yaml")
         data = r.content
+    if want and hashlib.sha256(data).hexdigest() != want:
+        raise AglError(f"{url}: SHA-256 {hashlib.sha256(data).hexdigest()} does not match the "
+                       f"expected {want}; the file differs from the pinned one (nothing cached)")
     tmp = dest.with_name(dest.name + ".part")
     tmp.write_bytes(data)
     tmp.replace(dest)

@@ -42,6 +42,8 @@ class ReportOptions:
     paired_permutations: int = 10000
     wrong_km: float = 750.0
     maps_for: int = 6  # maps and confusion heat maps for the best N runs (by mean km)
+    min_support: int = 10  # clips behind an estimate (group mean, accuracy, factor presence)
+    factor_min_events: int = 10  # correct and wrong answers per factor of the regression
 
 
 def collect_runs(roots: list[Path], protocol: str) -> list[RunInput]:
@@ -95,16 +97,35 @@ def _frame_table(frame: pd.DataFrame, table_id: str = "", digits: int = 3) -> st
     return _table([str(c) for c in frame.columns], rows, table_id)
 
 
-def _breakdown_table(table: pd.DataFrame, table_id: str = "") -> str:
+def _supported(row: pd.Series, col: str, n_col: str, digits: int, min_n: int,
+               ci: bool = True) -> str:
+    """An estimate with its n beside it, or "insufficient data (n = k, needs m)"."""
+    from agl.analysis import insufficient
+
+    n = int(row[n_col])
+    if n < min_n:
+        return insufficient(n, min_n)
+    value = _ci(row, col, digits) if ci else _num(row.get(col), digits)
+    return f"{value} (n = {n})"
+
+
+def _breakdown_table(table: pd.DataFrame, table_id: str = "", min_n: int = 1) -> str:
     head = ["group", "n", "mean km [95% CI]", "median km", "continent acc", "country acc",
             "city acc", "reject rate", "failure rate"]
-    rows = [[str(r["group"]), str(r["n"]), _ci(r, "mean_km", 1), _num(r["median_km"], 1),
-             _ci(r, "continent_acc", 3), _ci(r, "country_acc", 3), _ci(r, "city_acc", 3),
-             _ci(r, "reject_rate", 3), _ci(r, "failure_rate", 3)] for _, r in table.iterrows()]
+    rows = [[str(r["group"]), str(r["n"]), _supported(r, "mean_km", "n_km", 1, min_n),
+             _supported(r, "median_km", "n_km", 1, min_n, ci=False),
+             *(_supported(r, f"{lv}_acc", f"{lv}_n", 3, min_n)
+               for lv in ("continent", "country", "city")),
+             _supported(r, "reject_rate", "n", 3, min_n),
+             _supported(r, "failure_rate", "n", 3, min_n)] for _, r in table.iterrows()]
     return _table(head, rows, table_id)
 
 
 def _img(path: Path, alt: str, img_id: str) -> str:
+    from agl.plots import NoData
+
+    if isinstance(path, NoData):  # a chart with nothing to draw: its one-line note instead
+        return f"<p class='no-chart' id='{html.escape(img_id)}'>{html.escape(path)}</p>"
     data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
     return (f"<figure><img id='{html.escape(img_id)}' alt='{html.escape(alt)}' "
             f"src='data:image/png;base64,{data}'><figcaption>{html.escape(alt)}</figcaption>"
@@ -150,7 +171,8 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
     written = {
         "cdf": plots.cdf_plot({r.name: r.scored for r in order}, figs / "cdf.png"),
         "accuracy_by_continent": plots.accuracy_by_continent(
-            {n: b["continent"] for n, b in breakdowns.items()}, figs / "accuracy_by_continent.png"),
+            {n: b["continent"] for n, b in breakdowns.items()}, figs / "accuracy_by_continent.png",
+            min_support=options.min_support),
     }
     for r in order[: options.maps_for]:
         written[f"map_{r.name}"] = plots.world_map(r.scored, figs / f"map_{_slug(r.name)}.png",
@@ -166,8 +188,10 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
     mode_table.to_csv(tables / "error_modes.csv")
     written["error_modes"] = plots.error_mode_bars(mode_table, figs / "error_modes.png")
 
-    factors = {r.name: analysis.country_factors(r.scored, bootstrap=options.factor_bootstrap,
-                                                seed=options.seed) for r in order}
+    factors = {r.name: analysis.country_factors(
+        r.scored, bootstrap=options.factor_bootstrap, seed=options.seed,
+        min_present=options.min_support, min_events_per_factor=options.factor_min_events)
+        for r in order}
     for name, f in factors.items():
         f.to_csv(tables / f"factors_{_slug(name)}.csv", index=False)
 
@@ -189,7 +213,7 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
         "runs": [r.name for r in order],
         "protocol": options.protocol,
         "html": str(html_path),
-        "plots": {k: str(v) for k, v in written.items()},
+        "plots": {k: str(v) for k, v in written.items()},  # a path, or a NoData note
         "error_modes": mode_table.to_dict(orient="index"),
         "judge": None if judge is None else {"backend": judge.backend, "model": judge.model,
                                              "prompt_version": error_modes.prompt_version()},
@@ -289,7 +313,7 @@ def _render(order, breakdowns, modes, mode_table, factors, paired, board, writte
                                                              "Self-reported confidence")):
             if key in b:
                 parts.append(f"<h4>{html.escape(title)}</h4>")
-                parts.append(_breakdown_table(b[key], f"{key}-{slug}"))
+                parts.append(_breakdown_table(b[key], f"{key}-{slug}", options.min_support))
         parts.append("<h4>Continent confusion (counts)</h4>")
         parts.append(_frame_table(b["confusion"], f"confusion-{slug}", 0))
         if f"confusion_{r.name}" in written:
@@ -297,8 +321,21 @@ def _render(order, breakdowns, modes, mode_table, factors, paired, board, writte
                               f"confusion-img-{slug}"))
         f = factors[r.name]
         if not f.empty:
+            a = f.attrs
             parts.append("<h4>What predicts a correct country (logistic regression, "
-                         f"n={f.attrs.get('n')}, {f.attrs.get('bootstrap')} bootstrap fits)</h4>")
+                         f"n = {a.get('n')} scored clips, {a.get('correct')} correct)</h4>")
+            if a.get("insufficient"):
+                parts.append(f"<p class='insufficient'>No factor estimated: "
+                             f"{html.escape(a['insufficient'])}. Counts only:</p>")
+                f = f[["factor", "n_present", "n_correct_present"]]
+            else:
+                failed = a.get("bootstrap_failed", 0)
+                parts.append(f"<p>95% CIs from {a.get('bootstrap')} of "
+                             f"{a.get('bootstrap_requested')} bootstrap fits; {failed} failed "
+                             "(a resample held one outcome only, or the fit did not converge)"
+                             + (": read the intervals with care" if failed else "") + ". A "
+                             "factor needs at least "
+                             f"{options.min_support} clips with and without it.</p>")
             parts.append(_frame_table(f, f"factors-{slug}", 3))
     parts.append("</section>")
 
@@ -317,6 +354,7 @@ td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 img{max-width:100%;height:auto} figure{margin:1em 0}
 figcaption{font-size:13px;color:#555}
+.no-chart,.insufficient{color:#7a4a00;font-style:italic}
 .svgmap{max-width:100%;height:auto;border:1px solid #ccc}
 .svgmap line{stroke:#d62728;stroke-width:1;visibility:hidden}
 .svgmap g:hover line{visibility:visible} .svgmap g:hover circle{r:5;stroke:#000}

@@ -12,8 +12,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="score a predictions file (this project's or the authors' published) against a manifest",
         description="Score predictions against a manifest under a named protocol.",
     )
-    p.add_argument("predictions", help="predictions JSONL, or an authors' published .json/.jsonl")
-    p.add_argument("--manifest", required=True, help="manifest CSV (AGL1K layout)")
+    p.add_argument("predictions", help="predictions JSONL, or an authors' published .json/.jsonl; "
+                   "a path, an http(s) URL, or paper:<name> (e.g. paper:qwen25-omni)")
+    p.add_argument("--manifest", required=True,
+                   help="manifest CSV (AGL1K layout): a path, an http(s) URL, or paper:manifest")
     p.add_argument("--protocol", choices=["paper", "strict"], default="paper")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for CIs")
@@ -21,16 +23,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reparse", action="store_true",
                    help="for published files: reparse the raw replies with this project's parser")
     p.add_argument("--scores-out", help="write the per-clip score table (CSV) here")
+    add_source_options(p)
     p.set_defaults(func=run)
+
+
+def add_source_options(p: argparse.ArgumentParser, *, manifest: bool = True) -> None:
+    """Checksums and cache for inputs given as URLs or paper:<name> (see agl.sources)."""
+    p.add_argument("--sha256", help="expected SHA-256 of the predictions file (refused if it "
+                   "differs); pinned files are checked without it")
+    if manifest:
+        p.add_argument("--manifest-sha256", help="expected SHA-256 of the manifest")
+    p.add_argument("--cache-dir", default="cache/sources",
+                   help="where downloaded inputs are kept (default: cache/sources)")
 
 
 def run(args: argparse.Namespace) -> int:
     from agl.evaluate import evaluate_files
     from agl.jsonutil import dumps
     from agl.report_text import metrics_table
+    from agl.sources import resolve_source
 
+    predictions = resolve_source(args.predictions, cache_dir=args.cache_dir, sha256=args.sha256)
+    manifest = resolve_source(args.manifest, cache_dir=args.cache_dir,
+                              sha256=args.manifest_sha256)
     result, scored = evaluate_files(
-        args.predictions, args.manifest, args.protocol,
+        predictions, manifest, args.protocol,
         bootstrap=args.bootstrap, seed=args.seed, reparse=args.reparse,
     )
     for w in result.pop("warnings", []):

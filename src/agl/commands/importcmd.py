@@ -12,18 +12,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="convert an authors' published result file into this project's predictions format",
         description="Convert a published AGL1K result file (JSON list or JSON Lines).",
     )
-    p.add_argument("src", help="published file, e.g. seed_42_progress_fixed.json")
+    p.add_argument("src", help="published file, e.g. seed_42_progress_fixed.json: a path, an "
+                   "http(s) URL, or paper:<name> (e.g. paper:qwen25-omni)")
     p.add_argument("--out", required=True, help="predictions JSON Lines file to write")
     p.add_argument("--reparse", action="store_true",
                    help="parse each row's raw model_output with this project's parser")
+    from agl.commands.evaluate import add_source_options
+
+    add_source_options(p, manifest=False)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from agl.importer import import_with_report
     from agl.predictions import write_predictions
+    from agl.sources import resolve_source
 
-    predictions, report = import_with_report(args.src, reparse=args.reparse)
+    src = resolve_source(args.src, cache_dir=args.cache_dir, sha256=args.sha256)
+    predictions, report = import_with_report(src, reparse=args.reparse)
     write_predictions(args.out, predictions)
     print(f"{report.line()} -> {args.out}", file=sys.stderr)
     if args.reparse and report.without_raw_text:
