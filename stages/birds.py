@@ -48,9 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     frame(results).to_csv(args.out, index=False)
     args.detections.write_text(detections_jsonl(results), encoding="utf-8")
     args.summary.write_text(json.dumps(info, indent=1) + "\n")
-    print(f"birds: {info['listened']} clip(s) listened to, birds heard in {info['birds_heard']}; "
-          f"{skipped} skipped (failed the filter); {info['audio_seconds'] / max(wall, 1e-9):.0f}x "
-          "real time", file=sys.stderr)
+    print(
+        f"birds: {info['listened']} clip(s) listened to, birds heard in {info['birds_heard']}; "
+        f"{skipped} skipped (failed the filter); {info['audio_seconds'] / max(wall, 1e-9):.0f}x "
+        "real time",
+        file=sys.stderr,
+    )
     return 0
 
 

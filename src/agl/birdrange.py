@@ -54,8 +54,10 @@ def week_of(text: str | None) -> int:
     try:
         return week_48(date.fromisoformat(str(text).strip()[:10]))
     except ValueError:
-        raise AglError(f"date '{text}' is not an ISO date (YYYY-MM-DD); fix the manifest's "
-                       "date column or leave it empty (year-round)") from None
+        raise AglError(
+            f"date '{text}' is not an ISO date (YYYY-MM-DD); fix the manifest's "
+            "date column or leave it empty (year-round)"
+        ) from None
 
 
 def land_cells(resolution_deg: float, shoreline: str = "c") -> tuple[np.ndarray, np.ndarray]:
@@ -74,8 +76,7 @@ def land_cells(resolution_deg: float, shoreline: str = "c") -> tuple[np.ndarray,
     on = np.zeros(len(pts), dtype=bool)
     for poly in worldmap.land(shoreline):
         lo, hi = poly.min(axis=0), poly.max(axis=0)
-        box = ~on & (pts[:, 0] >= lo[0]) & (pts[:, 0] <= hi[0]) & (pts[:, 1] >= lo[1]) & (
-            pts[:, 1] <= hi[1])
+        box = ~on & (pts[:, 0] >= lo[0]) & (pts[:, 0] <= hi[0]) & (pts[:, 1] >= lo[1]) & (pts[:, 1] <= hi[1])
         if box.any():
             on[box] = Polygon(poly).contains_points(pts[box])
     return glat[on], glon[on]
@@ -119,16 +120,24 @@ class OccurrenceGrid:
         return float(self.indptr[j + 1] - self.indptr[j]) / max(self.size, 1)
 
 
-def grid_key(model_sha256: str, resolution_deg: float, week: int, floor: float,
-             shoreline: str) -> str:
-    blob = json.dumps({"model": model_sha256, "resolution_deg": float(resolution_deg),
-                       "week": int(week), "floor": float(floor), "shoreline": shoreline,
-                       "version": GRID_VERSION}, sort_keys=True)
+def grid_key(model_sha256: str, resolution_deg: float, week: int, floor: float, shoreline: str) -> str:
+    blob = json.dumps(
+        {
+            "model": model_sha256,
+            "resolution_deg": float(resolution_deg),
+            "week": int(week),
+            "floor": float(floor),
+            "shoreline": shoreline,
+            "version": GRID_VERSION,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def compute_grid(lat: np.ndarray, lon: np.ndarray, week: int, floor: float, *,
-                 threads: int = 2, chunk: int = 4096) -> OccurrenceGrid:
+def compute_grid(
+    lat: np.ndarray, lon: np.ndarray, week: int, floor: float, *, threads: int = 2, chunk: int = 4096
+) -> OccurrenceGrid:
     """Evaluate the meta-model at every cell (the slow part: ~0.5 ms per cell on 2 cores)."""
     from agl.birdnet import META_FILE, interpreter, model_dir
     from agl.crawl import reverse_geocode
@@ -140,8 +149,9 @@ def compute_grid(lat: np.ndarray, lon: np.ndarray, week: int, floor: float, *,
     vals: list[list[np.ndarray]] | None = None
     shape = 0
     for start in range(0, lat.size, chunk):
-        x = np.column_stack([lat[start:start + chunk], lon[start:start + chunk],
-                             np.full(min(chunk, lat.size - start), float(week))]).astype(np.float32)
+        x = np.column_stack(
+            [lat[start : start + chunk], lon[start : start + chunk], np.full(min(chunk, lat.size - start), float(week))]
+        ).astype(np.float32)
         if x.shape[0] != shape:
             interp.resize_tensor_input(inp, list(x.shape))
             interp.allocate_tensors()
@@ -156,7 +166,7 @@ def compute_grid(lat: np.ndarray, lon: np.ndarray, week: int, floor: float, *,
         rows, classes = rows[order], classes[order]
         bounds = np.searchsorted(classes, np.arange(p.shape[1] + 1))
         for j in np.flatnonzero(np.diff(bounds)):
-            r = rows[bounds[j]:bounds[j + 1]]
+            r = rows[bounds[j] : bounds[j + 1]]
             cols[j].append((r + start).astype(np.int32))
             vals[j].append(p[r, j].astype(np.float16))
     assert cols is not None and vals is not None
@@ -166,12 +176,14 @@ def compute_grid(lat: np.ndarray, lon: np.ndarray, week: int, floor: float, *,
     values = np.concatenate([np.concatenate(v) if v else np.empty(0, np.float16) for v in vals])
     places = reverse_geocode(list(zip(lat.tolist(), lon.tolist(), strict=True)))
     city, country, continent = (np.array([p[i] for p in places], dtype=str) for i in range(3))
-    return OccurrenceGrid(lat, lon, int(week), float(floor), indptr, cells.astype(np.int32),
-                          values, city, country, continent)
+    return OccurrenceGrid(
+        lat, lon, int(week), float(floor), indptr, cells.astype(np.int32), values, city, country, continent
+    )
 
 
-def load_or_build(cache_dir: Path, *, resolution_deg: float, week: int, floor: float,
-                  shoreline: str = "c", threads: int = 2) -> tuple[OccurrenceGrid, bool]:
+def load_or_build(
+    cache_dir: Path, *, resolution_deg: float, week: int, floor: float, shoreline: str = "c", threads: int = 2
+) -> tuple[OccurrenceGrid, bool]:
     """The grid from `cache_dir` (content-addressed), or computed and stored there.
     Returns (grid, built_now). Written to a temporary file and renamed: crash-safe."""
     from agl.birdnet import META_FILE, file_sha256, model_dir
@@ -180,18 +192,37 @@ def load_or_build(cache_dir: Path, *, resolution_deg: float, week: int, floor: f
     path = Path(cache_dir) / f"{key}.npz"
     if path.is_file():
         with np.load(path, allow_pickle=False) as z:
-            grid = OccurrenceGrid(z["lat"], z["lon"], int(z["week"]), float(z["floor"]),
-                                  z["indptr"], z["cells"], z["values"], z["city"], z["country"],
-                                  z["continent"])
+            grid = OccurrenceGrid(
+                z["lat"],
+                z["lon"],
+                int(z["week"]),
+                float(z["floor"]),
+                z["indptr"],
+                z["cells"],
+                z["values"],
+                z["city"],
+                z["country"],
+                z["continent"],
+            )
         return grid, False
     lat, lon = land_cells(resolution_deg, shoreline)
     grid = compute_grid(lat, lon, week, floor, threads=threads)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as fh:
-        np.savez_compressed(fh, lat=grid.lat, lon=grid.lon, week=grid.week, floor=grid.floor,
-                            indptr=grid.indptr, cells=grid.cells, values=grid.values,
-                            city=grid.city, country=grid.country, continent=grid.continent)
+        np.savez_compressed(
+            fh,
+            lat=grid.lat,
+            lon=grid.lon,
+            week=grid.week,
+            floor=grid.floor,
+            indptr=grid.indptr,
+            cells=grid.cells,
+            values=grid.values,
+            city=grid.city,
+            country=grid.country,
+            continent=grid.continent,
+        )
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -217,6 +248,7 @@ class Guess:
     continent: str
     score: float
     drivers: tuple[Driver, ...]
+    near_best: int  # land cells scoring within 5% of the best: how ambiguous the surface is
 
 
 def _class_index() -> dict[str, int]:
@@ -234,8 +266,9 @@ def _column(grid: OccurrenceGrid, j: int, scoring: str, floor: float) -> np.ndar
     return grid.occurrence(j)
 
 
-def surface(grid: OccurrenceGrid, species: Sequence[tuple[str, float]], *,
-            scoring: str = "vote", floor: float = 0.01) -> np.ndarray:
+def surface(
+    grid: OccurrenceGrid, species: Sequence[tuple[str, float]], *, scoring: str = "vote", floor: float = 0.01
+) -> np.ndarray:
     """score(cell) for (scientific name, weight) pairs; unknown names are an error."""
     if scoring not in SCORINGS:
         raise AglError(f"birdrange: scoring '{scoring}' is not one of {', '.join(SCORINGS)}")
@@ -248,8 +281,9 @@ def surface(grid: OccurrenceGrid, species: Sequence[tuple[str, float]], *,
     return score
 
 
-def invert(grid: OccurrenceGrid, species: Sequence[tuple[str, float]], *,
-           scoring: str = "vote", floor: float = 0.01) -> Guess:
+def invert(
+    grid: OccurrenceGrid, species: Sequence[tuple[str, float]], *, scoring: str = "vote", floor: float = 0.01
+) -> Guess:
     """The best land cell for the heard species (see module docstring)."""
     from agl.birdnet import labels
 
@@ -262,22 +296,41 @@ def invert(grid: OccurrenceGrid, species: Sequence[tuple[str, float]], *,
     for name, w in species:
         col = _column(grid, index[name], scoring, floor)
         occ = grid.occurrence(index[name])
-        drivers.append(Driver(name, labs[index[name]].common, float(w),
-                              float(occ[best]), grid.range_share(index[name]),
-                              float(w) * float(col[best] - col.mean())))
+        drivers.append(
+            Driver(
+                name,
+                labs[index[name]].common,
+                float(w),
+                float(occ[best]),
+                grid.range_share(index[name]),
+                float(w) * float(col[best] - col.mean()),
+            )
+        )
     drivers.sort(key=lambda d: (-d.pull, d.scientific))
-    return Guess(float(grid.lat[best]), float(grid.lon[best]), str(grid.city[best]),
-                 str(grid.country[best]), str(grid.continent[best]), float(score[best]),
-                 tuple(drivers))
+    top = float(score[best])
+    near = int((score >= top - 0.05 * max(abs(top), 1e-9)).sum())
+    return Guess(
+        float(grid.lat[best]),
+        float(grid.lon[best]),
+        str(grid.city[best]),
+        str(grid.country[best]),
+        str(grid.continent[best]),
+        top,
+        tuple(drivers),
+        near,
+    )
 
 
-def reasoning(guess: Guess, week: int, resolution_deg: float, top: int = 3,
-              scoring: str = "vote") -> str:
+def reasoning(guess: Guess, week: int, resolution_deg: float, top: int = 3, scoring: str = "vote") -> str:
     """Plain words an error-mode analysis can read: which species chose the place."""
     when = "year-round" if week == YEAR_ROUND else f"in week {week} of 48"
     heard = ", ".join(f"{d.scientific} ({d.common}, {d.weight:.2f})" for d in guess.drivers)
-    drove = "; ".join(f"{d.scientific} ({d.common}: occurrence {d.occurrence:.2f} here, "
-                      f"found on {100 * d.range_share:.0f}% of land)" for d in guess.drivers[:top])
-    return (f"BirdNET heard {heard}. Where these occur together {when} (BirdNET meta-model, "
-            f"{resolution_deg:g} degree land grid, {scoring} scoring): {guess.city}, {guess.country}. "
-            f"Driven by {drove}.")
+    drove = "; ".join(
+        f"{d.scientific} ({d.common}: occurrence {d.occurrence:.2f} here, found on {100 * d.range_share:.0f}% of land)"
+        for d in guess.drivers[:top]
+    )
+    return (
+        f"BirdNET heard {heard}. Where these occur together {when} (BirdNET meta-model, "
+        f"{resolution_deg:g} degree land grid, {scoring} scoring): {guess.city}, {guess.country}"
+        f" ({guess.near_best} land cells score within 5% of it). Driven by {drove}."
+    )

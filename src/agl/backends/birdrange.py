@@ -12,7 +12,7 @@ The reply is JSON like a model's (reasoning, city, country, continent, latitude,
 so it goes through the same parser and scorer; `reasoning` names the species that drove the
 guess. Settings (params.yaml `models: birdrange: settings:`): `resolution_deg` (1.0),
 `scoring` (vote | log), `floor` (0.01: the occurrence kept in the grid, and log's floor),
-`min_confidence` (0.5), `sensitivity`, `threads`, `batch_size`, `cache_dir`
+`min_confidence` (0.7), `sensitivity`, `threads`, `batch_size`, `cache_dir`
 (cache/birdrange), `use_dates` (true).
 """
 
@@ -29,8 +29,18 @@ from typing import Any
 from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
 from agl.errors import AglError
 
-_KNOWN = {"resolution_deg", "scoring", "floor", "min_confidence", "sensitivity", "threads",
-          "batch_size", "cache_dir", "use_dates", "min_window_s"}
+_KNOWN = {
+    "resolution_deg",
+    "scoring",
+    "floor",
+    "min_confidence",
+    "sensitivity",
+    "threads",
+    "batch_size",
+    "cache_dir",
+    "use_dates",
+    "min_window_s",
+}
 
 
 @register("birdrange")
@@ -47,8 +57,7 @@ class BirdRange(Backend):
 
         unknown = sorted(set(settings) - _KNOWN)
         if unknown:
-            raise AglError(f"birdrange: unknown setting(s) {', '.join(unknown)}; known: "
-                           f"{', '.join(sorted(_KNOWN))}")
+            raise AglError(f"birdrange: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(_KNOWN))}")
         self.resolution_deg = float(settings.get("resolution_deg", 1.0))
         self.scoring = str(settings.get("scoring", "vote"))
         if self.scoring not in SCORINGS:
@@ -59,9 +68,13 @@ class BirdRange(Backend):
         self.cache_dir = Path(settings.get("cache_dir", "cache/birdrange"))
         self.use_dates = bool(settings.get("use_dates", True))
         self.cfg = BirdConfig.from_params(
-            {k: settings[k] for k in ("min_confidence", "sensitivity", "threads", "batch_size",
-                                      "min_window_s") if k in settings},
-            source="birdrange settings")
+            {
+                k: settings[k]
+                for k in ("min_confidence", "sensitivity", "threads", "batch_size", "min_window_s")
+                if k in settings
+            },
+            source="birdrange settings",
+        )
         self._weeks: dict[str, int] = {}
         self._grids: dict[int, Any] = {}
         self._listener = None
@@ -70,17 +83,20 @@ class BirdRange(Backend):
     def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:
         from agl.birdrange import YEAR_ROUND, week_of
 
-        self._weeks = {c.key: (week_of(getattr(c, "date", "")) if self.use_dates else YEAR_ROUND)
-                       for c in clips}
+        self._weeks = {c.key: (week_of(getattr(c, "date", "")) if self.use_dates else YEAR_ROUND) for c in clips}
 
     def grid(self, week: int):
         """The occurrence grid of a week, loaded from (or built into) the cache once."""
         from agl.birdrange import load_or_build
 
         if week not in self._grids:
-            self._grids[week], _ = load_or_build(self.cache_dir, resolution_deg=self.resolution_deg,
-                                                 week=week, floor=self.floor,
-                                                 threads=self.cfg.threads)
+            self._grids[week], _ = load_or_build(
+                self.cache_dir,
+                resolution_deg=self.resolution_deg,
+                week=week,
+                floor=self.floor,
+                threads=self.cfg.threads,
+            )
         return self._grids[week]
 
     def listener(self):
@@ -103,25 +119,45 @@ class BirdRange(Backend):
             species = [(d.scientific, d.max_confidence) for d in heard.species]
             others = ", ".join(d.common for d in heard.others) or "none"
             if not species:
-                return Reply(ReplyStatus.REFUSED, text=(
-                    f"abstained: BirdNET heard no species at confidence >= "
-                    f"{self.cfg.min_confidence:g} (non-species classes: {others}); birdsong "
-                    "is the only cue this baseline reads"),
-                    extra={"listen_s": round(listen_s, 3), "birds_heard": False})
+                return Reply(
+                    ReplyStatus.REFUSED,
+                    text=(
+                        f"abstained: BirdNET heard no species at confidence >= "
+                        f"{self.cfg.min_confidence:g} (non-species classes: {others}); birdsong "
+                        "is the only cue this baseline reads"
+                    ),
+                    extra={
+                        "listen_s": round(listen_s, 3),
+                        "birds_heard": False,
+                        "other_classes": [d.scientific for d in heard.others],
+                    },
+                )
             grid = self.grid(week)
             t1 = time.perf_counter()
             guess = invert(grid, species, scoring=self.scoring, floor=self.floor)
             invert_s = time.perf_counter() - t1
         answer = {
             "reasoning": reasoning(guess, week, self.resolution_deg, scoring=self.scoring),
-            "city": guess.city or None, "country": guess.country or None,
+            "city": guess.city or None,
+            "country": guess.country or None,
             "continent": guess.continent or None,
-            "latitude": round(guess.latitude, 6), "longitude": round(guess.longitude, 6),
+            "latitude": round(guess.latitude, 6),
+            "longitude": round(guess.longitude, 6),
         }
-        return Reply(ReplyStatus.OK, text=json.dumps(answer), input_tokens=0, output_tokens=0,
-                     extra={"listen_s": round(listen_s, 3), "invert_s": round(invert_s, 6),
-                            "birds_heard": True, "week": week,
-                            "species": [d.scientific for d in heard.species]})
+        return Reply(
+            ReplyStatus.OK,
+            text=json.dumps(answer),
+            input_tokens=0,
+            output_tokens=0,
+            extra={
+                "listen_s": round(listen_s, 3),
+                "invert_s": round(invert_s, 6),
+                "birds_heard": True,
+                "week": week,
+                "species_weights": [[s, round(w, 6)] for s, w in species],
+                "other_classes": [d.scientific for d in heard.others],
+            },
+        )
 
     async def generate(self, request: Request) -> Reply:
         if request.audio_path is None:
