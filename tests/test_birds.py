@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -261,3 +262,43 @@ def test_report_section_maps_the_surface(bird_run, tmp_path):
     assert (tmp_path / "figs" / "birdrange_surface.png").stat().st_size > 10_000
     paired = pd.read_csv(tmp_path / "tables" / "birds_paired.csv")
     assert paired.set_index("metric").at["distance_km", "n"] == 2  # the birds-heard clips
+
+
+def test_birds_stage_writes_tables(tmp_path):
+    """stages/birds.py on white noise, a missing file and a clip the filter dropped."""
+    import subprocess
+    import sys
+
+    import soundfile as sf
+
+    audio = tmp_path / "audio"
+    rows = []
+    for key in ("noise", "gone", "dropped"):
+        (audio / key).mkdir(parents=True)
+        rows.append({"key": key, "mp3name": "x.wav", "latitude": 1.0, "longitude": 2.0,
+                     "mp3seconds": 4.0, "city": "", "country": "", "continent": "",
+                     **{c: 0.0 for c in CATEGORY_COLUMNS}})  # fmt: skip
+    rng = np.random.default_rng(0)
+    sf.write(audio / "noise" / "x.wav", (0.1 * rng.standard_normal(4 * 16_000)).astype(np.float32), 16_000)
+    pd.DataFrame(rows).to_csv(tmp_path / "m.csv", index=False)
+    pd.DataFrame({"key": ["noise", "gone", "dropped"], "passed": [True, True, False]}).to_csv(
+        tmp_path / "filter.csv", index=False
+    )
+    (tmp_path / "params.yaml").write_text("birds: {threads: 1, batch_size: 4}\n")
+    out = tmp_path / "out"
+    repo = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, str(repo / "stages" / "birds.py"), "--manifest", str(tmp_path / "m.csv"),
+           "--audio-root", str(audio), "--filter", str(tmp_path / "filter.csv"),
+           "--out", str(out / "birds.csv"), "--detections", str(out / "det.jsonl"),
+           "--summary", str(out / "summary.json"), "--params", str(tmp_path / "params.yaml")]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(out / "birds.csv", keep_default_na=False)
+    assert table["key"].tolist() == ["gone", "noise"]  # sorted; the dropped clip skipped
+    assert table.set_index("key").at["noise", "birds_heard"] == "False"
+    assert table.set_index("key").at["gone", "status"] == "missing"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["skipped_by_filter"] == 1 and summary["birds_heard"] == 0
+    assert "CC BY-NC-SA 4.0" in summary["licence"]
+    lines = [json.loads(line) for line in (out / "det.jsonl").read_text().splitlines()]
+    assert [d["key"] for d in lines] == ["gone", "noise"]
