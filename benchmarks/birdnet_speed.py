@@ -40,7 +40,10 @@ def main() -> int:
     audio = {p.parent.name: decode_48k(p) for p in clips}
     decode_s = time.perf_counter() - t0
     total = sum(len(x) for x in audio.values()) / 48_000
-    print(f"audio: {len(clips)} clips, {total:.1f} s")
+    import os
+
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"audio: {len(clips)} clips, {total:.1f} s; {os.cpu_count()} CPUs, load average {load}")
     print(f"decode + resample to 48 kHz: {decode_s:.2f} s = {total / decode_s:.0f}x real time")
     cfg = BirdConfig()
     heard = {}
