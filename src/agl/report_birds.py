@@ -134,8 +134,10 @@ def birds_section(runs, birds_csv: Path | None, figs: Path, tables: Path, *, opt
     """HTML of the section; its tables go to `tables/`, its map to `figs/`."""
     from agl.analysis import compare_runs
 
+    if birds_csv is None:  # not asked for (e.g. `agl report` without the birds table)
+        return ""
     parts = ["<section id='birds-section'><h2>Birds: what an expert ear hears</h2>"]
-    if birds_csv is None or not Path(birds_csv).exists():
+    if not Path(birds_csv).exists():
         parts.append("<p>No BirdNET table (the birds stage did not run).</p></section>")
         return "\n".join(parts)
     birds = pd.read_csv(birds_csv, keep_default_na=False)
