@@ -79,6 +79,9 @@ class Clip:
     city: str
     country: str
     continent: str
+    # When it was recorded (ISO date), from an optional `date` column: AGL1K has none; the
+    # birdrange backend uses it for the week of BirdNET's range model when present.
+    date: str = ""
 
     @property
     def relpath(self) -> str:
@@ -304,6 +307,7 @@ def clips(frame: pd.DataFrame) -> list[Clip]:
             city=r.city,
             country=r.country,
             continent=r.continent,
+            date=str(getattr(r, "date", "") or ""),
         )
         for r in frame.itertuples(index=False)
     ]

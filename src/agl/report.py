@@ -141,7 +141,8 @@ def _slug(name: str) -> str:
 
 def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
                  leaderboard_csv: Path | None = None, judge=None,
-                 provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+                 provenance: dict[str, Any] | None = None,
+                 birds_csv: Path | None = None) -> dict[str, Any]:
     """Compute, draw and write everything; returns a summary with the written paths."""
     from agl import analysis, error_modes, plots
 
@@ -205,8 +206,11 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
     paired_frame.to_csv(tables / "paired.csv", index=False)
 
     board = _read_board(leaderboard_csv)
+    from agl.report_birds import birds_section  # its own module (agl.report_birds)
+
+    extra = [birds_section(order, birds_csv, figs, tables, options=options, img=_img)]
     page = _render(order, breakdowns, modes, mode_table, factors, paired_frame, board, written,
-                   by_name, options, judge, provenance or {}, leaderboard_csv)
+                   by_name, options, judge, provenance or {}, leaderboard_csv, extra)
     html_path = out_dir / "report.html"
     html_path.write_text(page, encoding="utf-8")
     summary = {
@@ -232,7 +236,7 @@ def _read_board(path: Path | None) -> pd.DataFrame | None:
 
 
 def _render(order, breakdowns, modes, mode_table, factors, paired, board, written, by_name,
-            options, judge, provenance, leaderboard_csv) -> str:
+            options, judge, provenance, leaderboard_csv, extra_sections=()) -> str:
     from agl import error_modes, plots
 
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
@@ -339,6 +343,7 @@ def _render(order, breakdowns, modes, mode_table, factors, paired, board, writte
             parts.append(_frame_table(f, f"factors-{slug}", 3))
     parts.append("</section>")
 
+    parts.extend(extra_sections)
     parts.append("<section id='provenance'><h2>Provenance</h2>")
     rows = [[k, json.dumps(v, default=str) if not isinstance(v, str) else v]
             for k, v in provenance.items()]
@@ -402,7 +407,8 @@ def options_from_config(cfg: dict[str, Any]) -> ReportOptions:
 def make_report(*, run_dirs: list[Path], out_dir: Path, cfg: dict[str, Any],
                 leaderboard_csv: Path | None, manifest: Path | None,
                 extra_provenance: dict[str, Any] | None = None,
-                track: bool = True, experiment: str | None = None) -> dict[str, Any]:
+                track: bool = True, experiment: str | None = None,
+                birds_csv: Path | None = None) -> dict[str, Any]:
     """Collect the runs, build the report, and (with `track`) log it to MLflow."""
     import warnings
 
@@ -429,7 +435,7 @@ def make_report(*, run_dirs: list[Path], out_dir: Path, cfg: dict[str, Any],
         **(extra_provenance or {}),
     }
     summary = build_report(runs, out_dir, options=options, leaderboard_csv=leaderboard_csv,
-                           judge=judge, provenance=provenance)
+                           judge=judge, provenance=provenance, birds_csv=birds_csv)
     summary["provenance"] = provenance
     if track:
         from agl.tracking import log_run

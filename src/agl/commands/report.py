@@ -18,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--leaderboard", default="build/leaderboard.csv")
     p.add_argument("--manifest", default="data/manifest.csv", help="for the data version")
     p.add_argument("--out", default="build/report")
+    p.add_argument("--birds", default="build/curation/birds.csv",
+                   help="the birds stage's table (BirdNET); the Birds section if it exists")
     p.add_argument("--params", default="params.yaml",
                    help="read the `report:` section from here (if the file exists)")
     p.add_argument("--protocol", choices=["paper", "strict"])
@@ -55,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     track = not args.no_track and cfg.pop("track", True)
     summary = make_report(run_dirs=[Path(d) for d in args.runs], out_dir=Path(args.out), cfg=cfg,
                           leaderboard_csv=Path(args.leaderboard), manifest=Path(args.manifest),
-                          track=bool(track))
+                          track=bool(track),
+                          birds_csv=Path(args.birds) if Path(args.birds).exists() else None)
     print(f"wrote {summary['html']} ({len(summary['runs'])} runs: {', '.join(summary['runs'])})")
     return 0

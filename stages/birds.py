@@ -1,0 +1,61 @@
+"""DVC stage `birds`: BirdNET on every clip that passed the filter (see agl.birdnet).
+
+Reads params.yaml `birds:`. Writes one row per clip (birds.csv: `birds_heard`, the species
+and non-bird classes, BirdNET's evidence per AGL1K category), every detection with its
+scientific and common name, max confidence and seconds (birds_detections.jsonl), and a
+summary. With `birds.enabled: false` every row has status `off` and nothing is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from _params import load, run_main
+
+from agl.birdnet import BirdConfig, detections_jsonl, frame, listen_clips, summary
+from agl.filtering import passed_keys
+from agl.manifest import clips, load_manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--manifest", required=True, type=Path)
+    ap.add_argument("--audio-root", required=True, type=Path)
+    ap.add_argument("--filter", required=True, type=Path, help="the filter stage's table")
+    ap.add_argument("--out", required=True, type=Path, help="birds.csv")
+    ap.add_argument("--detections", required=True, type=Path, help="birds_detections.jsonl")
+    ap.add_argument("--summary", required=True, type=Path)
+    ap.add_argument("--params", type=Path, default=None, help="default: the repo's params.yaml")
+    args = ap.parse_args(argv)
+    section = load("birds", **({"path": args.params} if args.params else {}))["birds"]
+    cfg = BirdConfig.from_params(section)
+    items = [(c.key, args.audio_root / c.relpath) for c in clips(load_manifest(args.manifest))]
+    skipped = 0
+    if cfg.only_passed:
+        keep = set(passed_keys(args.filter))
+        skipped = sum(k not in keep for k, _ in items)
+        items = [(k, p) for k, p in items if k in keep]
+    t0 = time.perf_counter()
+    results = listen_clips(items, cfg)
+    wall = time.perf_counter() - t0
+    info = {**summary(results, cfg), "skipped_by_filter": skipped}
+    for path in (args.out, args.detections, args.summary):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    frame(results).to_csv(args.out, index=False)
+    args.detections.write_text(detections_jsonl(results), encoding="utf-8")
+    args.summary.write_text(json.dumps(info, indent=1) + "\n")
+    print(
+        f"birds: {info['listened']} clip(s) listened to, birds heard in {info['birds_heard']}; "
+        f"{skipped} skipped (failed the filter); {info['audio_seconds'] / max(wall, 1e-9):.0f}x "
+        "real time",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)
