@@ -120,8 +120,12 @@ def _slug(name: str) -> str:
 
 def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
                  leaderboard_csv: Path | None = None, judge=None,
-                 provenance: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Compute, draw and write everything; returns a summary with the written paths."""
+                 provenance: dict[str, Any] | None = None,
+                 sections: tuple = ()) -> dict[str, Any]:
+    """Compute, draw and write everything; returns a summary with the written paths.
+
+    `sections`: extra sections (callables `(plots_dir, tables_dir, img) -> html`), rendered
+    before the provenance in the given order (e.g. agl.report_counterfactual)."""
     from agl import analysis, error_modes, plots
 
     if not runs:
@@ -182,7 +186,8 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
 
     board = _read_board(leaderboard_csv)
     page = _render(order, breakdowns, modes, mode_table, factors, paired_frame, board, written,
-                   by_name, options, judge, provenance or {}, leaderboard_csv)
+                   by_name, options, judge, provenance or {}, leaderboard_csv,
+                   [make(figs, tables, _img) for make in sections])
     html_path = out_dir / "report.html"
     html_path.write_text(page, encoding="utf-8")
     summary = {
@@ -208,7 +213,7 @@ def _read_board(path: Path | None) -> pd.DataFrame | None:
 
 
 def _render(order, breakdowns, modes, mode_table, factors, paired, board, written, by_name,
-            options, judge, provenance, leaderboard_csv) -> str:
+            options, judge, provenance, leaderboard_csv, extra=()) -> str:
     from agl import error_modes, plots
 
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
@@ -302,6 +307,7 @@ def _render(order, breakdowns, modes, mode_table, factors, paired, board, writte
             parts.append(_frame_table(f, f"factors-{slug}", 3))
     parts.append("</section>")
 
+    parts.extend(extra)
     parts.append("<section id='provenance'><h2>Provenance</h2>")
     rows = [[k, json.dumps(v, default=str) if not isinstance(v, str) else v]
             for k, v in provenance.items()]
@@ -364,7 +370,8 @@ def options_from_config(cfg: dict[str, Any]) -> ReportOptions:
 def make_report(*, run_dirs: list[Path], out_dir: Path, cfg: dict[str, Any],
                 leaderboard_csv: Path | None, manifest: Path | None,
                 extra_provenance: dict[str, Any] | None = None,
-                track: bool = True, experiment: str | None = None) -> dict[str, Any]:
+                track: bool = True, experiment: str | None = None,
+                sections: tuple = ()) -> dict[str, Any]:
     """Collect the runs, build the report, and (with `track`) log it to MLflow."""
     import warnings
 
@@ -391,7 +398,7 @@ def make_report(*, run_dirs: list[Path], out_dir: Path, cfg: dict[str, Any],
         **(extra_provenance or {}),
     }
     summary = build_report(runs, out_dir, options=options, leaderboard_csv=leaderboard_csv,
-                           judge=judge, provenance=provenance)
+                           judge=judge, provenance=provenance, sections=sections)
     summary["provenance"] = provenance
     if track:
         from agl.tracking import log_run
