@@ -19,22 +19,36 @@ def main() -> int:
     cfg = _params.load("counterfactual")["counterfactual"]
     from agl.counterfactual import collect_effects
 
-    effects = collect_effects(runs=Path(runs), listen=Path(listen), perturb=Path(perturb),
-                              models=list(cfg["models"]), interventions=list(cfg["interventions"]),
-                              protocol=str(cfg.get("protocol", "paper")),
-                              n_boot=int(cfg["bootstrap"]), n_perm=int(cfg["permutations"]),
-                              seed=int(cfg["seed"]))
+    effects = collect_effects(
+        runs=Path(runs),
+        listen=Path(listen),
+        perturb=Path(perturb),
+        models=list(cfg["models"]),
+        interventions=list(cfg["interventions"]),
+        protocol=str(cfg.get("protocol", "paper")),
+        n_boot=int(cfg["bootstrap"]),
+        n_perm=int(cfg["permutations"]),
+        seed=int(cfg["seed"]),
+    )
     Path(out).mkdir(parents=True, exist_ok=True)
     effects.to_csv(Path(out) / "effects.csv", index=False)
-    head = effects[effects["group"].isin(["all", "speech", "non_speech"])
-                   & (effects["metric"] == "distance_km")]
-    summary = {f"{r.model}/{r.intervention}/{r.level}/{r.group}": {
-        "n": int(r.n), "delta_km": r.diff, "ci95": [r.ci_lo, r.ci_hi], "p_value": r.p_value}
-        for r in head.itertuples(index=False)}
+    head = effects[effects["group"].isin(["all", "speech", "non_speech"]) & (effects["metric"] == "distance_km")]
+    summary = {
+        f"{r.model}/{r.intervention}/{r.level}/{r.group}": {
+            "n": int(r.n),
+            "delta_km": r.diff,
+            "ci95": [r.ci_lo, r.ci_hi],
+            "p_value": r.p_value,
+        }
+        for r in head.itertuples(index=False)
+    }
     (Path(out) / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     for key, v in sorted(summary.items()):
-        print(f"{key}: n={v['n']} delta {v['delta_km']:+.1f} km [{v['ci95'][0]:+.1f}, "
-              f"{v['ci95'][1]:+.1f}] p={v['p_value']:.4f}", file=sys.stderr)
+        print(
+            f"{key}: n={v['n']} delta {v['delta_km']:+.1f} km [{v['ci95'][0]:+.1f}, "
+            f"{v['ci95'][1]:+.1f}] p={v['p_value']:.4f}",
+            file=sys.stderr,
+        )
     return 0
 
 

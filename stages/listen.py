@@ -34,25 +34,42 @@ def main() -> int:
     for level in levels:
         data = Path(perturb_dir) / level
         out = Path(out_dir) / level
-        est = estimate_run(spec, infer, manifest=data / "manifest.csv", audio_root=data / "audio",
-                           out_dir=out)
-        print(f"listen {model} x {intervention}/{level}: before the run: {est.line()}",
-              file=sys.stderr)
-        run = run_spec(spec, infer, manifest=data / "manifest.csv", audio_root=data / "audio",
-                       out_dir=out, progress=sys.stderr.isatty())
+        est = estimate_run(spec, infer, manifest=data / "manifest.csv", audio_root=data / "audio", out_dir=out)
+        print(f"listen {model} x {intervention}/{level}: before the run: {est.line()}", file=sys.stderr)
+        run = run_spec(
+            spec,
+            infer,
+            manifest=data / "manifest.csv",
+            audio_root=data / "audio",
+            out_dir=out,
+            progress=sys.stderr.isatty(),
+        )
         print(f"listen {model} x {intervention}/{level}: {summary_line(run)}", file=sys.stderr)
         (out / SUMMARY).unlink(missing_ok=True)  # timings: kept out of the DVC-cached folder
-        result = score_level(data, out, protocol=protocol, bootstrap=int(p["evaluate"]["bootstrap"]),
-                             seed=int(p["evaluate"]["seed"]))
-        summary["levels"][level] = {"estimate": est.as_dict(), "n": result["n"],
-                                    "distance_error_km": round(result["distance_error_km"], 3),
-                                    "country_acc": round(result["country_acc"], 6),
-                                    "continent_acc": round(result["continent_acc"], 6),
-                                    "cost_usd": round(run["cost_usd"], 6),
-                                    "n_failed": run["n_failed"]}
+        result = score_level(
+            data, out, protocol=protocol, bootstrap=int(p["evaluate"]["bootstrap"]), seed=int(p["evaluate"]["seed"])
+        )
+        summary["levels"][level] = {
+            "estimate": est.as_dict(),
+            "n": result["n"],
+            "distance_error_km": round(result["distance_error_km"], 3),
+            "country_acc": round(result["country_acc"], 6),
+            "continent_acc": round(result["continent_acc"], 6),
+            "cost_usd": round(run["cost_usd"], 6),
+            "n_failed": run["n_failed"],
+        }
         if p["counterfactual"].get("track", True):
-            log_listen_run(spec, intervention, level, data, out, result, run, protocol=protocol,
-                           experiment=p["mlflow"].get("experiment"))
+            log_listen_run(
+                spec,
+                intervention,
+                level,
+                data,
+                out,
+                result,
+                run,
+                protocol=protocol,
+                experiment=p["mlflow"].get("experiment"),
+            )
     Path(summary_path).parent.mkdir(parents=True, exist_ok=True)
     Path(summary_path).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     return 0

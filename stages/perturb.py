@@ -23,13 +23,16 @@ def main() -> int:
     if name not in levels:
         raise AglError(f"params.yaml: no intervention named '{name}' under perturb:")
     sub = p["counterfactual"].get("subset") or {}
-    summary = derive_dataset(Path(parent), Path(out), levels[name],
-                             subset=Subset(size=sub.get("size"), seed=int(sub.get("seed", 0))),
-                             progress=sys.stderr.isatty())
+    summary = derive_dataset(
+        Path(parent),
+        Path(out),
+        levels[name],
+        subset=Subset(size=sub.get("size"), seed=int(sub.get("seed", 0))),
+        progress=sys.stderr.isatty(),
+    )
     Path(summary_path).parent.mkdir(parents=True, exist_ok=True)
     Path(summary_path).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    print(f"perturb@{name}: {summary['clips']} clips x {len(summary['levels'])} level(s) "
-          f"-> {out}", file=sys.stderr)
+    print(f"perturb@{name}: {summary['clips']} clips x {len(summary['levels'])} level(s) -> {out}", file=sys.stderr)
     return 0
 
 

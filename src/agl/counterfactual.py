@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,7 @@ def stratified_subset(frame: pd.DataFrame, subset: Subset) -> pd.DataFrame:
     if subset.size < 1:
         raise AglError(f"perturb subset size must be at least 1, not {subset.size}")
     rng = np.random.default_rng(subset.seed)
-    groups = {s: list(rng.permutation(idx)) for s, idx in
-              sorted(frame.groupby(strata(frame)).indices.items())}
+    groups = {s: list(rng.permutation(idx)) for s, idx in sorted(frame.groupby(strata(frame)).indices.items())}
     chosen: list[int] = []
     while len(chosen) < subset.size:
         for s in groups:
@@ -83,16 +83,15 @@ def _mp3_rate(sr: int) -> int:
     return sr if sr in MP3_RATES else min(MP3_RATES, key=lambda r: (abs(r - sr), r))
 
 
-def derive_dataset(parent: Path, out: Path, levels: list[Intervention], *,
-                   subset: Subset = Subset(), progress: bool = False) -> dict[str, Any]:
+def derive_dataset(
+    parent: Path, out: Path, levels: list[Intervention], *, subset: Subset = Subset(), progress: bool = False
+) -> dict[str, Any]:
     """Write `out/<level>/` for every level; returns a summary (deterministic values only)."""
     from tqdm import tqdm
 
     from agl.lock import file_digest, write_lock
     from agl.manifest import ManifestWarning, content_hash, load_manifest, write_manifest
-    from agl.perturb import KINDS, resample, speech_segments
-
-    import warnings
+    from agl.perturb import KINDS, apply, resample, speech_segments
 
     parent, out = Path(parent), Path(out)
     with warnings.catch_warnings():
@@ -105,18 +104,14 @@ def derive_dataset(parent: Path, out: Path, levels: list[Intervention], *,
     locks: dict[str, dict[str, Any]] = {iv.level: {} for iv in levels}
     iv0 = levels[0]
     vad = KINDS[iv0.kind].needs_vad
-    for row in tqdm(list(frame.itertuples(index=False)), desc=f"perturb {iv0.name}",
-                    disable=not progress, unit="clip"):
+    for row in tqdm(list(frame.itertuples(index=False)), desc=f"perturb {iv0.name}", disable=not progress, unit="clip"):
         rel = f"{row.key}/{row.mp3name}"
         src = parent / "audio" / rel
         if not src.is_file():
             raise AglError(f"{src}: missing; fill {parent} first (agl download)")
         x, sr = read_audio(src)
-        segments = speech_segments(x, sr, threshold=float(iv0.params["vad_threshold"])) if vad \
-            else None
+        segments = speech_segments(x, sr, threshold=float(iv0.params["vad_threshold"])) if vad else None
         for iv in levels:
-            from agl.perturb import apply
-
             y, rate, info = apply(iv, x, sr, key=row.key, segments=segments)
             target = _mp3_rate(rate)
             if target != rate:
@@ -125,12 +120,23 @@ def derive_dataset(parent: Path, out: Path, levels: list[Intervention], *,
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(encode_mp3(y, rate))
             locks[iv.level][rel] = file_digest(path)
-            per_level[iv.level].append({"key": row.key, "seconds_in": round(x.shape[0] / sr, 3),
-                                        "seconds_out": round(y.shape[0] / rate, 3),
-                                        "rate_out": rate, **info})
-    summary: dict[str, Any] = {"intervention": iv0.name, "kind": iv0.kind,
-                               "parent_manifest_sha256": parent_version, "clips": len(frame),
-                               "subset": {"size": subset.size, "seed": subset.seed}, "levels": {}}
+            per_level[iv.level].append(
+                {
+                    "key": row.key,
+                    "seconds_in": round(x.shape[0] / sr, 3),
+                    "seconds_out": round(y.shape[0] / rate, 3),
+                    "rate_out": rate,
+                    **info,
+                }
+            )
+    summary: dict[str, Any] = {
+        "intervention": iv0.name,
+        "kind": iv0.kind,
+        "parent_manifest_sha256": parent_version,
+        "clips": len(frame),
+        "subset": {"size": subset.size, "seed": subset.seed},
+        "levels": {},
+    }
     for iv in levels:
         folder = out / iv.level
         folder.mkdir(parents=True, exist_ok=True)
@@ -140,14 +146,20 @@ def derive_dataset(parent: Path, out: Path, levels: list[Intervention], *,
             derived["mp3seconds"] = measured["seconds_out"].to_numpy()
             measured.to_csv(folder / "perturb.csv", index=False)
         write_manifest(derived, folder / "manifest.csv")
-        write_lock(folder / "lock.json", locks[iv.level],
-                   source={"parent_manifest_sha256": parent_version,
-                           "intervention": iv.describe(),
-                           "subset": {"size": subset.size, "seed": subset.seed}})
+        write_lock(
+            folder / "lock.json",
+            locks[iv.level],
+            source={
+                "parent_manifest_sha256": parent_version,
+                "intervention": iv.describe(),
+                "subset": {"size": subset.size, "seed": subset.seed},
+            },
+        )
         summary["levels"][iv.level] = {
-            "value": iv.value, "manifest_sha256": content_hash(folder / "manifest.csv"),
-            "audio_minutes": round(float(measured["seconds_out"].sum()) / 60, 3)
-            if not measured.empty else 0.0}
+            "value": iv.value,
+            "manifest_sha256": content_hash(folder / "manifest.csv"),
+            "audio_minutes": round(float(measured["seconds_out"].sum()) / 60, 3) if not measured.empty else 0.0,
+        }
     return summary
 
 
@@ -164,8 +176,9 @@ def groups(joined: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return out
 
 
-def paired_effects(original: pd.DataFrame, perturbed: pd.DataFrame, *, n_boot: int = 2000,
-                   n_perm: int = 10000, seed: int = 0) -> pd.DataFrame:
+def paired_effects(
+    original: pd.DataFrame, perturbed: pd.DataFrame, *, n_boot: int = 2000, n_perm: int = 10000, seed: int = 0
+) -> pd.DataFrame:
     """perturbed - original, per group and metric, on the clips both score.
 
     Positive `diff` in km is a loss; negative `diff` in accuracy is a loss. Rounded per
@@ -174,20 +187,34 @@ def paired_effects(original: pd.DataFrame, perturbed: pd.DataFrame, *, n_boot: i
 
     cols = ["sample_id", "has_speech", "true_continent", *(m for m, _ in METRICS)]
     joined = perturbed[[c for c in cols if c in perturbed]].merge(
-        original[[m for m, _ in METRICS] + ["sample_id"]], on="sample_id",
-        suffixes=("_pert", "_orig"))
+        original[[m for m, _ in METRICS] + ["sample_id"]], on="sample_id", suffixes=("_pert", "_orig")
+    )
     rows = []
     for group, part in groups(joined):
         if part.empty:
             continue
         for i, (metric, digits) in enumerate(METRICS):
-            r = paired_test(part[f"{metric}_pert"], part[f"{metric}_orig"], metric=metric,
-                            n_boot=n_boot, n_perm=n_perm, seed=seed + i)
-            rows.append({"group": group, "metric": metric, "n": r.n,
-                         "mean_original": round(r.mean_b, digits),
-                         "mean_perturbed": round(r.mean_a, digits),
-                         "diff": round(r.diff, digits), "ci_lo": round(r.ci_lo, digits),
-                         "ci_hi": round(r.ci_hi, digits), "p_value": round(r.p_value, 6)})
+            r = paired_test(
+                part[f"{metric}_pert"],
+                part[f"{metric}_orig"],
+                metric=metric,
+                n_boot=n_boot,
+                n_perm=n_perm,
+                seed=seed + i,
+            )
+            rows.append(
+                {
+                    "group": group,
+                    "metric": metric,
+                    "n": r.n,
+                    "mean_original": round(r.mean_b, digits),
+                    "mean_perturbed": round(r.mean_a, digits),
+                    "diff": round(r.diff, digits),
+                    "ci_lo": round(r.ci_lo, digits),
+                    "ci_hi": round(r.ci_hi, digits),
+                    "p_value": round(r.p_value, 6),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -200,12 +227,11 @@ def read_scores(path: Path) -> pd.DataFrame:
 # --- one level's run: score it, log it -----------------------------------------------------------
 
 
-def score_level(data: Path, run_dir: Path, *, protocol: str = "paper", bootstrap: int = 1000,
-                seed: int = 0) -> dict[str, Any]:
+def score_level(
+    data: Path, run_dir: Path, *, protocol: str = "paper", bootstrap: int = 1000, seed: int = 0
+) -> dict[str, Any]:
     """Score `run_dir/predictions.jsonl` against the derived manifest; writes
     `run_dir/scores_<protocol>.csv` (rounded, sorted) and returns the headline metrics."""
-    import warnings
-
     from agl.evaluate import evaluate_frames, load_predictions_any
     from agl.manifest import ManifestWarning, load_manifest
 
@@ -214,8 +240,9 @@ def score_level(data: Path, run_dir: Path, *, protocol: str = "paper", bootstrap
         manifest = load_manifest(Path(data) / "manifest.csv", columns=["title"])
     preds = load_predictions_any(Path(run_dir) / "predictions.jsonl")
     result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=bootstrap, seed=seed)
-    scored = scored.sort_values("sample_id").round({"distance_km": 3, "pred_lat": 6,
-                                                    "pred_lon": 6, "true_lat": 6, "true_lon": 6})
+    scored = scored.sort_values("sample_id").round(
+        {"distance_km": 3, "pred_lat": 6, "pred_lon": 6, "true_lat": 6, "true_lon": 6}
+    )
     scored.to_csv(Path(run_dir) / f"scores_{protocol}.csv", index=False)
     return result
 
@@ -228,14 +255,22 @@ def _find_run_id(key: str, experiment: str | None) -> str | None:
     exp = client.get_experiment_by_name(experiment or DEFAULT_EXPERIMENT)
     if exp is None:
         return None
-    found = client.search_runs([exp.experiment_id], f"tags.`agl.run_key` = '{key}'",
-                               max_results=1)
+    found = client.search_runs([exp.experiment_id], f"tags.`agl.run_key` = '{key}'", max_results=1)
     return found[0].info.run_id if found else None
 
 
-def log_listen_run(spec: Any, intervention: str, level: str, data: Path, run_dir: Path,
-                   result: dict[str, Any], run: dict[str, Any], *, protocol: str,
-                   experiment: str | None) -> str:
+def log_listen_run(
+    spec: Any,
+    intervention: str,
+    level: str,
+    data: Path,
+    run_dir: Path,
+    result: dict[str, Any],
+    run: dict[str, Any],
+    *,
+    protocol: str,
+    experiment: str | None,
+) -> str:
     """One MLflow run per (model, intervention, level), tagged with its parent dataset and
     intervention and nested under the model's run on the original data when it exists."""
     from agl.lock import read_source
@@ -248,29 +283,51 @@ def log_listen_run(spec: Any, intervention: str, level: str, data: Path, run_dir
     version = content_hash(Path(data) / "manifest.csv")
     parent_run = _find_run_id(f"{spec.name}@{parent_version[:16]}", experiment)
     metrics = {k: v for k, v in result.items() if isinstance(v, int | float)}
-    metrics.update({f"ci95.{k}.{i}": b for k, (lo, hi) in result.get("ci95", {}).items()
-                    for i, b in (("lo", lo), ("hi", hi))})
-    metrics.update({f"run.{k}": v for k, v in run.items()
-                    if isinstance(v, int | float) and not isinstance(v, bool)})
-    tags = {"data_version": version, "parent_data_version": parent_version,
-            "intervention": intervention, "intervention_kind": str(iv.get("kind", "")),
-            "intervention_level": level, "model": spec.model, "backend": spec.backend,
-            "parent_model_run": spec.name}
+    metrics.update(
+        {f"ci95.{k}.{i}": b for k, (lo, hi) in result.get("ci95", {}).items() for i, b in (("lo", lo), ("hi", hi))}
+    )
+    metrics.update({f"run.{k}": v for k, v in run.items() if isinstance(v, int | float) and not isinstance(v, bool)})
+    tags = {
+        "data_version": version,
+        "parent_data_version": parent_version,
+        "intervention": intervention,
+        "intervention_kind": str(iv.get("kind", "")),
+        "intervention_level": level,
+        "model": spec.model,
+        "backend": spec.backend,
+        "parent_model_run": spec.name,
+    }
     if parent_run:
         tags["mlflow.parentRunId"] = parent_run
-    return log_run(run_key=f"listen/{spec.name}/{intervention}/{level}@{version[:16]}",
-                   run_name=f"{spec.name} x {intervention}/{level}",
-                   params={"model": spec.name, "backend": spec.backend, "protocol": protocol,
-                           **{f"intervention.{k}": v for k, v in iv.items()},
-                           "subset": source.get("subset")},
-                   metrics=metrics, tags=tags, experiment=experiment,
-                   artifacts=[Path(run_dir) / "predictions.jsonl",
-                              Path(run_dir) / f"scores_{protocol}.csv"])
+    return log_run(
+        run_key=f"listen/{spec.name}/{intervention}/{level}@{version[:16]}",
+        run_name=f"{spec.name} x {intervention}/{level}",
+        params={
+            "model": spec.name,
+            "backend": spec.backend,
+            "protocol": protocol,
+            **{f"intervention.{k}": v for k, v in iv.items()},
+            "subset": source.get("subset"),
+        },
+        metrics=metrics,
+        tags=tags,
+        experiment=experiment,
+        artifacts=[Path(run_dir) / "predictions.jsonl", Path(run_dir) / f"scores_{protocol}.csv"],
+    )
 
 
-def collect_effects(*, runs: Path, listen: Path, perturb: Path, models: list[str],
-                    interventions: list[str], protocol: str = "paper", n_boot: int = 2000,
-                    n_perm: int = 10000, seed: int = 0) -> pd.DataFrame:
+def collect_effects(
+    *,
+    runs: Path,
+    listen: Path,
+    perturb: Path,
+    models: list[str],
+    interventions: list[str],
+    protocol: str = "paper",
+    n_boot: int = 2000,
+    n_perm: int = 10000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Every (model, intervention, level) against the model's run on the original clips."""
     from agl.lock import read_source
 
@@ -283,15 +340,19 @@ def collect_effects(*, runs: Path, listen: Path, perturb: Path, models: list[str
             if not levels:
                 raise AglError(f"{folder}: no runs; run listen@{model}-{name} first")
             for level_dir in levels:
-                iv = (read_source(Path(perturb) / name / level_dir.name / "lock.json") or {}
-                      ).get("intervention") or {}
-                table = paired_effects(original,
-                                       read_scores(level_dir / f"scores_{protocol}.csv"),
-                                       n_boot=n_boot, n_perm=n_perm, seed=seed)
-                table.insert(0, "value", iv.get("value"))
+                iv = (read_source(Path(perturb) / name / level_dir.name / "lock.json") or {}).get("intervention") or {}
+                table = paired_effects(
+                    original, read_scores(level_dir / f"scores_{protocol}.csv"), n_boot=n_boot, n_perm=n_perm, seed=seed
+                )
+                value = iv.get("value")
+                table.insert(0, "value", float("nan") if value is None else float(value))
                 table.insert(0, "level", level_dir.name)
                 table.insert(0, "kind", iv.get("kind", ""))
                 table.insert(0, "intervention", name)
                 table.insert(0, "model", model)
                 frames.append(table)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if not frames:
+        return pd.DataFrame()
+    with warnings.catch_warnings():  # an all-NaN `value` (ungraded) is a float column as meant
+        warnings.simplefilter("ignore", FutureWarning)
+        return pd.concat(frames, ignore_index=True)

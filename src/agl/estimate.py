@@ -26,14 +26,20 @@ class Estimate:
     cost_usd: float
 
     def line(self) -> str:
-        return (f"{self.requests} request(s), {self.audio_minutes:.2f} audio minutes, "
-                f"~{self.input_tokens:,} input + ~{self.output_tokens:,} output tokens, "
-                f"estimated ${self.cost_usd:.4f}")
+        return (
+            f"{self.requests} request(s), {self.audio_minutes:.2f} audio minutes, "
+            f"~{self.input_tokens:,} input + ~{self.output_tokens:,} output tokens, "
+            f"estimated ${self.cost_usd:.4f}"
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"requests": self.requests, "audio_minutes": round(self.audio_minutes, 3),
-                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cost_usd": round(self.cost_usd, 6)}
+        return {
+            "requests": self.requests,
+            "audio_minutes": round(self.audio_minutes, 3),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+        }
 
 
 def clip_seconds(clip: Any, audio_root: Path | None) -> float:
@@ -50,9 +56,17 @@ def clip_seconds(clip: Any, audio_root: Path | None) -> float:
     return float(clip.seconds or 0.0)
 
 
-def estimate(clips: list[Any], *, audio_root: Path | None, prompt_text: str,
-             settings: dict[str, Any], price_in_per_m: float, price_out_per_m: float,
-             finished: set[str] = frozenset(), listens: bool = True) -> Estimate:
+def estimate(
+    clips: list[Any],
+    *,
+    audio_root: Path | None,
+    prompt_text: str,
+    settings: dict[str, Any],
+    price_in_per_m: float,
+    price_out_per_m: float,
+    finished: set[str] = frozenset(),
+    listens: bool = True,
+) -> Estimate:
     pending = [c for c in clips if c.key not in finished]
     seconds = sum(clip_seconds(c, audio_root) for c in pending) if listens else 0.0
     rate = float(settings.get("audio_tokens_per_s", DEFAULT_AUDIO_TOKENS_PER_S))
@@ -63,8 +77,15 @@ def estimate(clips: list[Any], *, audio_root: Path | None, prompt_text: str,
     return Estimate(len(pending), seconds / 60, tokens_in, tokens_out, cost)
 
 
-def estimate_run(spec: Any, infer: Any, *, manifest: str | Path, audio_root: str | Path | None,
-                 out_dir: str | Path, limit: int | None = None) -> Estimate:
+def estimate_run(
+    spec: Any,
+    infer: Any,
+    *,
+    manifest: str | Path,
+    audio_root: str | Path | None,
+    out_dir: str | Path,
+    limit: int | None = None,
+) -> Estimate:
     """The estimate for `agl infer --dry-run` and the stages: what `run_spec` would request."""
     import warnings
 
@@ -84,10 +105,17 @@ def estimate_run(spec: Any, infer: Any, *, manifest: str | Path, audio_root: str
     pred_path = Path(out_dir) / PREDICTIONS
     finished = set()
     if pred_path.exists():
-        finished = {p.sample_id for p in iter_records(pred_path)
-                    if p.finished and p.meta.get("run_fingerprint") == fingerprint}
+        finished = {
+            p.sample_id for p in iter_records(pred_path) if p.finished and p.meta.get("run_fingerprint") == fingerprint
+        }
     listens = bool(getattr(get_backend(spec.backend), "needs_audio", True))
-    return estimate(rows, audio_root=Path(audio_root) if audio_root else None,
-                    prompt_text=prompt.text, settings=spec.settings,
-                    price_in_per_m=spec.price_in_per_m, price_out_per_m=spec.price_out_per_m,
-                    finished=finished, listens=listens)
+    return estimate(
+        rows,
+        audio_root=Path(audio_root) if audio_root else None,
+        prompt_text=prompt.text,
+        settings=spec.settings,
+        price_in_per_m=spec.price_in_per_m,
+        price_out_per_m=spec.price_out_per_m,
+        finished=finished,
+        listens=listens,
+    )

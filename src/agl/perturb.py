@@ -136,14 +136,14 @@ def speech_segments(x: np.ndarray, sr: int, *, threshold: float = 0.5) -> Segmen
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # silero's small recurrent model is fastest on one thread
     try:
-        stamps = get_speech_timestamps(torch.from_numpy(np.ascontiguousarray(audio)), model,
-                                       threshold=threshold, sampling_rate=VAD_RATE)
+        stamps = get_speech_timestamps(
+            torch.from_numpy(np.ascontiguousarray(audio)), model, threshold=threshold, sampling_rate=VAD_RATE
+        )
     finally:
         torch.set_num_threads(threads)
     n = as_frames(x).shape[0]
     scale = sr / VAD_RATE
-    return merge([(int(round(s["start"] * scale)), int(round(s["end"] * scale))) for s in stamps],
-                 n)
+    return merge([(int(round(s["start"] * scale)), int(round(s["end"] * scale))) for s in stamps], n)
 
 
 _VAD: list[Any] = []
@@ -168,8 +168,9 @@ def identity(x: np.ndarray, sr: int) -> tuple[np.ndarray, int]:
     return as_frames(x).copy(), sr
 
 
-def mask_segments(x: np.ndarray, sr: int, segments: Segments, *, fill: str,
-                  rng: np.random.Generator) -> tuple[np.ndarray, int]:
+def mask_segments(
+    x: np.ndarray, sr: int, segments: Segments, *, fill: str, rng: np.random.Generator
+) -> tuple[np.ndarray, int]:
     """`segments` replaced in place (same length and timing); everything else bit-identical.
 
     fill: `background` loops the clip's own uncovered samples through each segment;
@@ -209,8 +210,9 @@ def truncate(x: np.ndarray, sr: int, *, seconds: float) -> tuple[np.ndarray, int
     return as_frames(x)[: int(round(seconds * sr))].copy(), sr
 
 
-def add_noise(x: np.ndarray, sr: int, *, snr_db: float, colour: str,
-              rng: np.random.Generator) -> tuple[np.ndarray, int]:
+def add_noise(
+    x: np.ndarray, sr: int, *, snr_db: float, colour: str, rng: np.random.Generator
+) -> tuple[np.ndarray, int]:
     """x + noise scaled so that power(x) / power(noise) is `snr_db` (over the mono mix)."""
     x = as_frames(x)
     p = power(mono(x))
@@ -228,8 +230,7 @@ def band_limit(x: np.ndarray, sr: int, lo_hz: float, hi_hz: float) -> np.ndarray
     return np.fft.irfft(spec, x.shape[0], axis=0).astype(np.float32)
 
 
-def telephone(x: np.ndarray, sr: int, *, codec: str = "gsm",
-              mp3_vbr_quality: float = 9.0) -> tuple[np.ndarray, int]:
+def telephone(x: np.ndarray, sr: int, *, codec: str = "gsm", mp3_vbr_quality: float = 9.0) -> tuple[np.ndarray, int]:
     """A phone line: mono, 8 kHz, a codec (pedalboard: GSM full rate or LAME MP3), then the
     300-3400 Hz band (last, so the codec's own noise cannot leak outside it)."""
     y = resample(mono(x)[:, None], sr, TELEPHONE_RATE)
@@ -246,19 +247,19 @@ def telephone(x: np.ndarray, sr: int, *, codec: str = "gsm",
     return band_limit(y, TELEPHONE_RATE, *TELEPHONE_BAND_HZ), TELEPHONE_RATE
 
 
-def room_impulse_response(sr: int, rt60_s: float, room_m: tuple[float, float, float],
-                          rng: np.random.Generator) -> np.ndarray:
+def room_impulse_response(
+    sr: int, rt60_s: float, room_m: tuple[float, float, float], rng: np.random.Generator
+) -> np.ndarray:
     """A shoebox room's impulse response (pyroomacoustics image source, Sabine absorption),
     source and microphone at seeded places at least 1 m apart inside the room."""
     import pyroomacoustics as pra
 
     room_m = tuple(float(v) for v in room_m)
     absorption, max_order = pra.inverse_sabine(float(rt60_s), list(room_m))
-    room = pra.ShoeBox(list(room_m), fs=int(sr), materials=pra.Material(absorption),
-                       max_order=int(min(max_order, 40)))
+    room = pra.ShoeBox(list(room_m), fs=int(sr), materials=pra.Material(absorption), max_order=int(min(max_order, 40)))
     dims = np.asarray(room_m)
     while True:
-        src, mic = (0.5 + rng.random((2, 3)) * (dims - 1.0))
+        src, mic = 0.5 + rng.random((2, 3)) * (dims - 1.0)
         if np.linalg.norm(src - mic) >= 1.0:
             break
     room.add_source(src.tolist())
@@ -268,8 +269,9 @@ def room_impulse_response(sr: int, rt60_s: float, room_m: tuple[float, float, fl
     return (rir / np.max(np.abs(rir))).astype(np.float32)
 
 
-def reverb(x: np.ndarray, sr: int, *, rt60_s: float, room_m: tuple[float, float, float],
-           rng: np.random.Generator) -> tuple[np.ndarray, int]:
+def reverb(
+    x: np.ndarray, sr: int, *, rt60_s: float, room_m: tuple[float, float, float], rng: np.random.Generator
+) -> tuple[np.ndarray, int]:
     """x convolved with a simulated room, trimmed to its length, at the dry clip's power."""
     from scipy.signal import fftconvolve
 
@@ -298,10 +300,8 @@ class Kind:
 
 KINDS: dict[str, Kind] = {
     "none": Kind({}),
-    "mask_speech": Kind({"fill": "background", "pad_s": 0.25, "vad_threshold": 0.5},
-                        needs_vad=True),
-    "keep_speech": Kind({"fill": "silence", "pad_s": 0.25, "vad_threshold": 0.5},
-                        needs_vad=True),
+    "mask_speech": Kind({"fill": "background", "pad_s": 0.25, "vad_threshold": 0.5}, needs_vad=True),
+    "keep_speech": Kind({"fill": "silence", "pad_s": 0.25, "vad_threshold": 0.5}, needs_vad=True),
     "truncate": Kind({"seconds": 10.0}, graded="seconds"),
     "noise": Kind({"snr_db": 10.0, "colour": "pink"}, graded="snr_db"),
     "channel": Kind({"codec": "gsm", "mp3_vbr_quality": 9.0}),
@@ -322,8 +322,14 @@ class Intervention:
     value: float | None = None  # the graded parameter's value at this level
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "level": self.level, "value": self.value,
-                "seed": self.seed, **self.params}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "level": self.level,
+            "value": self.value,
+            "seed": self.seed,
+            **self.params,
+        }
 
 
 def parse_perturb(section: Any, source: str = "params.yaml") -> dict[str, list[Intervention]]:
@@ -342,8 +348,10 @@ def parse_perturb(section: Any, source: str = "params.yaml") -> dict[str, list[I
         kind = KINDS[entry["kind"]]
         unknown = set(entry) - {"kind", "seed", *kind.params}
         if unknown:
-            raise AglError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; "
-                           f"{entry['kind']} takes {', '.join(['seed', *kind.params]) }")
+            raise AglError(
+                f"{where}: unknown key(s) {', '.join(sorted(unknown))}; "
+                f"{entry['kind']} takes {', '.join(['seed', *kind.params])}"
+            )
         seed = entry.get("seed", 0)
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise AglError(f"{where}.seed: expected an integer")
@@ -356,8 +364,14 @@ def parse_perturb(section: Any, source: str = "params.yaml") -> dict[str, list[I
             if not graded or not all(isinstance(v, int | float) for v in graded):
                 raise AglError(f"{where}.{kind.graded}: expected a non-empty list of numbers")
             out[name] = [
-                Intervention(name, entry["kind"], {**params, kind.graded: float(v)}, seed,
-                             level=f"{kind.graded}_{float(v):g}", value=float(v))
+                Intervention(
+                    name,
+                    entry["kind"],
+                    {**params, kind.graded: float(v)},
+                    seed,
+                    level=f"{kind.graded}_{float(v):g}",
+                    value=float(v),
+                )
                 for v in sorted(set(graded))
             ]
         else:
@@ -374,8 +388,9 @@ def clip_rng(seed: int, key: str) -> np.random.Generator:
     return np.random.default_rng([seed, digest])
 
 
-def apply(iv: Intervention, x: np.ndarray, sr: int, *, key: str = "",
-          segments: Segments | None = None) -> tuple[np.ndarray, int, dict[str, Any]]:
+def apply(
+    iv: Intervention, x: np.ndarray, sr: int, *, key: str = "", segments: Segments | None = None
+) -> tuple[np.ndarray, int, dict[str, Any]]:
     """One clip through one intervention level: (samples, rate, what was measured).
 
     `segments` (speech, at sr) skips the VAD when the caller has them already."""
@@ -402,11 +417,10 @@ def apply(iv: Intervention, x: np.ndarray, sr: int, *, key: str = "",
 _PLAIN: dict[str, Callable[..., tuple[np.ndarray, int]]] = {
     "none": lambda x, sr, p, rng: identity(x, sr),
     "truncate": lambda x, sr, p, rng: truncate(x, sr, seconds=float(p["seconds"])),
-    "noise": lambda x, sr, p, rng: add_noise(x, sr, snr_db=float(p["snr_db"]),
-                                             colour=str(p["colour"]), rng=rng),
-    "channel": lambda x, sr, p, rng: telephone(x, sr, codec=str(p["codec"]),
-                                               mp3_vbr_quality=float(p["mp3_vbr_quality"])),
-    "reverb": lambda x, sr, p, rng: reverb(x, sr, rt60_s=float(p["rt60_s"]),
-                                           room_m=tuple(p["room_m"]), rng=rng),
+    "noise": lambda x, sr, p, rng: add_noise(x, sr, snr_db=float(p["snr_db"]), colour=str(p["colour"]), rng=rng),
+    "channel": lambda x, sr, p, rng: telephone(
+        x, sr, codec=str(p["codec"]), mp3_vbr_quality=float(p["mp3_vbr_quality"])
+    ),
+    "reverb": lambda x, sr, p, rng: reverb(x, sr, rt60_s=float(p["rt60_s"]), room_m=tuple(p["room_m"]), rng=rng),
     "reverse": lambda x, sr, p, rng: reverse(x, sr),
 }
