@@ -28,6 +28,7 @@ def main() -> int:
         Path(out),
         levels[name],
         subset=Subset(size=sub.get("size"), seed=int(sub.get("seed", 0))),
+        fmt=str(p["counterfactual"].get("format", "mp3")),
         progress=sys.stderr.isatty(),
     )
     Path(summary_path).parent.mkdir(parents=True, exist_ok=True)

@@ -201,6 +201,12 @@ def test_derived_dataset_is_complete_and_deterministic(dataset, experiment, tmp_
     derive_dataset(root, again, levels["mask"], subset=Subset(size=4, seed=1))
     sub = read_lock(again / "default" / "lock.json")
     assert len(sub) == 4 and all(lock[rel] == e for rel, e in sub.items())  # same bytes
+    for name in ("flac_a", "flac_b"):  # lossless and byte-deterministic too; named .flac
+        derive_dataset(root, tmp_path / name, levels["mask"], subset=Subset(size=2, seed=1), fmt="flac")
+    flac = read_lock(tmp_path / "flac_a" / "default" / "lock.json")
+    assert flac == read_lock(tmp_path / "flac_b" / "default" / "lock.json")
+    assert len(flac) == 2 and all(rel.endswith(".flac") for rel in flac)
+    assert ".flac" in (tmp_path / "flac_a" / "default" / "manifest.csv").read_text()
     rel = sorted(sub)[0]
     assert np.array_equal(read_audio(level / "audio" / rel)[0], read_audio(again / "default" / "audio" / rel)[0])
 
