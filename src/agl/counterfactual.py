@@ -202,6 +202,22 @@ def derive_dataset(
 
 # --- paired analysis -----------------------------------------------------------------------------
 
+EFFECT_COLUMNS = (
+    "model",
+    "intervention",
+    "kind",
+    "level",
+    "value",
+    "group",
+    "metric",
+    "n",
+    "mean_original",
+    "mean_perturbed",
+    "diff",
+    "ci_lo",
+    "ci_hi",
+    "p_value",
+)
 METRICS = (("distance_km", 3), ("country_correct", 6), ("continent_correct", 6))
 
 
@@ -388,8 +404,8 @@ def collect_effects(
                 table.insert(0, "intervention", name)
                 table.insert(0, "model", model)
                 frames.append(table)
-    if not frames:
-        return pd.DataFrame()
+    if not frames:  # no model or no intervention chosen: an empty table with its columns
+        return pd.DataFrame(columns=list(EFFECT_COLUMNS))
     with warnings.catch_warnings():  # an all-NaN `value` (ungraded) is a float column as meant
         warnings.simplefilter("ignore", FutureWarning)
         return pd.concat(frames, ignore_index=True)

@@ -117,6 +117,11 @@ def section(effects_csv: Path, figs: Path, img, tables: Path | None = None) -> s
     effects = read_effects(effects_csv)
     if tables is not None:
         effects.to_csv(Path(tables) / "listen_effects.csv", index=False)
+    if effects.empty:
+        parts.append(
+            "<p>No counterfactual runs (params.yaml counterfactual.models or .interventions is empty).</p></section>"
+        )
+        return "\n".join(parts)
     parts.append(
         "<p>Each intervention changes the audio in one controlled way (params.yaml "
         "<code>perturb:</code>); the same model then hears the changed clips. Effects are "
