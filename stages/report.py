@@ -1,6 +1,7 @@
 """Stage report: the last stage; one self-contained HTML report over every evaluated run.
 
-usage: python stages/report.py [--birds BIRDS_CSV] OUT_DIR LEADERBOARD_CSV MANIFEST RUN_DIR ...
+usage: python stages/report.py [--birds BIRDS_CSV] OUT_DIR LEADERBOARD_CSV MANIFEST RUN_DIR [RUN_DIR ...]
+                               [--counterfactual DIR]
 Reads params `report` (and `mlflow.experiment`); writes OUT_DIR/report.html, plots/, tables/,
 cdf/<run>.csv (for `dvc plots`) and summary.json, and logs them to MLflow.
 """
@@ -12,11 +13,19 @@ import _params
 
 
 def main() -> int:
-    argv = sys.argv[1:]
+    args = sys.argv[1:]
     birds = None
-    if argv[:1] == ["--birds"]:  # the birds stage's table (agl.report_birds)
-        birds, argv = Path(argv[1]), argv[2:]
-    out_dir, board, manifest, *run_dirs = argv
+    if args[:1] == ["--birds"]:  # the birds stage's table (agl.report_birds)
+        birds, args = Path(args[1]), args[2:]
+    sections = ()
+    if "--counterfactual" in args:  # the section "What the models listen to"
+        i = args.index("--counterfactual")
+        effects = Path(args[i + 1]) / "effects.csv"
+        del args[i : i + 2]
+        from agl.report_counterfactual import section
+
+        sections = (lambda figs, tables, img: section(effects, figs, img, tables),)
+    out_dir, board, manifest, *run_dirs = args
     p = _params.load("report", "data", "mlflow")
     cfg = dict(p["report"])
     track = bool(cfg.pop("track", True))
@@ -25,7 +34,8 @@ def main() -> int:
     summary = make_report(run_dirs=[Path(d) for d in run_dirs], out_dir=Path(out_dir), cfg=cfg,
                           leaderboard_csv=Path(board), manifest=Path(manifest),
                           extra_provenance={"params data.dataset": p["data"]["dataset"]}, track=track,
-                          experiment=p["mlflow"].get("experiment"), birds_csv=birds)
+                          experiment=p["mlflow"].get("experiment"), birds_csv=birds,
+                          sections=sections)
     print(f"wrote {summary['html']} ({len(summary['runs'])} runs)")
     return 0
 

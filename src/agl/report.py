@@ -142,8 +142,11 @@ def _slug(name: str) -> str:
 def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
                  leaderboard_csv: Path | None = None, judge=None,
                  provenance: dict[str, Any] | None = None,
-                 birds_csv: Path | None = None) -> dict[str, Any]:
-    """Compute, draw and write everything; returns a summary with the written paths."""
+                 birds_csv: Path | None = None, sections: tuple = ()) -> dict[str, Any]:
+    """Compute, draw and write everything; returns a summary with the written paths.
+
+    `sections`: extra sections (callables `(plots_dir, tables_dir, img) -> html`), rendered
+    before the provenance in the given order (e.g. agl.report_counterfactual)."""
     from agl import analysis, error_modes, plots
 
     if not runs:
@@ -210,7 +213,8 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
 
     extra = [birds_section(order, birds_csv, figs, tables, options=options, img=_img)]
     page = _render(order, breakdowns, modes, mode_table, factors, paired_frame, board, written,
-                   by_name, options, judge, provenance or {}, leaderboard_csv, extra)
+                   by_name, options, judge, provenance or {}, leaderboard_csv,
+                   extra + [make(figs, tables, _img) for make in sections])
     html_path = out_dir / "report.html"
     html_path.write_text(page, encoding="utf-8")
     summary = {
@@ -408,7 +412,7 @@ def make_report(*, run_dirs: list[Path], out_dir: Path, cfg: dict[str, Any],
                 leaderboard_csv: Path | None, manifest: Path | None,
                 extra_provenance: dict[str, Any] | None = None,
                 track: bool = True, experiment: str | None = None,
-                birds_csv: Path | None = None) -> dict[str, Any]:
+                birds_csv: Path | None = None, sections: tuple = ()) -> dict[str, Any]:
     """Collect the runs, build the report, and (with `track`) log it to MLflow."""
     import warnings
 
@@ -435,7 +439,8 @@ def make_report(*, run_dirs: list[Path], out_dir: Path, cfg: dict[str, Any],
         **(extra_provenance or {}),
     }
     summary = build_report(runs, out_dir, options=options, leaderboard_csv=leaderboard_csv,
-                           judge=judge, provenance=provenance, birds_csv=birds_csv)
+                           judge=judge, provenance=provenance, birds_csv=birds_csv,
+                           sections=sections)
     summary["provenance"] = provenance
     if track:
         from agl.tracking import log_run

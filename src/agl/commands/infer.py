@@ -34,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--price-in", type=float, default=0.0, help="USD per 1M input tokens")
     p.add_argument("--price-out", type=float, default=0.0, help="USD per 1M output tokens")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the requests, audio minutes and estimated cost; send nothing")
     p.set_defaults(func=run)
 
 
@@ -66,6 +68,13 @@ def run(args: argparse.Namespace) -> int:
         from agl.errors import AglError
 
         raise AglError("--concurrency must be at least 1")
+    if args.dry_run:
+        from agl.estimate import estimate_run
+
+        est = estimate_run(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
+                           out_dir=args.out, limit=args.limit)
+        print(f"dry run: {args.backend}:{args.model or '-'}: {est.line()}")
+        return 0
     summary = run_spec(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                        out_dir=args.out, limit=args.limit, progress=not args.no_progress)
     print(summary_line(summary), file=sys.stderr)

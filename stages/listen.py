@@ -1,0 +1,79 @@
+"""Stage listen@<model>-<intervention>: one model on every level of one derived dataset.
+
+usage: python stages/listen.py MODEL INTERVENTION PERTURB_DIR OUT_DIR SUMMARY_JSON
+Reads params `models`, `infer` (how to run, as infer@<model>), `evaluate` and `mlflow`.
+For each level under PERTURB_DIR: prints the dry-run estimate (requests, audio minutes,
+cost), runs the model (resumable and cached like infer@<model>), scores it, and logs one
+MLflow run tagged with its parent dataset, intervention and level, nested under the model's
+run on the original clips where that exists.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import _params
+
+
+def main() -> int:
+    model, intervention, perturb_dir, out_dir, summary_path = sys.argv[1:6]
+    p = _params.load("models", "infer", "evaluate", "mlflow", "counterfactual")
+    from agl.counterfactual import log_listen_run, score_level
+    from agl.errors import AglError
+    from agl.estimate import estimate_run
+    from agl.inference import SUMMARY
+    from agl.runspec import find_model, parse_infer, parse_models, run_spec, summary_line
+
+    spec = find_model(parse_models(p["models"]), model)
+    infer = parse_infer(p["infer"])
+    protocol = str(p["counterfactual"].get("protocol", "paper"))
+    levels = sorted(d.name for d in Path(perturb_dir).iterdir() if (d / "manifest.csv").exists())
+    if not levels:
+        raise AglError(f"{perturb_dir}: no derived dataset; run perturb@{intervention} first")
+    summary = {"model": model, "intervention": intervention, "protocol": protocol, "levels": {}}
+    for level in levels:
+        data = Path(perturb_dir) / level
+        out = Path(out_dir) / level
+        est = estimate_run(spec, infer, manifest=data / "manifest.csv", audio_root=data / "audio", out_dir=out)
+        print(f"listen {model} x {intervention}/{level}: before the run: {est.line()}", file=sys.stderr)
+        run = run_spec(
+            spec,
+            infer,
+            manifest=data / "manifest.csv",
+            audio_root=data / "audio",
+            out_dir=out,
+            progress=sys.stderr.isatty(),
+        )
+        print(f"listen {model} x {intervention}/{level}: {summary_line(run)}", file=sys.stderr)
+        (out / SUMMARY).unlink(missing_ok=True)  # timings: kept out of the DVC-cached folder
+        result = score_level(
+            data, out, protocol=protocol, bootstrap=int(p["evaluate"]["bootstrap"]), seed=int(p["evaluate"]["seed"])
+        )
+        summary["levels"][level] = {
+            "estimate": est.as_dict(),
+            "n": result["n"],
+            "distance_error_km": round(result["distance_error_km"], 3),
+            "country_acc": round(result["country_acc"], 6),
+            "continent_acc": round(result["continent_acc"], 6),
+            "cost_usd": round(run["cost_usd"], 6),
+            "n_failed": run["n_failed"],
+        }
+        if p["counterfactual"].get("track", True):
+            log_listen_run(
+                spec,
+                intervention,
+                level,
+                data,
+                out,
+                result,
+                run,
+                protocol=protocol,
+                experiment=p["mlflow"].get("experiment"),
+            )
+    Path(summary_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(summary_path).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    _params.run_main(main)
