@@ -20,8 +20,12 @@ from agl.predictions import Status
 
 GEMINI = Path(__file__).resolve().parents[1] / "../shared/data/agl1k/published/gemini-3-pro-preview/seed_42_ABCD.jsonl"
 
-LONDON = '"city": "London", "country": "United Kingdom", "continent": "Europe", "longitude": -0.1278, "latitude": 51.5074'
-OSLO = '"city": "Oslo",\n  "country": "Norway",\n  "continent": "Europe",\n  "longitude": 10.7522,\n  "latitude": 59.9139'
+LONDON = (
+    '"city": "London", "country": "United Kingdom", "continent": "Europe", "longitude": -0.1278, "latitude": 51.5074'
+)
+OSLO = (
+    '"city": "Oslo",\n  "country": "Norway",\n  "continent": "Europe",\n  "longitude": 10.7522,\n  "latitude": 59.9139'
+)
 LIMA = '"city": "Lima", "country": "Peru", "continent": "South America", "longitude": -77.0428, "latitude": -12.0464'
 WANT_LONDON = ("London", "United Kingdom", 51.5074, -0.1278)
 WANT_OSLO = ("Oslo", "Norway", 59.9139, 10.7522)
@@ -34,8 +38,15 @@ CORPUS: list[tuple[str, object]] = [
     ("```json\n{" + LONDON + "}\n```", WANT_LONDON),
     ("My answer: {" + LONDON + "} Thanks.", WANT_LONDON),
     ("{\n  " + OSLO + ",\n}", WANT_OSLO),
-    ("{'city': 'Lima', 'country': 'Peru', 'continent': 'South America', 'longitude': -77.0428, 'latitude': -12.0464}", WANT_LIMA),
-    ('{"city": "Oslo", "country": "Norway", "continent": "Europe", "longitude": "10.7522", "latitude": "59.9139"}', WANT_OSLO),
+    (
+        "{'city': 'Lima', 'country': 'Peru', 'continent': 'South America', "
+        "'longitude': -77.0428, 'latitude': -12.0464}",
+        WANT_LIMA,
+    ),
+    (
+        '{"city": "Oslo", "country": "Norway", "continent": "Europe", "longitude": "10.7522", "latitude": "59.9139"}',
+        WANT_OSLO,
+    ),
     ("City: Oslo\nCountry: Norway\nContinent: Europe\nLatitude: 59.9139\nLongitude: 10.7522", WANT_OSLO),
     # -- a stray opening before the real object
     ('{"{"reason": "Traffic and a red bus.", ' + LONDON + "}", WANT_LONDON),
@@ -78,10 +89,16 @@ CORPUS: list[tuple[str, object]] = [
     # -- replies that must not become answers
     ("I'm sorry, I cannot determine where this was recorded.", Status.REFUSED),
     ("Unfortunately it is impossible to tell from this audio; sorry.", Status.REFUSED),
-    ('{"reason": "silence", "city": "Unknown", "country": "Unknown", "continent": "Unknown", '
-     '"longitude": 0, "latitude": 0}', Status.REFUSED),
-    ('{"{"reason": "only wind", "city": "unknown", "country": "n/a", "continent": "none", '
-     '"longitude": "N/A", "latitude": "N/A"}"}', Status.REFUSED),
+    (
+        '{"reason": "silence", "city": "Unknown", "country": "Unknown", "continent": "Unknown", '
+        '"longitude": 0, "latitude": 0}',
+        Status.REFUSED,
+    ),
+    (
+        '{"{"reason": "only wind", "city": "unknown", "country": "n/a", "continent": "none", '
+        '"longitude": "N/A", "latitude": "N/A"}"}',
+        Status.REFUSED,
+    ),
     ("error", Status.UNPARSEABLE),
     ("glorp {zzz} 12: ### ]]", Status.UNPARSEABLE),
     ('{"reason": "I hear wind and nothing else"}', Status.UNPARSEABLE),
@@ -109,8 +126,10 @@ def test_corpus(reply, want):
 @pytest.mark.parametrize(
     ("reply", "reasoning"),
     [
-        ('{"{"reason": "A voice says "mind the gap": the Tube.", ' + LONDON + "}",
-         'A voice says "mind the gap": the Tube.'),
+        (
+            '{"{"reason": "A voice says "mind the gap": the Tube.", ' + LONDON + "}",
+            'A voice says "mind the gap": the Tube.',
+        ),
         ('{"json": {"reason": "Sign reads {Exit}: go", ' + LONDON + "}}", "Sign reads {Exit}: go"),
         ('{"reason": "line one\\nline \\"two\\"", ' + LONDON + '}"}', 'line one\nline "two"'),
         ('{"reason": "clean", ' + LONDON + "}", "clean"),
