@@ -19,12 +19,14 @@ from agl.protocols import PROTOCOLS
 
 def load_predictions_any(path: str | Path, *, reparse: bool = False) -> pd.DataFrame:
     """A predictions frame from this project's JSONL or an authors' published file."""
-    from agl.importer import import_published, is_published_file
+    from agl.importer import import_published, is_published_file, published_frame
 
     path = Path(path)
     if not path.exists():
         raise AglError(f"{path}: predictions file not found")
     if is_published_file(path):
+        if not reparse:  # column-wise: no Prediction object per row
+            return published_frame(path)
         return prediction_frame(import_published(path, reparse=reparse))
     return prediction_frame(path)
 

@@ -206,18 +206,17 @@ def _join(manifest: pd.DataFrame, preds: pd.DataFrame, how: str) -> pd.DataFrame
 # --- paper -----------------------------------------------------------------------------------
 
 
-_NO_ORIGINAL = object()  # an own prediction: no authors' value to use
-
-
 def _paper_view(frame: pd.DataFrame, field: str, ours: str) -> pd.Series:
     """The field as the authors' pipeline would have written it."""
     orig_key = f"predicted_{field}"
-    original = frame["original"].map(
-        lambda o: o.get(orig_key) if isinstance(o, dict) else _NO_ORIGINAL
-    )
-    own = frame[ours].astype(object).where(frame[ours].notna(), "Unknown")
-    return original.where(original.map(lambda v: v is not _NO_ORIGINAL), own)
-
+    originals = frame["original"].to_numpy()
+    # One pass in a list comprehension: Series.map with a lambda is ~10x slower on 1M rows.
+    has = np.fromiter((isinstance(o, dict) for o in originals), dtype=bool, count=len(originals))
+    values = frame[ours].astype(object).where(frame[ours].notna(), "Unknown").to_numpy(copy=True)
+    if has.any():
+        values[has] = np.fromiter((o.get(orig_key) for o in originals[has]), dtype=object,
+                                  count=int(has.sum()))
+    return pd.Series(values, index=frame.index, dtype=object)
 
 
 def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFrame, dict]:

@@ -20,11 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.importer import import_with_report
-    from agl.predictions import write_predictions
+    from agl.importer import import_with_report, write_imported
 
     predictions, report = import_with_report(args.src, reparse=args.reparse)
-    write_predictions(args.out, predictions)
+    write_imported(args.out, predictions)
     print(f"{report.line()} -> {args.out}", file=sys.stderr)
     if args.reparse and report.without_raw_text:
         print(f"warning: {report.without_raw_text} of {report.rows} row(s) had no raw "
