@@ -11,7 +11,6 @@ import pandas as pd
 
 from agl.errors import AglError
 from agl.geo import EARTH_MAX_KM
-from agl.manifest import load_manifest
 from agl.metrics import summarize
 from agl.predictions import Prediction, prediction_frame
 from agl.protocols import PROTOCOLS
@@ -89,10 +88,11 @@ def evaluate_files(
     **opts: Any,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     from agl.manifest import ManifestWarning
+    from agl.manifest_cache import load_manifest_cached
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ManifestWarning)
-        manifest = load_manifest(manifest_path, columns=[])
+        manifest = load_manifest_cached(manifest_path, columns=[])
     reparse = opts.pop("reparse", False)
     preds = load_predictions_any(predictions_path, reparse=reparse)
     result, scored = evaluate_frames(manifest, preds, protocol, **opts)
@@ -122,18 +122,20 @@ def evaluate_run(
     """
     from agl.jsonutil import dumps
     from agl.manifest import ManifestWarning, content_hash, dataset_label
+    from agl.manifest_cache import load_manifest_cached
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    data_version = content_hash(manifest_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
-        manifest = load_manifest(manifest_path, columns=["title"])
+        manifest = load_manifest_cached(manifest_path, columns=["title"], digest=data_version)
     preds = load_predictions_any(predictions_path)
     summary_path = Path(predictions_path).with_name("run_summary.json")
     run_summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     info = {**{k: v for k, v in run_summary.items() if isinstance(v, str | int | float)},
             **(info or {})}
-    doc: dict[str, Any] = {"run": run, **info, "data_version": content_hash(manifest_path),
+    doc: dict[str, Any] = {"run": run, **info, "data_version": data_version,
                            "dataset": dataset_label(manifest), "protocols": {}}
     artifacts = [Path(predictions_path)]
     for protocol in protocols:
