@@ -135,8 +135,12 @@ def evaluate_run(
     run_summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     info = {**{k: v for k, v in run_summary.items() if isinstance(v, str | int | float)},
             **(info or {})}
+    # Coverage: clips of the dataset that have a prediction record, of all its clips, so the
+    # leaderboard can tell a subset run from a full one.
+    predicted = int(manifest["key"].astype(str).isin(preds["sample_id"]).sum())
     doc: dict[str, Any] = {"run": run, **info, "data_version": data_version,
-                           "dataset": dataset_label(manifest), "protocols": {}}
+                           "dataset": dataset_label(manifest), "dataset_clips": len(manifest),
+                           "clips_predicted": predicted, "protocols": {}}
     artifacts = [Path(predictions_path)]
     for protocol in protocols:
         result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=bootstrap,
