@@ -122,7 +122,7 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     rows = []
     for i, r in board.iterrows():
         rank = int(r["rank"]) if "rank" in r and pd.notna(r["rank"]) else i + 1
-        run = f"{r['run']} *" if r.get("subset", False) is True else str(r["run"])
+        run = f"{r['run']} *" if str(r.get("subset", False)).lower() == "true" else str(r["run"])
         clips = r.get("dataset_clips")
         done = r.get("clips_predicted")
         n = str(int(done if done is not None and pd.notna(done) else r["n"]))
