@@ -195,6 +195,10 @@ def evaluate_run(
                   "backend": str(info.get("backend", "")),
                   "prompt_hash": str(info.get("prompt_sha256") or info.get("prompt_hash") or ""),
                   "prompt": str(info.get("prompt", ""))},
+            dataset={"name": doc["dataset"], "digest": data_version,
+                     "source": Path(manifest_path).resolve().as_uri(),
+                     "frame": manifest[[c for c in ("key", "latitude", "longitude", "country",
+                                                    "continent") if c in manifest]]},
         )
     return doc
 
