@@ -106,14 +106,14 @@ def attach_paper(board: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFram
 
 def _cell(v: Any, digits: int) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
+        return "—"  # not applicable (a field the run never attempts) or not reported
     return f"{v:.{digits}f}"
 
 
 def _with_ci(row: pd.Series, c: str, digits: int) -> str:
     v = _cell(row[c], digits)
     lo, hi = _cell(row[f"{c}_lo"], digits), _cell(row[f"{c}_hi"], digits)
-    return f"{v} [{lo}, {hi}]" if v and lo else v
+    return f"{v} [{lo}, {hi}]" if v != "—" and lo != "—" else v
 
 
 def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:

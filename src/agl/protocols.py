@@ -243,7 +243,15 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
     lon = np.where(np.isfinite(lon) & (lon == -180.0) & (raw_lon == 180.0), 180.0, lon)
     dist = geodesic_km(f["true_lat"], f["true_lon"], lat, lon)
     dist = np.where(ref_lat | ref_lon, PAPER_REFUSAL_KM, dist)
-    refused = ref_lat | ref_lon | _paper_refusal(city_v) | _paper_refusal(country_v) | _paper_refusal(cont_v)
+    # A field a run never attempts (a coordinates-only baseline has no city, country or
+    # continent) is not applicable: not a refusal, and its accuracy is undefined (shown "—").
+    na = _not_attempted(f)
+    if na:
+        notes["not_applicable"] = sorted(na)
+    refused = ref_lat | ref_lon
+    for name, view in (("city", city_v), ("country", country_v), ("continent", cont_v)):
+        if name not in na:
+            refused = refused | _paper_refusal(view)
 
     def correct(true, pred) -> np.ndarray:
         t, p = _lower_codes(pd.Series(true), pd.Series(pred))
@@ -258,10 +266,21 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
         true_country=_map_unique(f["true_country"], paper_country).to_numpy(),
         true_continent=_map_unique(f["true_continent"], paper_continent).to_numpy(),
     )
-    cols["city_correct"] = correct(cols["true_city"], cols["pred_city"])
-    cols["country_correct"] = correct(cols["true_country"], cols["pred_country"])
-    cols["continent_correct"] = correct(cols["true_continent"], cols["pred_continent"])
+    for name in ("city", "country", "continent"):
+        cols[f"{name}_correct"] = (np.full(len(f), np.nan) if name in na
+                                   else correct(cols[f"true_{name}"], cols[f"pred_{name}"]))
     return pd.DataFrame({c: cols[c] for c in SCORE_COLUMNS}), notes
+
+
+def _not_attempted(f: pd.DataFrame) -> set[str]:
+    """Text fields that this project's run gave in none of its answered (ok/partial) rows,
+    while it answered some: the run does not attempt them. A run that refuses everything
+    attempts every field (its refusals count); an authors' file always has all five."""
+    answered = f["status"].isin(["ok", "partial"]).to_numpy() & f["original"].isna().to_numpy()
+    if not answered.any():
+        return set()
+    return {name for name in ("city", "country", "continent")
+            if f.loc[answered, f"pred_{name}"].isna().all()}
 
 
 # --- strict ----------------------------------------------------------------------------------
