@@ -241,10 +241,13 @@ def _read_board(path: Path | None) -> pd.DataFrame | None:
 
 def _render(sections, board, options, judge, provenance, leaderboard_csv) -> str:
     runs = [r.name for _, _, a in sections for r in a["order"]]
+    data = str(provenance.get("dataset", ""))
+    if len(sections) > 1:  # name every dataset the runs were scored on, not only the pipeline's
+        data = "; ".join(str(g[0].info.get("dataset") or "unknown data") for _, g, _ in sections)
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              "<title>AGL1K report</title><style>", _CSS, "</style></head><body>",
              "<h1>AGL1K benchmark report</h1>",
-             f"<p class='dataset'>Data: <b>{html.escape(str(provenance.get('dataset', '')))}</b></p>",
+             f"<p class='dataset'>Data: <b>{html.escape(data)}</b></p>",
              f"<p>Protocol: <b>{html.escape(options.protocol)}</b>. Runs: "
              f"{html.escape(', '.join(runs))}.</p>"]
     if len(sections) > 1:
