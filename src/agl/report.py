@@ -383,6 +383,7 @@ figcaption{font-size:13px;color:#555}
 .svgmap{max-width:100%;height:auto;border:1px solid #ccc}
 .svgmap line{stroke:#d62728;stroke-width:1;visibility:hidden}
 .svgmap g:hover line{visibility:visible} .svgmap g:hover circle{r:5;stroke:#000}
+h2.data-version{border-top:4px solid #444;padding-top:0.5em;margin-top:2.5em;font-size:1.7em}
 """
 
 
