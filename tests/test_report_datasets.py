@@ -101,7 +101,7 @@ def test_report_has_one_section_per_data_version(tmp_path, two_datasets):
     assert board["run"].tolist() == ["full-good", "full-bad", "subset-best", "demo-a", "demo-b"]
     leaderboard.write(leaderboard.attach_paper(board, None), tmp_path, protocol="paper")
     md = (tmp_path / "leaderboard.md").read_text()
-    assert md.count("## ") == 2 and md.count("SYNTHETIC") == 2  # the demo header and its label only
+    assert md.count("## ") == 2 and md.count("SYNTHETIC") == 1  # the demo's header only
     assert "| 3 | subset-best * | subset-best | 6 / 24 |" in md
 
     cfg = {

@@ -73,12 +73,14 @@ def groups(board: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         label = str(first.get("dataset") or "unknown data")
         clips = first.get("dataset_clips")
         size = f"{int(clips):,} clips" if clips is not None and pd.notna(clips) else ""
-        head = ", ".join(x for x in (label if not label.endswith(" clips") else "", size,
+        synthetic = label.startswith(SYNTHETIC_MARK)  # its label already gives its size
+        plain = label.endswith(" clips")  # an unnamed dataset: its label is only its size
+        head = ", ".join(x for x in ("" if plain else label, "" if synthetic else size,
                                      f"data version {str(version)[:12]}" if version else "") if x)
-        if label.endswith(" clips") and not label.startswith(SYNTHETIC_MARK):
+        if plain:
             head = f"AGL1K-format dataset: {head}"
-        if label.startswith(SYNTHETIC_MARK):
-            head += " — SYNTHETIC: scores on it say nothing about a model"
+        if synthetic:
+            head += " — scores on it say nothing about a model"
         out.append((head, rows))
     return out
 
