@@ -56,14 +56,30 @@ def make_inputs(root: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
     refused = rng.random(n) < 0.1
     rows = []
     for i, r in enumerate(m.itertuples(index=False)):
-        row = {"question_id": r.key, "true_city": r.city, "true_country": r.country,
-               "true_continent": r.continent, "true_latitude": r.latitude, "true_longitude": r.longitude}
+        row = {
+            "question_id": r.key,
+            "true_city": r.city,
+            "true_country": r.country,
+            "true_continent": r.continent,
+            "true_latitude": r.latitude,
+            "true_longitude": r.longitude,
+        }
         if refused[i]:
-            row.update(predicted_city="Unknown", predicted_country="Unknown", predicted_continent="Unknown",
-                       predicted_latitude=0.0, predicted_longitude=0.0)
+            row.update(
+                predicted_city="Unknown",
+                predicted_country="Unknown",
+                predicted_continent="Unknown",
+                predicted_latitude=0.0,
+                predicted_longitude=0.0,
+            )
         else:
-            row.update(predicted_city=r.city, predicted_country=r.country, predicted_continent=r.continent,
-                       predicted_latitude=float(plat[i]), predicted_longitude=float(plon[i]))
+            row.update(
+                predicted_city=r.city,
+                predicted_country=r.country,
+                predicted_continent=r.continent,
+                predicted_latitude=float(plat[i]),
+                predicted_longitude=float(plon[i]),
+            )
         row.update(reasoning="No reasoning provided", model_output="")
         rows.append(row)
     published = root / "seed_42_progress_fixed.json"
@@ -87,23 +103,37 @@ def main() -> None:
         t = time.perf_counter()
         manifest, published = make_inputs(Path(tmp), args.n)
         print(f"generated a {args.n:,}-row published JSON list + manifest in {time.perf_counter() - t:.1f} s")
-        cmd = [sys.executable, "-m", "agl.cli", "evaluate", str(published), "--manifest", str(manifest),
-               "--json", "--bootstrap", str(args.bootstrap)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "agl.cli",
+            "evaluate",
+            str(published),
+            "--manifest",
+            str(manifest),
+            "--json",
+            "--bootstrap",
+            str(args.bootstrap),
+        ]
         env = {**os.environ, "AGL_CACHE_DIR": str(Path(tmp) / "cache")}
         timed(cmd, env)  # the first run validates the manifest and caches it (agl.manifest_cache)
         times = [timed(cmd, env)[0] for _ in range(args.repeats)]
         ours = min(times)
-        print(f"agl evaluate (paper protocol, {args.bootstrap} bootstrap resamples, whole process): "
-              f"{args.n:,} rows in {ours:.2f} s (best of {args.repeats}: "
-              f"{', '.join(f'{x:.2f}' for x in times)})")
+        print(
+            f"agl evaluate (paper protocol, {args.bootstrap} bootstrap resamples, whole process): "
+            f"{args.n:,} rows in {ours:.2f} s (best of {args.repeats}: "
+            f"{', '.join(f'{x:.2f}' for x in times)})"
+        )
         try:
             import geopy  # noqa: F401
         except ImportError:
             print("geopy not installed: skipping the per-row comparison (pip install geopy)")
             return
         loop, mean = timed([sys.executable, "-c", PER_ROW_LOOP, str(published), str(manifest)])
-        print(f"per-row geopy geodesic loop (whole process, distance only): {args.n:,} rows in {loop:.2f} s "
-              f"(mean {float(mean):.2f} km)")
+        print(
+            f"per-row geopy geodesic loop (whole process, distance only): {args.n:,} rows in {loop:.2f} s "
+            f"(mean {float(mean):.2f} km)"
+        )
         print(f"speed-up of agl evaluate over the per-row loop: {loop / ours:.1f}x (goal >= 8x)")
 
 
