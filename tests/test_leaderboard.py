@@ -57,9 +57,41 @@ def test_board_is_ranked_with_cis_and_paper_values(tmp_path):
     written = leaderboard.write(board, tmp_path / "out", protocol="paper")
     md = (tmp_path / "out" / "leaderboard.md").read_text()
     assert "| 1 | a | a | 10 | 5476.83 [5376.83, 5576.83] | 5476.83 |" in md
-    assert len(written) == 3 and "<table id='leaderboard'>" in (tmp_path / "out" / "leaderboard.html").read_text()
+    assert len(written) == 3 and "<table id='leaderboard'" in (tmp_path / "out" / "leaderboard.html").read_text()
 
 
 def test_resolve_accepts_urls_and_folders(tmp_path):
     assert resolve("https://x.org/repo/", "/a/b.json") == "https://x.org/repo/a/b.json"
     assert resolve(str(tmp_path), "a.json") == (tmp_path / "a.json").resolve().as_uri()
+
+
+def _versioned(tmp_path, run, km, version, clips, predicted, dataset):
+    path = metrics_file(tmp_path, run, km)
+    doc = json.loads(path.read_text())
+    doc.update(data_version=version, dataset_clips=clips, clips_predicted=predicted, dataset=dataset)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_one_table_per_data_version_and_subsets_ranked_after_full_runs(tmp_path):
+    demo = "SYNTHETIC demo set (32 generated clips; not AGL1K recordings)"
+    files = [
+        _versioned(tmp_path, "knn", 3000.0, "d" * 64, 32, 32, demo),
+        _versioned(tmp_path, "random", 9000.0, "d" * 64, 32, 32, demo),
+        _versioned(tmp_path, "paper/gemini", 2000.0, "a" * 64, 1444, 263, "1444 clips"),
+        _versioned(tmp_path, "paper/qwen", 5476.83, "a" * 64, 1444, 1442, "1444 clips"),
+    ]
+    board = leaderboard.collect(files, "paper", full_coverage=0.99)
+    assert board["run"].tolist() == ["paper/qwen", "paper/gemini", "knn", "random"]
+    assert board["rank"].tolist() == [1, 2, 1, 2] and board["subset"].tolist() == [False, True, False, False]
+    leaderboard.write(leaderboard.attach_paper(board, None), tmp_path / "out", protocol="paper")
+    md = (tmp_path / "out" / "leaderboard.md").read_text()
+    agl, demo_part = md.split("## SYNTHETIC")
+    assert "1,444 clips, data version aaaaaaaaaaaa" in agl and "SYNTHETIC" not in agl
+    assert "| 1 | paper/qwen | paper/qwen | 1442 / 1444 |" in agl
+    assert "| 2 | paper/gemini * | paper/gemini | 263 / 1444 |" in agl and "not comparable" in agl
+    assert "not AGL1K recordings), data version dddddddddddd" in demo_part
+    assert "| 1 | knn | knn | 32 / 32 |" in demo_part
+    assert "not comparable" not in demo_part
+    page = (tmp_path / "out" / "leaderboard.html").read_text()
+    assert page.count("class='leaderboard'") == 2

@@ -11,7 +11,6 @@ import pandas as pd
 
 from agl.errors import AglError
 from agl.geo import EARTH_MAX_KM
-from agl.manifest import load_manifest
 from agl.metrics import summarize
 from agl.predictions import Prediction, prediction_frame
 from agl.protocols import PROTOCOLS
@@ -19,12 +18,14 @@ from agl.protocols import PROTOCOLS
 
 def load_predictions_any(path: str | Path, *, reparse: bool = False) -> pd.DataFrame:
     """A predictions frame from this project's JSONL or an authors' published file."""
-    from agl.importer import import_published, is_published_file
+    from agl.importer import import_published, is_published_file, published_frame
 
     path = Path(path)
     if not path.exists():
         raise AglError(f"{path}: predictions file not found")
     if is_published_file(path):
+        if not reparse:  # column-wise: no Prediction object per row
+            return published_frame(path)
         return prediction_frame(import_published(path, reparse=reparse))
     return prediction_frame(path)
 
@@ -87,10 +88,11 @@ def evaluate_files(
     **opts: Any,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     from agl.manifest import ManifestWarning
+    from agl.manifest_cache import load_manifest_cached
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ManifestWarning)
-        manifest = load_manifest(manifest_path, columns=[])
+        manifest = load_manifest_cached(manifest_path, columns=[])
     reparse = opts.pop("reparse", False)
     preds = load_predictions_any(predictions_path, reparse=reparse)
     result, scored = evaluate_frames(manifest, preds, protocol, **opts)
@@ -120,19 +122,25 @@ def evaluate_run(
     """
     from agl.jsonutil import dumps
     from agl.manifest import ManifestWarning, content_hash, dataset_label
+    from agl.manifest_cache import load_manifest_cached
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    data_version = content_hash(manifest_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
-        manifest = load_manifest(manifest_path, columns=["title"])
+        manifest = load_manifest_cached(manifest_path, columns=["title"], digest=data_version)
     preds = load_predictions_any(predictions_path)
     summary_path = Path(predictions_path).with_name("run_summary.json")
     run_summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     info = {**{k: v for k, v in run_summary.items() if isinstance(v, str | int | float)},
             **(info or {})}
-    doc: dict[str, Any] = {"run": run, **info, "data_version": content_hash(manifest_path),
-                           "dataset": dataset_label(manifest), "protocols": {}}
+    # Coverage: clips of the dataset that have a prediction record, of all its clips, so the
+    # leaderboard can tell a subset run from a full one.
+    predicted = int(manifest["key"].astype(str).isin(preds["sample_id"]).sum())
+    doc: dict[str, Any] = {"run": run, **info, "data_version": data_version,
+                           "dataset": dataset_label(manifest), "dataset_clips": len(manifest),
+                           "clips_predicted": predicted, "protocols": {}}
     artifacts = [Path(predictions_path)]
     for protocol in protocols:
         result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=bootstrap,
@@ -187,6 +195,10 @@ def evaluate_run(
                   "backend": str(info.get("backend", "")),
                   "prompt_hash": str(info.get("prompt_sha256") or info.get("prompt_hash") or ""),
                   "prompt": str(info.get("prompt", ""))},
+            dataset={"name": doc["dataset"], "digest": data_version,
+                     "source": Path(manifest_path).resolve().as_uri(),
+                     "frame": manifest[[c for c in ("key", "latitude", "longitude", "country",
+                                                    "continent") if c in manifest]]},
         )
     return doc
 

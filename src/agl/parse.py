@@ -55,6 +55,12 @@ def parse_reply(sample_id: str, text: str | None, **meta: Any) -> Prediction:
             sample_id, Status.UNPARSEABLE, raw_reply=text, error="empty reply", meta=meta
         )
     obj = extract_object(text)
+    if _place_count(obj) < len(PLACE_FIELDS):
+        # Broken JSON around a complete set of "key": value pairs (a stray opening brace, a
+        # wrapper key, stray trailing characters): read the pairs themselves.
+        fragments = _key_values_from_fragments(text)
+        if _place_count(fragments) > _place_count(obj):
+            obj = fragments
     if obj is None:
         obj = _key_values_from_prose(text)
     values, notes = _read_fields(obj or {})
@@ -135,8 +141,8 @@ def _loads_lenient(s: str) -> Any:
     py = re.sub(r"\btrue\b", "True", re.sub(r"\bfalse\b", "False", re.sub(r"\bnull\b", "None", fixed)))
     try:
         return ast.literal_eval(py)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None  # TypeError: `{{...}}` reads as a set holding a dict
 
 
 def _key_values_from_prose(text: str) -> dict[str, Any] | None:
@@ -149,6 +155,70 @@ def _key_values_from_prose(text: str) -> dict[str, Any] | None:
             if _canonical(key) and _canonical(key) not in out:
                 out[key] = m.group(2).strip().strip("*").strip().strip('"').strip(",")
     return out if any(_canonical(k) in PLACE_FIELDS for k in out) else None
+
+
+# A quoted key and its colon: `"city":` or `'city':`. A key that is not one of ours counts as
+# the start of a new pair only after `{`, `,` or a line break (so `says "mind the gap": the`
+# inside a reasoning text does not cut it).
+_QUOTED_KEY = re.compile(r"""(^|[{,\n])?\s*(["'])([A-Za-z_][A-Za-z0-9_ -]{0,30})\2\s*:\s*""")
+_CLOSING_QUOTE_AFTER = re.compile(r"""\s*(?:[,}\]]|$|\n\s*["'}])""")
+_BARE_VALUE = re.compile(r"""\s*([^,}\]\n"]*)""")
+
+
+def _key_values_from_fragments(text: str) -> dict[str, Any] | None:
+    """Every `"key": value` pair of ours found in the text, whatever JSON is broken around
+    them. A value runs to the next pair; a string value keeps its inner quotes, braces and
+    colons (reasoning text is kept whole)."""
+    keys = [
+        m for m in _QUOTED_KEY.finditer(text)
+        if _canonical(m.group(3)) or m.group(1) is not None
+    ]
+    out: dict[str, Any] = {}
+    for i, m in enumerate(keys):
+        name = _canonical(m.group(3))
+        if not name or m.group(3) in out or any(_canonical(k) == name for k in out):
+            continue
+        last = i + 1 == len(keys)
+        region = text[m.end() : len(text) if last else keys[i + 1].start()]
+        out[m.group(3)] = _fragment_value(region, last)
+    return out if any(_canonical(k) in PLACE_FIELDS for k in out) else None
+
+
+def _fragment_value(region: str, last: bool) -> Any:
+    if not region or region[0] not in "\"'":
+        bare = _BARE_VALUE.match(region).group(1).strip()  # type: ignore[union-attr]
+        try:
+            return json.loads(bare)
+        except json.JSONDecodeError:
+            return bare or None
+    quote = region[0]
+    body = region.rstrip().rstrip(",").rstrip()
+    if not last and len(body) > 1 and body.endswith(quote):
+        content = body[1:-1]  # the next pair starts right after: every inner quote is text
+    else:
+        ends = [
+            j for j in range(1, len(region))
+            if region[j] == quote and _CLOSING_QUOTE_AFTER.match(region, j + 1)
+        ]
+        content = region[1 : ends[0]] if ends else region[1:]
+    if quote == '"':
+        try:
+            return json.loads(f'"{content}"')
+        except json.JSONDecodeError:
+            return content.replace('\\"', '"').replace("\\n", "\n")
+    return content
+
+
+def _place_count(obj: dict[str, Any] | None) -> int:
+    if not obj:
+        return 0
+    found = _canonical_keys(obj)
+    for v in obj.values():
+        if isinstance(v, dict):
+            found |= _canonical_keys(v)
+    if "coordinates" in found:
+        found |= {"latitude", "longitude"}
+    return len(found & set(PLACE_FIELDS))
 
 
 def _canonical(key: str) -> str | None:

@@ -63,7 +63,9 @@ def collect_runs(roots: list[Path], protocol: str) -> list[RunInput]:
                 frame[col] = frame[col].astype(str).str.lower().eq("true")
             preds_path = metrics.parent / "predictions.jsonl"
             preds = read_predictions(preds_path) if preds_path.exists() else None
-            runs.append(RunInput(name, frame, preds, {"metrics": str(metrics)}))
+            runs.append(RunInput(name, frame, preds, {
+                "metrics": str(metrics), "data_version": str(doc.get("data_version") or ""),
+                "dataset": str(doc.get("dataset") or ""), "dataset_clips": doc.get("dataset_clips")}))
     return runs
 
 
@@ -147,7 +149,8 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
 
     `sections`: extra sections (callables `(plots_dir, tables_dir, img) -> html`), rendered
     before the provenance in the given order (e.g. agl.report_counterfactual)."""
-    from agl import analysis, error_modes, plots
+    from agl import error_modes
+    from agl.report_birds import birds_section  # its own module (agl.report_birds)
 
     if not runs:
         raise AglError("no evaluated runs found (metrics.json + scores_<protocol>.csv); "
@@ -157,6 +160,57 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
     cdf_dir = out_dir / "cdf"
     for d in (figs, tables, cdf_dir):
         d.mkdir(parents=True, exist_ok=True)
+    # One analysis per data version: figures, breakdowns and paired tests never mix datasets.
+    datasets = _by_data_version(runs)
+    analyses = []
+    for version, group in datasets:
+        sfx = f"_{version[:12]}" if len(datasets) > 1 else ""
+        analyses.append((version, group, _analyse(group, figs, tables, cdf_dir, options, judge, sfx)))
+    board = _read_board(leaderboard_csv)
+    # The birds table describes the pipeline's own clips: its section pairs the runs scored on
+    # that data version (the first, largest, when the manifest is not known).
+    pipeline_version = str((provenance or {}).get("data version (manifest sha256)", ""))
+    birds_runs = next((a["order"] for version, _, a in analyses if version == pipeline_version),
+                      analyses[0][2]["order"])
+    extra = [birds_section(birds_runs, birds_csv, figs, tables, options=options, img=_img)]
+    extra += [make(figs, tables, _img) for make in sections]
+    page = _render(analyses, board, options, judge, provenance or {}, leaderboard_csv, extra)
+    html_path = out_dir / "report.html"
+    html_path.write_text(page, encoding="utf-8")
+    written = {k: v for _, _, a in analyses for k, v in a["written"].items()}
+    mode_table = pd.concat([a["mode_table"] for _, _, a in analyses])
+    summary = {
+        "runs": [r.name for _, _, a in analyses for r in a["order"]],
+        "data_versions": {version: [r.name for r in a["order"]] for version, _, a in analyses},
+        "protocol": options.protocol,
+        "html": str(html_path),
+        "plots": {k: str(v) for k, v in written.items()},  # a path, or a NoData note
+        "error_modes": mode_table.to_dict(orient="index"),
+        "judge": None if judge is None else {"backend": judge.backend, "model": judge.model,
+                                             "prompt_version": error_modes.prompt_version()},
+    }
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    return summary
+
+
+def _by_data_version(runs: list[RunInput]) -> list[tuple[str, list[RunInput]]]:
+    """Runs grouped by the manifest hash they were scored on, the largest dataset first."""
+    groups: dict[str, list[RunInput]] = {}
+    for r in runs:
+        groups.setdefault(str(r.info.get("data_version") or ""), []).append(r)
+
+    def size(item: tuple[str, list[RunInput]]) -> tuple[float, str]:
+        clips = [c for c in (r.info.get("dataset_clips") for r in item[1]) if c is not None]
+        return (-float(max(clips)) if clips else 0.0, item[0])
+
+    return sorted(groups.items(), key=size)
+
+
+def _analyse(runs: list[RunInput], figs: Path, tables: Path, cdf_dir: Path, options: ReportOptions,
+             judge, sfx: str) -> dict[str, Any]:
+    """Breakdowns, figures, error modes, factors and paired tests of the runs on one dataset."""
+    from agl import analysis, error_modes, plots
+
     boot = {"bootstrap": options.bootstrap, "seed": options.seed}
     order = sorted(runs, key=lambda r: (r.scored["distance_km"].mean(), r.name))
     by_name = {r.name: r for r in order}
@@ -173,9 +227,9 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
         plots.cdf_points(r.scored).to_csv(cdf_dir / f"{_slug(r.name)}.csv", index=False)
 
     written = {
-        "cdf": plots.cdf_plot({r.name: r.scored for r in order}, figs / "cdf.png"),
-        "accuracy_by_continent": plots.accuracy_by_continent(
-            {n: b["continent"] for n, b in breakdowns.items()}, figs / "accuracy_by_continent.png",
+        f"cdf{sfx}": plots.cdf_plot({r.name: r.scored for r in order}, figs / f"cdf{sfx}.png"),
+        f"accuracy_by_continent{sfx}": plots.accuracy_by_continent(
+            {n: b["continent"] for n, b in breakdowns.items()}, figs / f"accuracy_by_continent{sfx}.png",
             min_support=options.min_support),
     }
     for r in order[: options.maps_for]:
@@ -189,8 +243,8 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
     for name, frame in modes.items():
         frame.to_csv(tables / f"error_modes_{_slug(name)}.csv", index=False)
     mode_table = error_modes.distribution(modes)
-    mode_table.to_csv(tables / "error_modes.csv")
-    written["error_modes"] = plots.error_mode_bars(mode_table, figs / "error_modes.png")
+    mode_table.to_csv(tables / f"error_modes{sfx}.csv")
+    written[f"error_modes{sfx}"] = plots.error_mode_bars(mode_table, figs / f"error_modes{sfx}.png")
 
     factors = {r.name: analysis.country_factors(
         r.scored, bootstrap=options.factor_bootstrap, seed=options.seed,
@@ -206,28 +260,10 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
                                     n_perm=options.paired_permutations, seed=options.seed)
         paired.append(cmp.assign(a=best.name, b=r.name))
     paired_frame = pd.concat(paired, ignore_index=True) if paired else pd.DataFrame()
-    paired_frame.to_csv(tables / "paired.csv", index=False)
-
-    board = _read_board(leaderboard_csv)
-    from agl.report_birds import birds_section  # its own module (agl.report_birds)
-
-    extra = [birds_section(order, birds_csv, figs, tables, options=options, img=_img)]
-    page = _render(order, breakdowns, modes, mode_table, factors, paired_frame, board, written,
-                   by_name, options, judge, provenance or {}, leaderboard_csv,
-                   extra + [make(figs, tables, _img) for make in sections])
-    html_path = out_dir / "report.html"
-    html_path.write_text(page, encoding="utf-8")
-    summary = {
-        "runs": [r.name for r in order],
-        "protocol": options.protocol,
-        "html": str(html_path),
-        "plots": {k: str(v) for k, v in written.items()},  # a path, or a NoData note
-        "error_modes": mode_table.to_dict(orient="index"),
-        "judge": None if judge is None else {"backend": judge.backend, "model": judge.model,
-                                             "prompt_version": error_modes.prompt_version()},
-    }
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    return summary
+    paired_frame.to_csv(tables / f"paired{sfx}.csv", index=False)
+    return {"order": order, "breakdowns": breakdowns, "modes": modes, "mode_table": mode_table,
+            "factors": factors, "paired": paired_frame, "written": written, "by_name": by_name,
+            "sfx": sfx}
 
 
 def _read_board(path: Path | None) -> pd.DataFrame | None:
@@ -239,43 +275,81 @@ def _read_board(path: Path | None) -> pd.DataFrame | None:
         return pd.DataFrame()
 
 
-def _render(order, breakdowns, modes, mode_table, factors, paired, board, written, by_name,
-            options, judge, provenance, leaderboard_csv, extra_sections=()) -> str:
-    from agl import error_modes, plots
-
+def _render(sections, board, options, judge, provenance, leaderboard_csv, extra_sections=()) -> str:
+    runs = [r.name for _, _, a in sections for r in a["order"]]
+    data = str(provenance.get("dataset", ""))
+    if len(sections) > 1:  # name every dataset the runs were scored on, not only the pipeline's
+        data = "; ".join(str(g[0].info.get("dataset") or "unknown data") for _, g, _ in sections)
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
              "<title>AGL1K report</title><style>", _CSS, "</style></head><body>",
              "<h1>AGL1K benchmark report</h1>",
-             f"<p class='dataset'>Data: <b>{html.escape(str(provenance.get('dataset', '')))}</b></p>",
+             f"<p class='dataset'>Data: <b>{html.escape(data)}</b></p>",
              f"<p>Protocol: <b>{html.escape(options.protocol)}</b>. Runs: "
-             f"{html.escape(', '.join(r.name for r in order))}.</p>"]
+             f"{html.escape(', '.join(runs))}.</p>"]
+    if len(sections) > 1:
+        parts.append(f"<p>The runs were scored on {len(sections)} different datasets (data "
+                     "versions): each has its own leaderboard, figures, breakdowns and paired "
+                     "tests below; runs on different data are never compared.</p>")
 
     parts.append("<section id='leaderboard-section'><h2>Leaderboard</h2>")
     if board is not None and not board.empty:
-        from agl.leaderboard import render_rows
+        from agl.leaderboard import SUBSET_NOTE, groups, render_rows
 
-        head, rows = render_rows(board)
         parts.append("<p>Mean distance and accuracies with 95% bootstrap intervals; 'paper' "
                      "columns are the values the AGL1K paper reports for the same model.</p>")
-        parts.append(_table(head, rows, "leaderboard"))
+        for k, (header, rows_of) in enumerate(groups(board)):
+            head, rows = render_rows(rows_of)
+            if header:
+                parts.append(f"<h3>{html.escape(header)}</h3>")
+            parts.append(_table(head, rows, "leaderboard" if k == 0 else f"leaderboard-{k + 1}")
+                         .replace("<table ", "<table class='leaderboard' ", 1))
+            if "subset" in rows_of and rows_of["subset"].astype(str).str.lower().eq("true").any():
+                parts.append(f"<p class='note'>{html.escape(SUBSET_NOTE)}</p>")
     else:
         where = html.escape(str(leaderboard_csv)) if leaderboard_csv else "no file given"
         parts.append(f"<p>No leaderboard ({where}); headline numbers per run:</p>")
-        rows = [[r.name, *(_ci(breakdowns[r.name]["all"].iloc[0], c, d) for c, d in
+        rows = [[r.name, *(_ci(a["breakdowns"][r.name]["all"].iloc[0], c, d) for c, d in
                            (("mean_km", 1), ("country_acc", 3), ("continent_acc", 3)))]
-                for r in order]
+                for _, _, a in sections for r in a["order"]]
         parts.append(_table(["run", "mean km", "country acc", "continent acc"], rows,
                             "leaderboard"))
     parts.append("</section>")
+    for version, group, a in sections:
+        if len(sections) > 1:
+            info = group[0].info
+            label = html.escape(str(info.get("dataset") or "unknown data"))
+            parts.append(f"<section class='data-version' id='data-{html.escape(version[:12])}'>"
+                         f"<h2 class='data-version'>Data: {label} (data version "
+                         f"{html.escape(version[:12])})</h2>")
+        parts.append(_render_data(a, options, judge))
+        if len(sections) > 1:
+            parts.append("</section>")
 
-    parts.append("<section id='cdf-section'><h2>Distance error</h2>")
-    parts.append(_img(written["cdf"], "Cumulative distribution of distance error "
-                      "(marks at 1, 25, 200, 750, 2500 km)", "cdf"))
-    parts.append(_img(written["accuracy_by_continent"], "Accuracy by true continent",
-                      "accuracy-by-continent"))
+    parts.extend(extra_sections)
+    parts.append("<section id='provenance'><h2>Provenance</h2>")
+    rows = [[k, json.dumps(v, default=str) if not isinstance(v, str) else v]
+            for k, v in provenance.items()]
+    parts.append(_table(["what", "value"], rows, "provenance-table"))
+    parts.append("</section></body></html>")
+    return "\n".join(parts)
+
+
+def _render_data(a: dict[str, Any], options: ReportOptions, judge) -> str:
+    """The sections of one dataset's runs (ids carry the data version when there are several)."""
+    from agl import error_modes, plots
+
+    order, breakdowns, mode_table, factors = a["order"], a["breakdowns"], a["mode_table"], a["factors"]
+    paired, written, sfx = a["paired"], a["written"], a["sfx"]
+    tag = sfx.replace("_", "-")
+    parts = []
+    parts.append(f"<section id='cdf-section{tag}'><h2>Distance error</h2>")
+    parts.append(_img(written[f"cdf{sfx}"], "Cumulative distribution of distance error "
+                      "(marks at 1, 25, 200, 750, 2500 km)", f"cdf{tag}"))
+    parts.append(_img(written[f"accuracy_by_continent{sfx}"], "Accuracy by true continent",
+                      f"accuracy-by-continent{tag}"))
     parts.append("</section>")
 
-    parts.append("<section id='map-section'><h2>Maps</h2>")
+    parts.append(f"<section id='map-section{tag}'><h2>Maps</h2>")
     for r in order[: options.maps_for]:
         parts.append(_img(written[f"map_{r.name}"], f"{r.name}: true locations coloured by "
                           "error, and predicted points", f"map-{_slug(r.name)}"))
@@ -286,7 +360,7 @@ def _render(order, breakdowns, modes, mode_table, factors, paired, board, writte
         parts.append(plots.svg_map(r.scored, svg_id=f"svgmap-{_slug(r.name)}"))
     parts.append("</section>")
 
-    parts.append("<section id='error-modes-section'><h2>Error modes</h2>")
+    parts.append(f"<section id='error-modes-section{tag}'><h2>Error modes</h2>")
     judged = ("judge: " + html.escape(f"{judge.backend}/{judge.model}") + ", rubric "
               + error_modes.prompt_version()) if judge else (
         "no judge configured: only Refusal and Failure are decided (from the record); the "
@@ -294,21 +368,21 @@ def _render(order, breakdowns, modes, mode_table, factors, paired, board, writte
     judged = judged[0].upper() + judged[1:]
     parts.append(f"<p>Wrong = refused, failed, or wrong country (distance &gt; "
                  f"{options.wrong_km:g} km where the country is not scored). {judged}.</p>")
-    parts.append(_frame_table(mode_table, "error-modes", 0))
-    parts.append(_img(written["error_modes"], "Error modes per run (share of wrong predictions)",
-                      "error-modes-bars"))
+    parts.append(_frame_table(mode_table, f"error-modes{tag}", 0))
+    parts.append(_img(written[f"error_modes{sfx}"], "Error modes per run (share of wrong predictions)",
+                      f"error-modes-bars{tag}"))
     parts.append("</section>")
 
     if not paired.empty:
-        parts.append("<section id='paired-section'><h2>Paired comparisons</h2><p>Best run "
+        parts.append(f"<section id='paired-section{tag}'><h2>Paired comparisons</h2><p>Best run "
                      "(lowest mean km) against each other run on their common clips: "
                      "difference A - B with a paired bootstrap 95% CI and a sign-flip "
                      "permutation p-value.</p>")
         cols = ["a", "b", "metric", "n", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value"]
-        parts.append(_frame_table(paired[cols], "paired", 4))
+        parts.append(_frame_table(paired[cols], f"paired{tag}", 4))
         parts.append("</section>")
 
-    parts.append("<section id='breakdowns-section'><h2>Breakdowns per run</h2>")
+    parts.append(f"<section id='breakdowns-section{tag}'><h2>Breakdowns per run</h2>")
     for r in order:
         b = breakdowns[r.name]
         slug = _slug(r.name)
@@ -329,30 +403,23 @@ def _render(order, breakdowns, modes, mode_table, factors, paired, board, writte
                               f"confusion-img-{slug}"))
         f = factors[r.name]
         if not f.empty:
-            a = f.attrs
+            fa = f.attrs
             parts.append("<h4>What predicts a correct country (logistic regression, "
-                         f"n = {a.get('n')} scored clips, {a.get('correct')} correct)</h4>")
-            if a.get("insufficient"):
+                         f"n = {fa.get('n')} scored clips, {fa.get('correct')} correct)</h4>")
+            if fa.get("insufficient"):
                 parts.append(f"<p class='insufficient'>No factor estimated: "
-                             f"{html.escape(a['insufficient'])}. Counts only:</p>")
+                             f"{html.escape(fa['insufficient'])}. Counts only:</p>")
                 f = f[["factor", "n_present", "n_correct_present"]]
             else:
-                failed = a.get("bootstrap_failed", 0)
-                parts.append(f"<p>95% CIs from {a.get('bootstrap')} of "
-                             f"{a.get('bootstrap_requested')} bootstrap fits; {failed} failed "
+                failed = fa.get("bootstrap_failed", 0)
+                parts.append(f"<p>95% CIs from {fa.get('bootstrap')} of "
+                             f"{fa.get('bootstrap_requested')} bootstrap fits; {failed} failed "
                              "(a resample held one outcome only, or the fit did not converge)"
                              + (": read the intervals with care" if failed else "") + ". A "
                              "factor needs at least "
                              f"{options.min_support} clips with and without it.</p>")
             parts.append(_frame_table(f, f"factors-{slug}", 3))
     parts.append("</section>")
-
-    parts.extend(extra_sections)
-    parts.append("<section id='provenance'><h2>Provenance</h2>")
-    rows = [[k, json.dumps(v, default=str) if not isinstance(v, str) else v]
-            for k, v in provenance.items()]
-    parts.append(_table(["what", "value"], rows, "provenance-table"))
-    parts.append("</section></body></html>")
     return "\n".join(parts)
 
 
@@ -367,6 +434,7 @@ figcaption{font-size:13px;color:#555}
 .svgmap{max-width:100%;height:auto;border:1px solid #ccc}
 .svgmap line{stroke:#d62728;stroke-width:1;visibility:hidden}
 .svgmap g:hover line{visibility:visible} .svgmap g:hover circle{r:5;stroke:#000}
+h2.data-version{border-top:4px solid #444;padding-top:0.5em;margin-top:2.5em;font-size:1.7em}
 """
 
 

@@ -98,8 +98,12 @@ def log_run(
     artifacts: Iterable[Path] = (),
     tags: dict[str, str] | None = None,
     experiment: str | None = None,
+    dataset: dict[str, Any] | None = None,
 ) -> str:
     """Create or update the MLflow run identified by `run_key`; returns its run id.
+
+    `dataset` ({name, digest, source, frame}) is logged with `mlflow.data` / `log_input`, so the
+    UI's dataset column and filter show which data a run was scored on (see `log_dataset`).
 
     Non-finite and non-numeric metric values are skipped (MLflow cannot store NaN
     meaningfully); nested dicts are flattened with dots (`ci95.country_acc.lo`).
@@ -132,6 +136,8 @@ def log_run(
         if flat_metrics:
             mlflow.log_metrics(flat_metrics)
         mlflow.set_tags(all_tags)
+        if dataset is not None:
+            log_dataset(mlflow, client, run.info.run_id, **dataset)
         for path in artifacts:
             path = Path(path)
             if path.is_dir():
@@ -139,6 +145,26 @@ def log_run(
             elif path.exists():
                 mlflow.log_artifact(str(path))
         return run.info.run_id
+
+
+# MLflow's dataset table holds a digest of at most 36 characters (String(36)); the full SHA-256
+# stays in the run's `data_version` tag.
+DIGEST_CHARS = 36
+
+
+def log_dataset(mlflow: Any, client: Any, run_id: str, *, name: str, digest: str, source: str,
+                frame: Any, context: str = "evaluation") -> None:
+    """Log the dataset once per run: name, digest (the manifest's content hash), source."""
+    digest = str(digest)[:DIGEST_CHARS]
+    logged = client.get_run(run_id).inputs.dataset_inputs
+    if any(d.dataset.name == name and d.dataset.digest == digest for d in logged):
+        return  # re-evaluating the same data updates the run without a second input
+    import warnings
+
+    with warnings.catch_warnings():  # "source can be interpreted in multiple ways": it is a file
+        warnings.simplefilter("ignore", UserWarning)
+        data = mlflow.data.from_pandas(frame, source=source, name=name, digest=digest)
+    mlflow.log_input(data, context=context)
 
 
 def log_artifacts(run_id: str, paths: Iterable[Path], artifact_path: str | None = None) -> None:

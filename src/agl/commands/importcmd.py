@@ -24,13 +24,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.importer import import_with_report
-    from agl.predictions import write_predictions
+    from agl.importer import import_with_report, write_imported
     from agl.sources import resolve_source
 
     src = resolve_source(args.src, cache_dir=args.cache_dir, sha256=args.sha256)
     predictions, report = import_with_report(src, reparse=args.reparse)
-    write_predictions(args.out, predictions)
+    write_imported(args.out, predictions)
     print(f"{report.line()} -> {args.out}", file=sys.stderr)
     if args.reparse and report.without_raw_text:
         print(f"warning: {report.without_raw_text} of {report.rows} row(s) had no raw "
