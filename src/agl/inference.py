@@ -33,6 +33,8 @@ from typing import Any
 from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, get_backend
 from agl.cache import ResponseCache, cache_key, generation_settings, public_settings
 from agl.errors import AglError
+from agl.jsonutil import dumps
+from agl.secrets import known_secrets, scrub
 
 PREDICTIONS = "predictions.jsonl"
 SUMMARY = "run_summary.json"
@@ -46,6 +48,10 @@ class Backoff:
 
     base_s: float = 1.0
     cap_s: float = 60.0
+    # The longest Retry-After honoured (params.yaml infer.retry_after_cap_s). A server that
+    # asks for more (`Retry-After: 86400`) fails the clip with its request named, and the
+    # run goes on; a rerun retries it.
+    retry_after_cap_s: float = 120.0
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None and retry_after >= 0:
@@ -73,7 +79,11 @@ async def _call(
     max_retries: int,
     backoff: Backoff,
 ) -> Reply:
-    """One request to its final reply. `extra` gains `attempts` and `cached`."""
+    """One request to its final reply. `extra` gains `attempts` and `cached`.
+
+    Every reply is scrubbed of the secrets the process knows before anything stores it
+    (cache, predictions): a server may echo a key in its reply text as well as its errors."""
+    secrets = known_secrets(backend.settings)
     key = None
     if cache is not None and backend.deterministic:
         if request.audio_path is not None and not request.audio_sha256:
@@ -84,7 +94,8 @@ async def _call(
                              extra={"attempts": 0, "cached": False})
         key = cache_key(backend.name, backend.model, backend.settings, request)
         hit = cache.get(key)
-        if hit is not None:
+        if hit is not None:  # scrubbed again: an entry may predate a key's rotation
+            hit = _scrub_reply(hit, secrets)
             return replace(hit, extra={**hit.extra, "attempts": 0, "cached": True})
     attempt = 0
     while True:
@@ -104,6 +115,9 @@ async def _call(
             except Exception as exc:  # a bug or an SDK surprise: recorded, never raised
                 reply, error, retryable = None, f"{type(exc).__name__}: {exc}", False
             latency = time.perf_counter() - t0
+        if reply is not None:
+            reply = _scrub_reply(reply, secrets)
+        error = scrub(error, secrets)
         if reply is not None and reply.status is not ReplyStatus.FAILED:
             reply = replace(
                 reply,
@@ -120,7 +134,20 @@ async def _call(
                 error = f"{error} (gave up after {attempt} attempts)"
             return Reply(ReplyStatus.FAILED, error=error, latency_s=latency,
                          extra={"attempts": attempt, "cached": False})
+        if retry_after is not None and retry_after > backoff.retry_after_cap_s:
+            return Reply(ReplyStatus.FAILED, latency_s=latency,
+                         error=f"{error}; the server asked to wait {retry_after:g} s "
+                               f"(Retry-After), more than retry_after_cap_s "
+                               f"{backoff.retry_after_cap_s:g} s; rerun later to retry",
+                         extra={"attempts": attempt, "cached": False})
         await asyncio.sleep(backoff.delay(attempt - 1, retry_after))
+
+
+def _scrub_reply(reply: Reply, secrets: list[str]) -> Reply:
+    if not secrets:
+        return reply
+    return replace(reply, text=scrub(reply.text, secrets), error=scrub(reply.error, secrets),
+                   extra=scrub(reply.extra, secrets))
 
 
 async def stream(
@@ -284,18 +311,25 @@ def run_inference(
     session = {"requests": 0, "cache_hits": 0}
     if pending:
         backend = backend or backend_cls(model, **settings)
+        unusable: dict[str, str] = {}
         if backend.needs_audio:
             _require_audio(pending, audio_root)
-        backend.prepare(all_clips, audio_root)
+            unusable = _unusable_audio(pending, Path(audio_root), concurrency)
+        backend.prepare([c for c in all_clips if c.key not in unusable], audio_root)
         requests = [
             Request(sample_id=c.key, prompt=prompt.text,
                     audio_path=(Path(audio_root) / c.relpath) if backend.needs_audio else None)
-            for c in pending
+            for c in pending if c.key not in unusable
         ]
         source = stream(backend, requests,
                         cache=ResponseCache(cache_dir) if cache_dir is not None else None,
                         concurrency=concurrency, timeout_s=timeout_s, max_retries=max_retries,
                         backoff=backoff)
+        if unusable:
+            print(f"{len(unusable)} clip(s) failed the audio probe and are not requested, "
+                  f"e.g. {next(iter(unusable))}: {next(iter(unusable.values()))}",
+                  file=sys.stderr)
+            source = _with_probe_failures(source, requests, unusable)
         asyncio.run(_run(backend, requests, source, pred_path, price_in_per_m, price_out_per_m,
                          fingerprint, prompt, progress, session))
     wall = time.perf_counter() - t0
@@ -322,6 +356,31 @@ def _require_audio(clips: Sequence[Any], audio_root: Path | None) -> None:
         )
 
 
+def _unusable_audio(clips: Sequence[Any], audio_root: Path, workers: int) -> dict[str, str]:
+    """key -> reason for every clip whose audio does not open, decode, or last > 0 s.
+    Such a clip is never sent: a model given a broken file invents an answer for it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agl.audio_probe import probe
+
+    # libsndfile releases the GIL while decoding, so threads overlap the work.
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, os.cpu_count() or 1))) as pool:
+        probes = pool.map(lambda c: probe(audio_root / c.relpath), clips)
+        return {c.key: f"unusable audio, not requested: {p.reason}"
+                for c, p in zip(clips, probes, strict=True) if not p.ok}
+
+
+async def _with_probe_failures(source, requests, unusable):
+    """The stream, then one FAILED reply per clip that failed the probe (never requested).
+    They are appended to `requests` so the consumer finds them by index."""
+    async for item in source:
+        yield item
+    for key, reason in unusable.items():
+        requests.append(Request(sample_id=key, prompt=""))
+        yield len(requests) - 1, Reply(ReplyStatus.FAILED, error=reason,
+                                       extra={"attempts": 0, "cached": False})
+
+
 async def _run(backend, requests, source, pred_path, price_in, price_out, fingerprint, prompt,
                progress, session) -> None:
     """Consume (index, reply) pairs from `source` into durable prediction records."""
@@ -329,7 +388,7 @@ async def _run(backend, requests, source, pred_path, price_in, price_out, finger
 
     bar = _progress_bar(len(requests), backend, enabled=progress)
     tally = {"failures": 0, "spend": 0.0}
-    secrets = _env_secrets(backend.settings)
+    secrets = known_secrets(backend.settings)
     buffer: list[Any] = []
     flushing: asyncio.Future | None = None
 
@@ -370,6 +429,18 @@ async def _run(backend, requests, source, pred_path, price_in, price_out, finger
 
 
 def _prediction(sid, reply, backend, prompt, fingerprint, price_in, price_out, secrets):
+    """The durable record of one reply: non-finite numbers are missing values, and no
+    field (reply text, reasoning, error, meta) carries a secret."""
+    from agl.predictions import Prediction, without_non_finite
+
+    pred = _raw_prediction(sid, reply, backend, prompt, fingerprint, price_in, price_out)
+    pred = without_non_finite(pred)
+    if secrets:
+        pred = Prediction.from_json(scrub(pred.to_json(), secrets))
+    return pred
+
+
+def _raw_prediction(sid, reply, backend, prompt, fingerprint, price_in, price_out):
     from agl.parse import parse_reply
     from agl.predictions import Prediction, Status
 
@@ -391,25 +462,7 @@ def _prediction(sid, reply, backend, prompt, fingerprint, price_in, price_out, s
         return Prediction(sid, Status.REFUSED, raw_reply=reply.text, refused=True,
                           missing=("latitude", "longitude", "city", "country", "continent"),
                           meta=meta)
-    return Prediction(sid, Status.FAILED, error=_scrub(reply.error, secrets), meta=meta)
-
-
-def _env_secrets(settings: dict[str, Any]) -> list[str]:
-    """Values of key-like environment variables: a server that echoes a key in an error
-    message must not put it into the predictions file."""
-    names = {k for k in os.environ if k.upper().endswith(("_API_KEY", "_KEY", "_TOKEN",
-                                                          "_SECRET"))}
-    if settings.get("api_key_env"):
-        names.add(str(settings["api_key_env"]))
-    return [os.environ[n] for n in names if len(os.environ.get(n, "")) >= 8]
-
-
-def _scrub(text: str | None, secrets: list[str]) -> str | None:
-    if text is None:
-        return None
-    for s in secrets:
-        text = text.replace(s, "[redacted]")
-    return text
+    return Prediction(sid, Status.FAILED, error=reply.error, meta=meta)
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:
@@ -463,7 +516,8 @@ def _write_json_atomic(path: Path, obj: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=False, default=str)
+        # Valid JSON (no NaN), and no secret: a summary echoes settings and errors.
+        fh.write(dumps(scrub(obj, known_secrets()), indent=2, sort_keys=False, default=str))
         fh.write("\n")
         fh.flush()
         os.fsync(fh.fileno())

@@ -21,6 +21,7 @@ Record fields:
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 from collections.abc import Iterable, Iterator
@@ -82,14 +83,45 @@ class Prediction:
         kw["status"] = Status(d["status"])
         kw["missing"] = tuple(d.get("missing") or ())
         kw["meta"] = dict(d.get("meta") or {})
-        return cls(**kw)
+        return without_non_finite(cls(**kw))
 
     def with_meta(self, **meta: Any) -> Prediction:
         return replace(self, meta={**self.meta, **meta})
 
 
+def without_non_finite(pred: Prediction) -> Prediction:
+    """NaN and infinite numbers are missing values, never numbers: a reply with
+    `"latitude": NaN` has no latitude (listed in `missing`), and an `ok` record that loses a
+    place field becomes `partial` (or `unparseable` when none is left)."""
+    lost = [f for f in ("latitude", "longitude", "confidence")
+            if isinstance(getattr(pred, f), float) and not math.isfinite(getattr(pred, f))]
+    if not lost:
+        return pred
+    changes: dict[str, Any] = {f: None for f in lost}
+    place_lost = [f for f in lost if f in PLACE_FIELDS]
+    if place_lost:
+        # A coordinate pair is one value: half of it is no position.
+        pair = {"latitude", "longitude"}
+        changes.update({f: None for f in pair})
+        missing = tuple(dict.fromkeys([*pred.missing, *sorted(pair)]))
+        changes["missing"] = missing
+        if pred.status in (Status.OK, Status.PARTIAL):
+            left = [f for f in PLACE_FIELDS if f not in missing and getattr(pred, f) is not None]
+            changes["status"] = Status.PARTIAL if left else Status.UNPARSEABLE
+    return replace(pred, **changes)
+
+
 def failed(sample_id: str, error: str, **meta: Any) -> Prediction:
     return Prediction(sample_id=sample_id, status=Status.FAILED, error=error, meta=meta)
+
+
+def _line(prediction: Prediction) -> str:
+    """One record as a JSON line; a non-finite number anywhere is written as null, so the
+    file is always valid JSON (allow_nan=False)."""
+    from agl.jsonutil import jsonable
+
+    d = without_non_finite(prediction).to_json()
+    return json.dumps(jsonable(d), ensure_ascii=False, allow_nan=False) + "\n"
 
 
 class PredictionWriter:
@@ -102,15 +134,14 @@ class PredictionWriter:
         self._fh = open(self.path, "a", encoding="utf-8")
 
     def write(self, prediction: Prediction) -> None:
-        self._fh.write(json.dumps(prediction.to_json(), ensure_ascii=False) + "\n")
+        self._fh.write(_line(prediction))
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
     def write_many(self, predictions: Iterable[Prediction]) -> None:
         """Group commit: append several records with one fsync (all durable on return).
         Lets a fast run write at the request rate instead of the disk's fsync rate."""
-        self._fh.write("".join(json.dumps(p.to_json(), ensure_ascii=False) + "\n"
-                               for p in predictions))
+        self._fh.write("".join(_line(p) for p in predictions))
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
@@ -170,7 +201,7 @@ def write_predictions(path: str | Path, predictions: Iterable[Prediction]) -> No
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         for p in predictions:
-            fh.write(json.dumps(p.to_json(), ensure_ascii=False) + "\n")
+            fh.write(_line(p))
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
