@@ -101,21 +101,32 @@ def load_manifest(path: str | Path, *, columns: list[str] | None = None) -> pd.D
     scoring a large pool faster. Raises AglError naming the row and field on any defect.
     """
     path = Path(path)
+    if path.is_dir():
+        raise AglError(f"{path}: is a folder; pass --manifest with the manifest CSV file")
     fast = _read_arrow(path, columns)
     if fast is not None:
         return fast
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a byte-order mark (Excel writes one) is not part of the first name.
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise AglError(f"{path}: manifest not found; pass --manifest with an existing CSV") from None
     except UnicodeDecodeError as exc:
         raise AglError(f"{path}: not UTF-8 text ({exc.reason}); save the manifest as UTF-8") from None
+    except OSError as exc:
+        raise AglError(f"{path}: cannot read the manifest ({exc.strerror or exc})") from None
     return parse_manifest(text, source=str(path))
 
 
 def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
     # The header and first record decide the column names (csv module: a record may span
     # lines); the C parser then reads every row and any row of another width is an error.
+    nul = text.find("\x00")
+    if nul >= 0:  # the CSV parser would cut the cell there, silently
+        line = text.count("\n", 0, nul) + 1
+        raise AglError(f"{source}: line {line}: contains a NUL byte; a manifest is plain text "
+                       "(re-export it, or remove the byte)")
+    text = text.removeprefix("\ufeff")
     head = list(itertools.islice(csv.reader(io.StringIO(text, newline="")), 2))
     if not head or not any(head[0]):
         raise AglError(f"{source}: empty file; a manifest needs a header and rows")
@@ -176,7 +187,7 @@ def _read_arrow(path: Path, columns: list[str] | None = None) -> pd.DataFrame | 
     except ImportError:
         return None
     try:
-        with open(path, encoding="utf-8", newline="") as fh:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
             head = list(itertools.islice(csv.reader(fh), 2))
         if len(head) < 2:
             return None

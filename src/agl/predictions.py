@@ -266,12 +266,34 @@ def _finish_frame(frame, source: str):
         raise AglError(f"{source}: record for {frame.loc[bad, 'sample_id'].iloc[0]}: unknown status "
                        f"'{frame.loc[bad, 'status'].iloc[0]}'; expected one of "
                        f"{', '.join(s.value for s in Status)}")
+    _warn_conflicts(frame, source)
     frame = frame.drop_duplicates("sample_id", keep="last").reset_index(drop=True)
     frame["sample_id"] = frame["sample_id"].astype(str)
     for c in ("latitude", "longitude", "confidence"):
         frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(float)
     frame["refused"] = frame["refused"].fillna(False).astype(bool)
     return frame
+
+
+def _warn_conflicts(frame, source: str) -> None:
+    """Warn (with a count) when one clip has several finished records that disagree.
+
+    A failed record followed by an answer is a resumed run (newest wins, as documented);
+    two different answers for one clip are a merged or hand-edited file, and the last one
+    silently winning would hide it."""
+    dup = frame["sample_id"].duplicated(keep=False)
+    if not dup.any():
+        return
+    rows = frame.loc[dup & (frame["status"] != Status.FAILED.value),
+                     ["sample_id", "status", *PLACE_FIELDS]]
+    if rows.empty:
+        return
+    distinct = rows.astype(str).drop_duplicates().groupby("sample_id").size()
+    conflicting = distinct[distinct > 1]
+    if len(conflicting):
+        warnings.warn(f"{source}: {len(conflicting)} clip(s) have conflicting records (e.g. "
+                      f"{conflicting.index[0]}); the last record of each is used",
+                      stacklevel=3)
 
 
 def _arrow_frame(path: Path, raw: bytes):

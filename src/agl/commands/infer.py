@@ -96,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
     from agl.runspec import InferSettings, ModelSpec, run_spec, summary_line
 
     _check_numbers(args)
+    from agl.outpaths import input_file, output_dir
+
+    input_file(args.manifest, "--manifest", "manifest CSV")
+    output_dir(args.out, "--out")
     settings = parse_settings(args.setting)
     if args.base_url:
         settings["base_url"] = args.base_url
