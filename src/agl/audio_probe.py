@@ -45,8 +45,10 @@ def probe(path: str | Path) -> Probe:
         frames = 0
         with sf.SoundFile(str(path)) as f:
             sr, channels = int(f.samplerate), int(f.channels)
-            for block in f.blocks(blocksize=BLOCK_FRAMES, dtype="float32", always_2d=True):
-                frames += block.shape[0]
+            # Not `f.blocks()`: it counts the frames the header promises (its reused buffer
+            # keeps stale samples past the real end); `read` returns what decodes.
+            while (got := f.read(BLOCK_FRAMES, dtype="float32", always_2d=True).shape[0]):
+                frames += got
     except Exception as exc:  # soundfile raises LibsndfileError, RuntimeError, ValueError...
         msg = f"{type(exc).__name__}: {exc}".replace("\n", " ")
         return Probe(False, reason=f"cannot decode {path.name} ({msg})")
