@@ -154,6 +154,13 @@ def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
             raise AglError(f"{source}: line {m[2]}: {m[3]} fields but the header names {len(header)}; "
                            "fix the quoting or the number of commas in that row") from None
         raise AglError(f"{source}: not a readable CSV ({exc})") from None
+    if not isinstance(frame.index, pd.RangeIndex):
+        # pandas turns the leading fields into an index when rows have more fields than
+        # the header names: that is a shape error, never data.
+        records = [r for r in csv.reader(io.StringIO(text, newline="")) if r][1:]
+        row = next((i for i, r in enumerate(records) if len(r) > len(header)), 0)
+        raise AglError(f"{source}: row {row + 1}: more fields than the header's "
+                       f"{len(header)} names; fix the quoting or the number of commas")
     # The parser cannot tell a missing trailing field from an empty one; the layout's last
     # column is empty only in an untagged pool (`agl crawl` leaves the categories to the tag
     # stage), so where it is empty the csv module counts that row's fields.

@@ -173,6 +173,11 @@ def iter_records(path: str | Path) -> Iterator[Prediction]:
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     except FileNotFoundError:
         raise AglError(f"{path}: predictions file not found") from None
+    except UnicodeDecodeError as exc:
+        raise AglError(f"{path}: not UTF-8 text at byte {exc.start} ({exc.reason}); not a "
+                       "predictions file") from None
+    except IsADirectoryError:
+        raise AglError(f"{path}: is a folder; give the predictions file") from None
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
