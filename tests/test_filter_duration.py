@@ -21,8 +21,11 @@ def test_truncated_and_too_short_clips_fail_with_their_reason(archive_dir, tmp_p
     blip = tmp_path / "blip.wav"
     t = np.arange(1600) / 16000  # 0.1 s
     sf.write(blip, 0.3 * np.sin(2 * np.pi * 440 * t), 16000)
-    run = run_filter([("whole", whole, ESSAOUIRA_S), ("cut", cut, ESSAOUIRA_S),
-                      ("blip", blip, 0.1), ("unknown_length", whole)], FilterConfig(), jobs=1)
+    run = run_filter(
+        [("whole", whole, ESSAOUIRA_S), ("cut", cut, ESSAOUIRA_S), ("blip", blip, 0.1), ("unknown_length", whole)],
+        FilterConfig(),
+        jobs=1,
+    )
     rows = {r.key: r for r in run.results}
     assert rows["whole"].passed, rows["whole"].detail
     assert not rows["cut"].passed and rows["cut"].reason.split(";")[0] == "truncated"

@@ -32,22 +32,48 @@ from agl.parse import parse_reply
 from agl.predictions import Prediction, Status, _line, prediction_frame, read_predictions
 
 settings.register_profile(
-    "agl-ci", max_examples=40, deadline=None, derandomize=True, database=None,
+    "agl-ci",
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 settings.register_profile(
-    "agl-long", max_examples=5000, deadline=None,
+    "agl-long",
+    max_examples=5000,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 FUZZ = settings.get_profile(os.environ.get("AGL_FUZZ_PROFILE", "agl-ci"))
 
-GOOD_REPLY = ('Here is my answer.\n```json\n{"reasoning": "gulls, Portuguese speech", '
-              '"city": "Lisbon", "country": "Portugal", "continent": "Europe", '
-              '"latitude": 38.72, "longitude": -9.14, "confidence": 0.4}\n```')
-NASTY = st.sampled_from([
-    "NaN", "Infinity", "-Infinity", "1e999", "-1e400", "9" * 400, "null", "true", '"91"',
-    "[]", "{}", '"\\u0000"', '"\\ud800"', "1e-400", "0x10", "540", "-0.0", '"Unknown"',
-])
+GOOD_REPLY = (
+    'Here is my answer.\n```json\n{"reasoning": "gulls, Portuguese speech", '
+    '"city": "Lisbon", "country": "Portugal", "continent": "Europe", '
+    '"latitude": 38.72, "longitude": -9.14, "confidence": 0.4}\n```'
+)
+NASTY = st.sampled_from(
+    [
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "1e999",
+        "-1e400",
+        "9" * 400,
+        "null",
+        "true",
+        '"91"',
+        "[]",
+        "{}",
+        '"\\u0000"',
+        '"\\ud800"',
+        "1e-400",
+        "0x10",
+        "540",
+        "-0.0",
+        '"Unknown"',
+    ]
+)
 
 
 def _one_line(exc: BaseException) -> None:
@@ -76,7 +102,7 @@ def mutate(data: st.DataObject, text: str) -> str:
         kind = data.draw(st.sampled_from(["cut", "insert", "replace_number", "dup"]))
         i = data.draw(st.integers(0, len(text)))
         if kind == "cut":
-            text = text[:i] + text[data.draw(st.integers(i, len(text))):]
+            text = text[:i] + text[data.draw(st.integers(i, len(text))) :]
         elif kind == "insert":
             text = text[:i] + data.draw(st.text(max_size=8)) + text[i:]
         elif kind == "dup":
@@ -87,7 +113,7 @@ def mutate(data: st.DataObject, text: str) -> str:
             numbers = list(re.finditer(r"-?\d+(\.\d+)?", text))
             if numbers:
                 m = data.draw(st.sampled_from(numbers))
-                text = text[: m.start()] + data.draw(NASTY) + text[m.end():]
+                text = text[: m.start()] + data.draw(NASTY) + text[m.end() :]
     return text
 
 
@@ -129,11 +155,24 @@ def _manifest_text(tmp: Path) -> str:
 
     from agl.manifest import CATEGORY_COLUMNS
 
-    rows = [{"key": f"aporee_{i}_{i}", "short_key": "", "longitude": 10.5 + i,
-             "latitude": 50.25, "altitude": "", "description": "a, \"quoted\" text",
-             "title": "t", "mp3name": f"c{i}.mp3", "mp3seconds": 120.5, "city": "Berlin",
-             "country": "Germany", "continent": "Europe",
-             **{c: 0.5 for c in CATEGORY_COLUMNS}} for i in range(3)]
+    rows = [
+        {
+            "key": f"aporee_{i}_{i}",
+            "short_key": "",
+            "longitude": 10.5 + i,
+            "latitude": 50.25,
+            "altitude": "",
+            "description": 'a, "quoted" text',
+            "title": "t",
+            "mp3name": f"c{i}.mp3",
+            "mp3seconds": 120.5,
+            "city": "Berlin",
+            "country": "Germany",
+            "continent": "Europe",
+            **{c: 0.5 for c in CATEGORY_COLUMNS},
+        }
+        for i in range(3)
+    ]
     write_manifest(pd.DataFrame(rows), tmp / "m.csv")
     return (tmp / "m.csv").read_text(encoding="utf-8")
 
@@ -188,10 +227,19 @@ def test_manifest_file_with_mutated_bytes(manifest_text, tmp_path_factory, data)
 # --- the predictions reader ----------------------------------------------------------------
 
 GOOD_PREDICTIONS = "".join(
-    _line(Prediction(f"k{i}", Status(status), latitude=lat, longitude=lon, city="Paris",
-                     country="France", continent="Europe", confidence=0.5))
-    for i, (status, lat, lon) in enumerate([("ok", 48.85, 2.35), ("ok", -33.9, 151.2),
-                                            ("partial", None, None)])
+    _line(
+        Prediction(
+            f"k{i}",
+            Status(status),
+            latitude=lat,
+            longitude=lon,
+            city="Paris",
+            country="France",
+            continent="Europe",
+            confidence=0.5,
+        )
+    )
+    for i, (status, lat, lon) in enumerate([("ok", 48.85, 2.35), ("ok", -33.9, 151.2), ("partial", None, None)])
 )
 
 
@@ -233,14 +281,29 @@ def test_predictions_reader_on_any_bytes(tmp_path_factory, blob):
 
 # --- the authors' published files ----------------------------------------------------------
 
-GOOD_PUBLISHED = json.dumps([
-    {"question_id": "aporee_1_1", "predicted_latitude": 48.8, "predicted_longitude": "2.3",
-     "predicted_city": "Paris", "predicted_country": "France", "predicted_continent": "Europe",
-     "model_output": '{"latitude": 48.8, "longitude": 2.3}'},
-    {"question_id": "aporee_2_2", "predicted_latitude": "Unknown",
-     "predicted_longitude": "Unknown", "predicted_city": "Unknown",
-     "predicted_country": "Unknown", "predicted_continent": "Unknown", "model_output": ""},
-], indent=1)
+GOOD_PUBLISHED = json.dumps(
+    [
+        {
+            "question_id": "aporee_1_1",
+            "predicted_latitude": 48.8,
+            "predicted_longitude": "2.3",
+            "predicted_city": "Paris",
+            "predicted_country": "France",
+            "predicted_continent": "Europe",
+            "model_output": '{"latitude": 48.8, "longitude": 2.3}',
+        },
+        {
+            "question_id": "aporee_2_2",
+            "predicted_latitude": "Unknown",
+            "predicted_longitude": "Unknown",
+            "predicted_city": "Unknown",
+            "predicted_country": "Unknown",
+            "predicted_continent": "Unknown",
+            "model_output": "",
+        },
+    ],
+    indent=1,
+)
 
 
 def _check_published(path: Path) -> None:
@@ -275,11 +338,18 @@ def test_published_reader_on_any_bytes(tmp_path_factory, blob):
 
 # --- the game's POST handler ---------------------------------------------------------------
 
-CLIPS = {"aporee_1_1": Clip("aporee_1_1", "a.mp3", 52.5, 13.4, 100.0, "Berlin", "Germany",
-                            "Europe")}
-GOOD_GUESS = json.dumps({"clip_id": "aporee_1_1", "latitude": 52.1, "longitude": 13.2,
-                         "city": "Berlin", "country": "Germany", "continent": "Europe",
-                         "listened_s": 12.5})
+CLIPS = {"aporee_1_1": Clip("aporee_1_1", "a.mp3", 52.5, 13.4, 100.0, "Berlin", "Germany", "Europe")}
+GOOD_GUESS = json.dumps(
+    {
+        "clip_id": "aporee_1_1",
+        "latitude": 52.1,
+        "longitude": 13.2,
+        "city": "Berlin",
+        "country": "Germany",
+        "continent": "Europe",
+        "listened_s": 12.5,
+    }
+)
 
 
 def _check_guess(body: bytes) -> None:

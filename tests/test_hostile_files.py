@@ -38,8 +38,10 @@ def one_line_error(capfd, argv) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("content", [bytes(range(256)) * 8, "ville,été\n".encode("latin-1"),
-                                     b"\xff\xfe{\x00}\x00", b'{"sample_id": "k0", "st\xe9'])
+@pytest.mark.parametrize(
+    "content",
+    [bytes(range(256)) * 8, "ville,été\n".encode("latin-1"), b"\xff\xfe{\x00}\x00", b'{"sample_id": "k0", "st\xe9'],
+)
 def test_binary_or_non_utf8_predictions_are_one_line(tmp_path, files, capfd, content):
     m, _ = files
     bad = tmp_path / "bad.jsonl"
@@ -57,15 +59,13 @@ def test_folders_and_blocked_paths_are_one_line(tmp_path, files, capfd):
     ev = ["evaluate", str(preds), "--manifest", str(m), "--bootstrap", "10"]
     assert "is a folder" in one_line_error(capfd, [*ev, "--scores-out", str(tmp_path / "adir")])
     assert "is a file" in one_line_error(capfd, [*ev, "--scores-out", str(preds / "s.csv")])
-    assert "is a folder" in one_line_error(
-        capfd, ["evaluate", str(preds), "--manifest", str(tmp_path / "adir")])
-    assert "is a folder" in one_line_error(
-        capfd, ["evaluate", str(tmp_path / "adir"), "--manifest", str(m)])
-    infer = ["infer", "--backend", "random", "--manifest", str(m), "--no-progress",
-             "--cache-dir", ""]
+    assert "is a folder" in one_line_error(capfd, ["evaluate", str(preds), "--manifest", str(tmp_path / "adir")])
+    assert "is a folder" in one_line_error(capfd, ["evaluate", str(tmp_path / "adir"), "--manifest", str(m)])
+    infer = ["infer", "--backend", "random", "--manifest", str(m), "--no-progress", "--cache-dir", ""]
     assert "is a file" in one_line_error(capfd, [*infer, "--out", str(preds)])
     assert "is a folder" in one_line_error(
-        capfd, [*infer, "--out", str(tmp_path / "r"), "--manifest", str(tmp_path / "adir")])
+        capfd, [*infer, "--out", str(tmp_path / "r"), "--manifest", str(tmp_path / "adir")]
+    )
     # An existing scores file is overwritten, and a missing folder is made.
     assert main([*ev, "--scores-out", str(tmp_path / "new" / "s.csv")]) == 0
     assert main([*ev, "--scores-out", str(tmp_path / "new" / "s.csv")]) == 0
@@ -100,12 +100,15 @@ def test_conflicting_duplicates_are_counted_and_warned(tmp_path):
     assert frame.set_index("sample_id").at["k1", "city"] == "Barcelona"
 
 
-@pytest.mark.parametrize("lat, lon", [(91.0, 2.0), (1e300, 2.0), (48.0, 540.0),
-                                      (-90.5, 5.0), (48.0, -181.0)])
+@pytest.mark.parametrize("lat, lon", [(91.0, 2.0), (1e300, 2.0), (48.0, 540.0), (-90.5, 5.0), (48.0, -181.0)])
 def test_strict_counts_a_coordinate_off_the_globe_as_a_failure(lat, lon):
     m = manifest([{}, {"key": "k1"}])
-    preds = prediction_frame([prediction("k0", lat, lon, "Paris", "France", "Europe"),
-                              prediction("k1", 48.85, 2.35, "Paris", "France", "Europe")])
+    preds = prediction_frame(
+        [
+            prediction("k0", lat, lon, "Paris", "France", "Europe"),
+            prediction("k1", 48.85, 2.35, "Paris", "France", "Europe"),
+        ]
+    )
     scored, notes = score_with_notes(m, preds, "strict")
     row = scored.set_index("sample_id").loc["k0"]
     assert row["distance_km"] == EARTH_MAX_KM

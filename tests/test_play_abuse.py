@@ -8,9 +8,14 @@ import socket
 import threading
 
 import pytest
-from test_play_api import BERLIN, _open, game, game_manifest, request, written  # noqa: F401
+import test_play_api
+from test_play_api import BERLIN, _open, request, written
 
 from agl.game.server import GameServer
+
+# A running game on the two real AGL1K clips, as test_play_api sets it up.
+game = test_play_api.game
+game_manifest = test_play_api.game_manifest
 
 
 def raw(port: int, data: bytes, timeout: float = 10) -> bytes:
@@ -25,18 +30,23 @@ def raw(port: int, data: bytes, timeout: float = 10) -> bytes:
 
 
 def post(port: int, body: bytes, *, length: int | None = None, extra: str = "") -> bytes:
-    head = (f"POST /api/guess HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{extra}"
-            f"Content-Type: application/json\r\nContent-Length: {length or len(body)}\r\n"
-            "Connection: close\r\n\r\n")
+    head = (
+        f"POST /api/guess HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{extra}"
+        f"Content-Type: application/json\r\nContent-Length: {length or len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
     return raw(port, head.encode() + body)
 
 
-@pytest.mark.parametrize("body", [
-    b"[" * 2000 + b"]" * 2000,
-    b'{"clip_id": "%s", "latitude": %s, "longitude": 1}' % (BERLIN.encode(), b"9" * 4000),
-    b'{"clip_id": "%s", "latitude": 1, "longitude": -%s.5}' % (BERLIN.encode(), b"1" * 4000),
-    b'{"a": ' * 50 + b"1" + b"}" * 50,
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 2000 + b"]" * 2000,
+        b'{"clip_id": "%s", "latitude": %s, "longitude": 1}' % (BERLIN.encode(), b"9" * 4000),
+        b'{"clip_id": "%s", "latitude": 1, "longitude": -%s.5}' % (BERLIN.encode(), b"1" * 4000),
+        b'{"a": ' * 50 + b"1" + b"}" * 50,
+    ],
+)
 def test_absurd_bodies_are_400_with_one_line(game, capfd, body):
     port, session = game
     resp, data = request(port, "POST", "/api/guess", body)
@@ -48,8 +58,7 @@ def test_absurd_bodies_are_400_with_one_line(game, capfd, body):
 
 def test_a_huge_range_header_is_416(game, capfd):
     port, _ = game
-    resp, data = request(port, "GET", f"/audio/{BERLIN}", headers={"Range": "bytes=" + "9" * 5000
-                                                                    + "-"})
+    resp, data = request(port, "GET", f"/audio/{BERLIN}", headers={"Range": "bytes=" + "9" * 5000 + "-"})
     assert resp.status == 416
     assert "Traceback" not in capfd.readouterr().err
 
@@ -72,7 +81,7 @@ def test_a_body_cut_short_records_nothing(game):
 
 
 @pytest.fixture
-def quick_server(tmp_path, game_manifest, archive_dir):  # noqa: F811
+def quick_server(tmp_path, game_manifest, archive_dir):
     session = _open(game_manifest, archive_dir, tmp_path / "run")
     server = GameServer(("127.0.0.1", 0), session, idle_timeout_s=0.3)
     thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
@@ -83,9 +92,15 @@ def quick_server(tmp_path, game_manifest, archive_dir):  # noqa: F811
     session.close()
 
 
-@pytest.mark.parametrize("sent", [b"", b"POST /api/guess HTTP/1.1\r\nHost: 127.0.0.1\r\n",
-                                  b"POST /api/guess HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type:"
-                                  b" application/json\r\nContent-Length: 100\r\n\r\n{\"clip"])
+@pytest.mark.parametrize(
+    "sent",
+    [
+        b"",
+        b"POST /api/guess HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+        b"POST /api/guess HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type:"
+        b' application/json\r\nContent-Length: 100\r\n\r\n{"clip',
+    ],
+)
 def test_idle_and_half_sent_connections_are_closed(quick_server, sent):
     port, session = quick_server
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:

@@ -47,19 +47,19 @@ def probe(path: str | Path) -> Probe:
             sr, channels = int(f.samplerate), int(f.channels)
             # Not `f.blocks()`: it counts the frames the header promises (its reused buffer
             # keeps stale samples past the real end); `read` returns what decodes.
-            while (got := f.read(BLOCK_FRAMES, dtype="float32", always_2d=True).shape[0]):
+            while got := f.read(BLOCK_FRAMES, dtype="float32", always_2d=True).shape[0]:
                 frames += got
     except Exception as exc:  # soundfile raises LibsndfileError, RuntimeError, ValueError...
         msg = f"{type(exc).__name__}: {exc}".replace("\n", " ")
         return Probe(False, reason=f"cannot decode {path.name} ({msg})")
     if sr <= 0 or frames == 0:
-        return Probe(False, seconds=0.0, sample_rate=sr, channels=channels,
-                     reason=f"{path.name} decodes to no samples")
+        return Probe(False, seconds=0.0, sample_rate=sr, channels=channels, reason=f"{path.name} decodes to no samples")
     return Probe(True, seconds=frames / sr, sample_rate=sr, channels=channels)
 
 
-def duration_problem(decoded_s: float, expected_s: float | None, tolerance: float,
-                     min_seconds: float = 0.0) -> tuple[str, str] | None:
+def duration_problem(
+    decoded_s: float, expected_s: float | None, tolerance: float, min_seconds: float = 0.0
+) -> tuple[str, str] | None:
     """(code, words) when a decoded duration is unusable, else None.
 
     `truncated`: shorter than the manifest's `mp3seconds` by more than `tolerance` (a
@@ -68,8 +68,10 @@ def duration_problem(decoded_s: float, expected_s: float | None, tolerance: floa
     duration is not compared.
     """
     if expected_s and expected_s > 0 and decoded_s < expected_s * (1 - tolerance):
-        return ("truncated", f"decodes to {decoded_s:.1f} s but the manifest says "
-                             f"{expected_s:g} s (tolerance {tolerance:.0%})")
+        return (
+            "truncated",
+            f"decodes to {decoded_s:.1f} s but the manifest says {expected_s:g} s (tolerance {tolerance:.0%})",
+        )
     if decoded_s < min_seconds:
         return ("too_short", f"{decoded_s:.2f} s is shorter than min_seconds {min_seconds:g}")
     return None

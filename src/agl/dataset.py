@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agl.errors import AglError
+from agl.jsonutil import dumps
 from agl.lock import read_lock, read_source, write_lock
 
 if TYPE_CHECKING:
@@ -305,7 +306,6 @@ def from_params(
 
 
 def write_summary(path: Path, summary: dict) -> None:
-    import json
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    path.write_text(dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -41,9 +41,11 @@ def exclusive(folder: str | Path, what: str) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip()
-            raise AglError(f"{folder}: another process is writing into this folder "
-                           f"({holder or 'holder unknown'}); wait for it to finish, or use "
-                           f"another folder for {what}") from None
+            raise AglError(
+                f"{folder}: another process is writing into this folder "
+                f"({holder or 'holder unknown'}); wait for it to finish, or use "
+                f"another folder for {what}"
+            ) from None
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
         cmd = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "python"
         os.ftruncate(fd, 0)

@@ -32,8 +32,7 @@ def output_dir(path: str | Path, flag: str) -> Path:
     """A folder the command fills: not an existing file, and creatable."""
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise AglError(f"{flag} {path}: is a file, not a folder; give a folder "
-                       "(it is created if absent)")
+        raise AglError(f"{flag} {path}: is a file, not a folder; give a folder (it is created if absent)")
     blocked = _blocked_parent(path)
     if blocked is not None:
         raise AglError(f"{flag} {path}: {blocked} is a file, not a folder; choose another path")

@@ -24,8 +24,7 @@ MIN_SECRET_LEN = 8
 _NAME = re.compile(r"(API_?KEY|_KEY$|TOKEN$|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 
 
-def known_secrets(settings: dict[str, Any] | None = None,
-                  env: dict[str, str] | None = None) -> list[str]:
+def known_secrets(settings: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> list[str]:
     """Secret values known to this process, longest first (so a key that contains another
     is replaced whole)."""
     env = os.environ if env is None else env

@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlsplit
 
 from agl.game.session import GameSession, RequestError
 from agl.game.worldmap import world_svg
+from agl.jsonutil import dumps
 
 MAX_BODY_BYTES = 4096  # a guess is ~200 bytes; anything near this is not from the page
 # A connection that sends nothing (or half a request) for this long is closed: each
@@ -225,7 +226,7 @@ class GameHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _json(self, obj: Any, status: int = 200) -> None:
-        self._send(json.dumps(obj).encode("utf-8"), "application/json", status)
+        self._send(dumps(obj).encode("utf-8"), "application/json", status)
 
     def _static(self, name: str) -> None:
         if name not in self.server.static:
