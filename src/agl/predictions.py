@@ -204,12 +204,16 @@ def write_predictions(path: str | Path, predictions: Iterable[Prediction]) -> No
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for p in predictions:
-            fh.write(_line(p))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for p in predictions:
+                fh.write(_line(p))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # an error (or a bad record) leaves no stray .tmp behind
+        raise
 
 
 FRAME_COLUMNS = (
