@@ -225,3 +225,14 @@ def test_env_secret_names(monkeypatch):
     assert "abc" not in found
     assert scrub({"a": [f"x{KEY}y"], KEY: 1}, found) == {"a": ["x[redacted]y"], "[redacted]": 1}
     assert os.environ["OPENAI_API_KEY"] == KEY
+
+
+def test_a_reply_the_parser_chokes_on_costs_one_clip_not_the_run(tmp_path):
+    manifest, audio = make_clips(tmp_path, 2)
+    huge = "9" * 400  # float(int) overflows inside the parser
+    text = f'{{"city": "Berlin", "latitude": {huge}, "longitude": 13.4}}'
+    with FakeServer(lambda call: Answer(200, openai_completion(text))) as server:
+        assert infer(tmp_path, server.url, manifest, audio) == 0
+    for rec in records(tmp_path):
+        assert rec["status"] in ("partial", "unparseable")
+        assert rec["latitude"] is None

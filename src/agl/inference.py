@@ -457,7 +457,14 @@ def _raw_prediction(sid, reply, backend, prompt, fingerprint, price_in, price_ou
     if served is not None:  # replay: a ready prediction, not text to parse
         return Prediction.from_json(served).with_meta(**meta)
     if reply.status is ReplyStatus.OK:
-        return parse_reply(sid, reply.text, **meta)
+        try:
+            return parse_reply(sid, reply.text, **meta)
+        except Exception as exc:  # a parser bug on hostile text costs one clip, not the run
+            return Prediction(sid, Status.UNPARSEABLE, raw_reply=reply.text,
+                              error=f"reply could not be parsed ({type(exc).__name__}: "
+                                    f"{str(exc)[:200]})",
+                              missing=("latitude", "longitude", "city", "country", "continent"),
+                              meta=meta)
     if reply.status is ReplyStatus.REFUSED:
         return Prediction(sid, Status.REFUSED, raw_reply=reply.text, refused=True,
                           missing=("latitude", "longitude", "city", "country", "continent"),
