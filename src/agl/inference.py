@@ -97,6 +97,17 @@ async def _call(
         if hit is not None:  # scrubbed again: an entry may predate a key's rotation
             hit = _scrub_reply(hit, secrets)
             return replace(hit, extra={**hit.extra, "attempts": 0, "cached": True})
+    if request.audio_path is not None:
+        # Probed before the first request (after a cache hit, which a probed clip earned):
+        # a model given a zero-byte, text or undecodable file invents an answer for it.
+        # Inside the semaphore, so probing overlaps the requests instead of preceding them.
+        from agl.audio_probe import probe
+
+        async with semaphore:
+            got = await asyncio.to_thread(probe, request.audio_path)
+        if not got.ok:
+            return Reply(ReplyStatus.FAILED, error=f"unusable audio, not requested: {got.reason}",
+                         extra={"attempts": 0, "cached": False})
     attempt = 0
     while True:
         attempt += 1
@@ -311,25 +322,18 @@ def run_inference(
     session = {"requests": 0, "cache_hits": 0}
     if pending:
         backend = backend or backend_cls(model, **settings)
-        unusable: dict[str, str] = {}
         if backend.needs_audio:
             _require_audio(pending, audio_root)
-            unusable = _unusable_audio(pending, Path(audio_root), concurrency)
-        backend.prepare([c for c in all_clips if c.key not in unusable], audio_root)
+        backend.prepare(all_clips, audio_root)
         requests = [
             Request(sample_id=c.key, prompt=prompt.text,
                     audio_path=(Path(audio_root) / c.relpath) if backend.needs_audio else None)
-            for c in pending if c.key not in unusable
+            for c in pending
         ]
         source = stream(backend, requests,
                         cache=ResponseCache(cache_dir) if cache_dir is not None else None,
                         concurrency=concurrency, timeout_s=timeout_s, max_retries=max_retries,
                         backoff=backoff)
-        if unusable:
-            print(f"{len(unusable)} clip(s) failed the audio probe and are not requested, "
-                  f"e.g. {next(iter(unusable))}: {next(iter(unusable.values()))}",
-                  file=sys.stderr)
-            source = _with_probe_failures(source, requests, unusable)
         asyncio.run(_run(backend, requests, source, pred_path, price_in_per_m, price_out_per_m,
                          fingerprint, prompt, progress, session))
     wall = time.perf_counter() - t0
@@ -354,31 +358,6 @@ def _require_audio(clips: Sequence[Any], audio_root: Path | None) -> None:
             f"{len(missing)} of {len(clips)} audio file(s) missing under {audio_root}, e.g. "
             f"{Path(audio_root) / missing[0].relpath}; download the audio first (agl download)"
         )
-
-
-def _unusable_audio(clips: Sequence[Any], audio_root: Path, workers: int) -> dict[str, str]:
-    """key -> reason for every clip whose audio does not open, decode, or last > 0 s.
-    Such a clip is never sent: a model given a broken file invents an answer for it."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from agl.audio_probe import probe
-
-    # libsndfile releases the GIL while decoding, so threads overlap the work.
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, os.cpu_count() or 1))) as pool:
-        probes = pool.map(lambda c: probe(audio_root / c.relpath), clips)
-        return {c.key: f"unusable audio, not requested: {p.reason}"
-                for c, p in zip(clips, probes, strict=True) if not p.ok}
-
-
-async def _with_probe_failures(source, requests, unusable):
-    """The stream, then one FAILED reply per clip that failed the probe (never requested).
-    They are appended to `requests` so the consumer finds them by index."""
-    async for item in source:
-        yield item
-    for key, reason in unusable.items():
-        requests.append(Request(sample_id=key, prompt=""))
-        yield len(requests) - 1, Reply(ReplyStatus.FAILED, error=reason,
-                                       extra={"attempts": 0, "cached": False})
 
 
 async def _run(backend, requests, source, pred_path, price_in, price_out, fingerprint, prompt,
