@@ -11,7 +11,8 @@ reader, and the game's POST body handler.
 Bounded for the suite (profile `agl-ci`: a few dozen examples per target, derandomized so a
 run is repeatable). A developer can fuzz much longer by hand:
 
-    AGL_FUZZ_PROFILE=agl-long python -m pytest tests/test_fuzz.py -q
+    AGL_FUZZ_PROFILE=agl-long python -m pytest tests/test_fuzz.py -q   # 2,000 per target
+    AGL_FUZZ_PROFILE=agl-long AGL_FUZZ_EXAMPLES=20000 python -m pytest tests/test_fuzz.py -k game
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "agl-long",
-    max_examples=5000,
+    max_examples=int(os.environ.get("AGL_FUZZ_EXAMPLES", "2000")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
