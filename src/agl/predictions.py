@@ -80,6 +80,10 @@ class Prediction:
     def from_json(cls, d: dict[str, Any]) -> Prediction:
         known = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in known}
+        sid = d["sample_id"]
+        if isinstance(sid, bool) or not isinstance(sid, str | int):
+            raise TypeError(f"sample_id must be text, got {type(sid).__name__}")
+        kw["sample_id"] = str(sid)
         kw["status"] = Status(d["status"])
         kw["missing"] = tuple(d.get("missing") or ())
         kw["meta"] = dict(d.get("meta") or {})
@@ -183,8 +187,10 @@ def iter_records(path: str | Path) -> Iterator[Prediction]:
             continue
         try:
             record = json.loads(line)
+            if not isinstance(record, dict):
+                raise TypeError(f"a JSON {type(record).__name__}, not an object")
             yield Prediction.from_json(record)
-        except (json.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
+        except (json.JSONDecodeError, KeyError, ValueError, TypeError, AttributeError) as exc:
             if n == len(lines) and not line.endswith("\n"):
                 warnings.warn(f"{path}: ignored a torn last line (interrupted write)", stacklevel=2)
                 return
@@ -248,10 +254,13 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
                 continue
             try:
                 rec = orjson.loads(line)
+                if not isinstance(rec, dict):
+                    raise TypeError(f"a JSON {type(rec).__name__}, not an object")
                 if "sample_id" not in rec or "status" not in rec:
                     raise KeyError("sample_id" if "sample_id" not in rec else "status")
                 rows.append(tuple(rec.get(c) for c in FRAME_COLUMNS))
-            except (orjson.JSONDecodeError, KeyError, ValueError, AttributeError) as exc:
+            except (orjson.JSONDecodeError, KeyError, ValueError, AttributeError,
+                    TypeError) as exc:
                 if n == len(lines) and not raw.endswith(b"\n"):
                     warnings.warn(f"{path}: ignored a torn last line", stacklevel=2)
                     continue
@@ -268,6 +277,7 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
 
 
 def _finish_frame(frame, source: str):
+    import numpy as np
     import pandas as pd
 
     bad = ~frame["status"].isin([s.value for s in Status])
@@ -279,7 +289,8 @@ def _finish_frame(frame, source: str):
     frame = frame.drop_duplicates("sample_id", keep="last").reset_index(drop=True)
     frame["sample_id"] = frame["sample_id"].astype(str)
     for c in ("latitude", "longitude", "confidence"):
-        frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(float)
+        values = pd.to_numeric(frame[c], errors="coerce").astype(float)
+        frame[c] = values.where(np.isfinite(values))  # infinity is a missing value too
     frame["refused"] = frame["refused"].fillna(False).astype(bool)
     return frame
 
