@@ -332,9 +332,10 @@ class _Answered(Exception):
     """The response was already sent (used to leave the audio handler early)."""
 
 
-def serve(session: GameSession, host: str, port: int, open_browser: bool) -> None:
+def serve(session: GameSession, host: str, port: int, open_browser: bool,
+          idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
     """Serve until Ctrl-C or SIGTERM; every guess is already on disk when either comes."""
-    server = GameServer((host, port), session)
+    server = GameServer((host, port), session, idle_timeout_s=idle_timeout_s)
     state = session.state(present=False)
     print(
         f"agl play: {server.url}  player {session.player}, "
