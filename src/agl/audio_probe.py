@@ -28,8 +28,9 @@ class Probe:
     reason: str | None = None
 
 
-def probe(path: str | Path) -> Probe:
-    """Open and decode `path` completely; never raises."""
+def probe(path: str | Path, max_seconds: float | None = None) -> Probe:
+    """Open and decode `path` (completely, or its first `max_seconds` where given: enough
+    to know it is audio, in milliseconds); never raises. `seconds` is what was decoded."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -47,7 +48,12 @@ def probe(path: str | Path) -> Probe:
             sr, channels = int(f.samplerate), int(f.channels)
             # Not `f.blocks()`: it counts the frames the header promises (its reused buffer
             # keeps stale samples past the real end); `read` returns what decodes.
-            while got := f.read(BLOCK_FRAMES, dtype="float32", always_2d=True).shape[0]:
+            limit = None if max_seconds is None else max(1, int(max_seconds * sr))
+            while limit is None or frames < limit:
+                want = BLOCK_FRAMES if limit is None else min(BLOCK_FRAMES, limit - frames)
+                got = f.read(want, dtype="float32", always_2d=True).shape[0]
+                if not got:
+                    break
                 frames += got
     except Exception as exc:  # soundfile raises LibsndfileError, RuntimeError, ValueError...
         msg = f"{type(exc).__name__}: {exc}".replace("\n", " ")

@@ -38,6 +38,7 @@ from agl.secrets import known_secrets, scrub
 
 PREDICTIONS = "predictions.jsonl"
 SUMMARY = "run_summary.json"
+PROBE_SECONDS = 1.0  # how much of each clip must decode before it is sent
 
 
 @dataclass(frozen=True)
@@ -99,12 +100,13 @@ async def _call(
             return replace(hit, extra={**hit.extra, "attempts": 0, "cached": True})
     if request.audio_path is not None:
         # Probed before the first request (after a cache hit, which a probed clip earned):
-        # a model given a zero-byte, text or undecodable file invents an answer for it.
-        # Inside the semaphore, so probing overlaps the requests instead of preceding them.
+        # a model given a zero-byte, text or undecodable file invents an answer for it. The
+        # first PROBE_SECONDS must decode: milliseconds, so requests (and a local backend's
+        # batches) are not delayed; a clip cut short later is the download's and the
+        # filter's to catch (they decode whole files against the manifest's mp3seconds).
         from agl.audio_probe import probe
 
-        async with semaphore:
-            got = await asyncio.to_thread(probe, request.audio_path)
+        got = await asyncio.to_thread(probe, request.audio_path, PROBE_SECONDS)
         if not got.ok:
             return Reply(ReplyStatus.FAILED, error=f"unusable audio, not requested: {got.reason}",
                          extra={"attempts": 0, "cached": False})
