@@ -33,6 +33,10 @@ def run(args: argparse.Namespace) -> int:
     from agl.errors import AglError
     from agl.filtering import FilterConfig, filter_manifest
     from agl.jsonutil import dumps
+    from agl.outpaths import input_file, output_file
+
+    input_file(args.manifest, "--manifest", "manifest CSV")
+    output_file(args.out, "--out")
 
     section = {}
     if args.params.exists():
