@@ -28,10 +28,13 @@ def run_main(main) -> None:
     import warnings
 
     from agl.errors import AglError
+    from agl.secrets import scrub_text  # no log line carries a key
 
     name = Path(sys.argv[0]).name
-    warnings.showwarning = lambda message, *a, **k: print(f"{name}: warning: {message}", file=sys.stderr)
+    warnings.showwarning = lambda message, *a, **k: print(
+        scrub_text(f"{name}: warning: {message}"), file=sys.stderr
+    )
     try:
         sys.exit(main() or 0)
     except AglError as exc:
-        sys.exit(f"{Path(sys.argv[0]).name}: error: {exc}")
+        sys.exit(scrub_text(f"{Path(sys.argv[0]).name}: error: {exc}"))

@@ -7,13 +7,13 @@ pass/fail, the reason) and a summary (counts per reason, audio seconds, x real t
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from _params import load, run_main
 
 from agl.filtering import FilterConfig, filter_manifest
+from agl.jsonutil import dumps
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     run.frame().to_csv(args.out, index=False)
     summary = run.summary(cfg)
     args.summary.parent.mkdir(parents=True, exist_ok=True)
-    args.summary.write_text(json.dumps(summary, indent=1) + "\n")
+    args.summary.write_text(dumps(summary, indent=1) + "\n")
     reasons = ", ".join(f"{k} {v}" for k, v in summary["failed_by_reason"].items()) or "none"
     print(f"filter: {summary['passed']} of {summary['clips']} clip(s) pass; failed: {reasons}",
           file=sys.stderr)

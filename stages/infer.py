@@ -29,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
         summary = run_spec(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                            out_dir=args.out, progress=sys.stderr.isatty())
     except AglError as exc:
-        print(f"stages/infer.py: error: {exc}", file=sys.stderr)
+        from agl.secrets import scrub_text
+
+        print(scrub_text(f"stages/infer.py: error: {exc}"), file=sys.stderr)
         return 2
     print(summary_line(summary), file=sys.stderr)
     return 0

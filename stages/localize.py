@@ -10,13 +10,13 @@ is logged to MLflow as one run (agl.tracking), keyed by the inputs' content hash
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from _params import load, run_main
 
 from agl.errors import AglError
+from agl.jsonutil import dumps
 from agl.localizability import JUDGE_PROMPT, LocalizabilityConfig, ratings_frame, run_localizability
 from agl.manifest import content_hash, load_manifest
 
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     sel.to_csv(out / "selected.csv", index=False)
     summary = {**result.summary, "reference_file": str(args.reference)}
     args.summary.parent.mkdir(parents=True, exist_ok=True)
-    args.summary.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    args.summary.write_text(dumps(summary, indent=1, default=str) + "\n")
 
     from agl.prompts import load_prompt
     from agl.tracking import log_run

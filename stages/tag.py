@@ -8,13 +8,13 @@ and a summary.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from _params import load, run_main
 
 from agl.filtering import passed_keys
+from agl.jsonutil import dumps
 from agl.manifest import clips, load_manifest
 from agl.tagging import TagConfig, tag_clips
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     run.frame().to_csv(args.out, index=False)
     run.class_frame().to_csv(args.classes, index=False)
     summary = {**run.summary(), "skipped_by_filter": skipped}
-    args.summary.write_text(json.dumps(summary, indent=1) + "\n")
+    args.summary.write_text(dumps(summary, indent=1) + "\n")
     print(f"tag: {summary['tagged']} clip(s) tagged with {cfg.tagger}; {skipped} skipped "
           "(failed the filter)", file=sys.stderr)
     return 0

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from agl.backends.base import Reply, ReplyStatus, Request
+from agl.jsonutil import dumps
 
 # Setting names that may hold a credential, and settings that steer the call but not the
 # reply (where a file is uploaded, how long to wait, which host serves the model): neither
@@ -151,7 +152,7 @@ class ResponseCache:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(entry, fh, ensure_ascii=False, default=str)
+                fh.write(dumps(entry, ensure_ascii=False, default=str))
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)

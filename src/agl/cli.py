@@ -36,7 +36,9 @@ def _one_line_warnings(prefix: str) -> None:
     import warnings
 
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
-        print(f"{prefix}: warning: {message}", file=sys.stderr)
+        from agl.secrets import scrub_text
+
+        print(scrub_text(f"{prefix}: warning: {message}"), file=sys.stderr)
 
     warnings.showwarning = show
 
@@ -51,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except AglError as exc:
-        print(f"agl {args.command}: error: {exc}", file=sys.stderr)
+        from agl.secrets import scrub_text
+
+        print(scrub_text(f"agl {args.command}: error: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"agl {args.command}: interrupted; rerun the same command to resume.", file=sys.stderr)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote, urlencode
 
 from agl.errors import AglError
+from agl.jsonutil import dumps
 from agl.manifest import CATEGORY_COLUMNS, COLUMNS, is_plain_name
 
 if TYPE_CHECKING:
@@ -330,11 +331,10 @@ def reverse_geocode(points: list[tuple[float, float]]) -> list[tuple[str, str, s
 
 
 def write_report(path: Path, report: CrawlReport) -> None:
-    import json
 
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"listed": report.listed, "kept": report.kept, "skipped": report.skipped}
-    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    path.write_text(dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def print_report(report: CrawlReport) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agl.errors import AglError
+from agl.jsonutil import dumps
 from agl.lock import read_lock, read_source, write_lock
 
 if TYPE_CHECKING:
@@ -55,6 +56,14 @@ def prepare(
 ) -> dict:
     """Fill `spec.out` for `spec.dataset`; returns the run's summary (printed, and written to
     `summary_path` even when the run then fails past its failure budget)."""
+    from agl.folder_lock import exclusive
+
+    with exclusive(spec.out, "agl download"):  # a second run refuses: no racing .part files
+        return _prepare(spec, policy, client, summary_path)
+
+
+def _prepare(spec: DatasetSpec, policy: Policy, client: httpx.Client | None,
+             summary_path: Path | None) -> dict:
     out = Path(spec.out)
     if spec.dataset == "demo":
         result = _prepare_demo(spec, out)
@@ -225,6 +234,7 @@ DOWNLOAD_KEYS = {
     "backoff_s": (int, float),
     "max_backoff_s": (int, float),
     "failure_budget": int,
+    "duration_tolerance": (int, float, type(None)),
     "prune": bool,
     "demo_seed": (int, type(None)),
     "summary": (str, type(None)),
@@ -260,6 +270,10 @@ def from_params(
     for key in ("jobs", "timeout_s"):
         if key in section and section[key] <= 0:
             raise AglError(f"{source}: download.{key} must be positive, not {section[key]}")
+    tol = section.get("duration_tolerance")
+    if tol is not None and not 0 <= tol < 1:
+        raise AglError(f"{source}: download.duration_tolerance must be a fraction in [0, 1) "
+                       f"(0.1 accepts 10% shorter than mp3seconds) or null, not {tol}")
     for key in ("retries", "backoff_s", "max_backoff_s", "failure_budget"):
         if key in section and section[key] < 0:
             raise AglError(f"{source}: download.{key} must be >= 0, not {section[key]}")
@@ -284,6 +298,7 @@ def from_params(
         backoff_s=float(section.get("backoff_s", defaults.backoff_s)),
         max_backoff_s=float(section.get("max_backoff_s", defaults.max_backoff_s)),
         failure_budget=section.get("failure_budget", defaults.failure_budget),
+        duration_tolerance=section.get("duration_tolerance", defaults.duration_tolerance),
         progress=progress,
     )
     summary = section.get("summary")
@@ -291,7 +306,6 @@ def from_params(
 
 
 def write_summary(path: Path, summary: dict) -> None:
-    import json
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    path.write_text(dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -37,7 +37,7 @@ from urllib.parse import quote
 
 from agl import __version__
 from agl.errors import AglError
-from agl.lock import Entry, file_digest, read_lock, write_lock
+from agl.lock import Entry, file_digest, merge_lock, read_lock
 from agl.manifest import Clip, is_plain_name
 
 if TYPE_CHECKING:
@@ -64,6 +64,10 @@ class Policy:
     backoff_s: float = 1.0  # first wait; doubles each retry, with +-50% jitter
     max_backoff_s: float = 120.0  # also caps a server's Retry-After
     failure_budget: int = 0  # clips allowed to fail before the run fails
+    # A new file must decode to at least (1 - tolerance) x the manifest's mp3seconds: a cut
+    # transfer that the server reported as whole, or a short file the Archive serves, is
+    # caught even where no checksum is listed. None: no duration check.
+    duration_tolerance: float | None = 0.1
     user_agent: str = USER_AGENT
     progress: bool = True
     sleep: Callable[[float], None] = time.sleep
@@ -80,6 +84,9 @@ class ClipResult:
     reason: str | None = None
     entry: Entry | None = None
     archive_verified: bool = False
+    # A file newly accepted (downloaded, or present but not in the lock) with no Archive
+    # checksum to compare: only its size, SHA-256 and decoded duration vouch for it.
+    unverified: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,7 @@ class Summary:
             "failed": self.count("failed"),
             "corrupt": self.count("corrupt"),
             "archive_verified": sum(r.archive_verified for r in self.results),
+            "unverified": sum(r.unverified for r in self.results),
             "bytes_downloaded": self.bytes,
             "missing": {r.relpath: r.reason for r in self.failed},
         }
@@ -135,6 +143,10 @@ class Summary:
             f"{d['failed']} failed, {d['corrupt']} corrupt; {_mb(self.bytes)} transferred; "
             f"{d['archive_verified']} verified against Archive checksums"
         )
+        if d["unverified"]:
+            text += (f"; WARNING: {d['unverified']} new file(s) NOT verified against Archive "
+                     "checksums (none listed or metadata unavailable): only their decoded "
+                     "duration was checked")
         return text
 
 
@@ -242,12 +254,12 @@ def _run(clips, audio_root, lock, policy, client, metadata, stop, lock_path) -> 
             bar.set_postfix_str(f"{_mb(transferred)}, {len(_failed(results))} failed")
             bar.update()
             if done % 50 == 0:
-                write_lock(lock_path, lock)  # a crash loses at most a little hashing work
+                merge_lock(lock_path, lock)  # a crash loses at most a little hashing work
     finally:
         stop.set()  # on Ctrl-C, running transfers stop at their next chunk and keep .part
         pool.shutdown(wait=True, cancel_futures=True)
         bar.close()
-        write_lock(lock_path, lock)
+        merge_lock(lock_path, lock)
     order = {clip.relpath: i for i, clip in enumerate(clips)}
     return sorted(results, key=lambda r: order[r.relpath])
 
@@ -260,7 +272,7 @@ def _one(clip, audio_root, expected, policy, client, metadata, stop) -> ClipResu
     target = audio_root / clip.key / clip.mp3name
     if target.exists():
         try:
-            return _present(clip, target, expected, metadata)
+            return _present(clip, target, expected, metadata, policy.duration_tolerance)
         except OSError as exc:
             return ClipResult(clip.relpath, "failed", reason=f"cannot read {target}: {exc}")
     try:
@@ -269,6 +281,10 @@ def _one(clip, audio_root, expected, policy, client, metadata, stop) -> ClipResu
             lambda: _transfer(clip, target, policy, client, stop, archive), policy, stop
         )
         entry, verified = _verify_part(clip, target, expected, archive)
+        short = _duration_problem(_part(target), clip, policy.duration_tolerance)
+        if short:
+            _part(target).unlink()  # whole as served, yet short: a resume would not help
+            return ClipResult(clip.relpath, "failed", reason=f"truncated download: {short}")
     except _Final as exc:
         return ClipResult(clip.relpath, "failed", reason=str(exc))
     except _Retryable as exc:
@@ -278,14 +294,15 @@ def _one(clip, audio_root, expected, policy, client, metadata, stop) -> ClipResu
     except OSError as exc:  # the local side (disk full, permissions): reported, not a traceback
         return ClipResult(clip.relpath, "failed", reason=f"cannot write {target}: {exc}")
     os.replace(_part(target), target)
-    return ClipResult(clip.relpath, "downloaded", sent, entry=entry, archive_verified=verified)
+    return ClipResult(clip.relpath, "downloaded", sent, entry=entry, archive_verified=verified,
+                      unverified=not verified)
 
 
 class _Corrupt(Exception):
     """A file that differs from what lock.json recorded."""
 
 
-def _present(clip, target, expected, metadata) -> ClipResult:
+def _present(clip, target, expected, metadata, tolerance: float | None = 0.1) -> ClipResult:
     """A file already there: check it against the lock, or record it if the lock lacks it."""
     entry = file_digest(target)
     if expected is not None:
@@ -306,7 +323,25 @@ def _present(clip, target, expected, metadata) -> ClipResult:
         problem = _archive_mismatch(target, archive)
         if problem:
             return ClipResult(clip.relpath, "corrupt", reason=f"present file {problem}")
-    return ClipResult(clip.relpath, "present", entry=entry, archive_verified=archive is not None)
+    short = _duration_problem(target, clip, tolerance)
+    if short:  # left untouched for the user to inspect, never recorded in the lock
+        return ClipResult(clip.relpath, "corrupt", reason=f"present file {short}")
+    return ClipResult(clip.relpath, "present", entry=entry, archive_verified=archive is not None,
+                      unverified=archive is None)
+
+
+def _duration_problem(path: Path, clip: Clip, tolerance: float | None) -> str | None:
+    """Why a file's decoded audio is unusable for this clip (does not decode, or shorter
+    than the manifest says beyond `tolerance`), or None."""
+    if tolerance is None:
+        return None
+    from agl.audio_probe import duration_problem, probe
+
+    got = probe(path)
+    if not got.ok:
+        return got.reason
+    problem = duration_problem(got.seconds or 0.0, clip.seconds, tolerance)
+    return problem[1] if problem else None
 
 
 def _part(target: Path) -> Path:

@@ -23,11 +23,17 @@ def load_predictions_any(path: str | Path, *, reparse: bool = False) -> pd.DataF
     path = Path(path)
     if not path.exists():
         raise AglError(f"{path}: predictions file not found")
-    if is_published_file(path):
-        if not reparse:  # column-wise: no Prediction object per row
-            return published_frame(path)
-        return prediction_frame(import_published(path, reparse=reparse))
-    return prediction_frame(path)
+    if path.is_dir():
+        raise AglError(f"{path}: is a folder; give the predictions file (predictions.jsonl)")
+    try:
+        if is_published_file(path):
+            if not reparse:  # column-wise: no Prediction object per row
+                return published_frame(path)
+            return prediction_frame(import_published(path, reparse=reparse))
+        return prediction_frame(path)
+    except UnicodeDecodeError as exc:  # a binary or non-UTF-8 file, whichever reader saw it
+        raise AglError(f"{path}: not UTF-8 text at byte {exc.start} ({exc.reason}); give a "
+                       "predictions JSONL or a published results file") from None
 
 
 def score_run(

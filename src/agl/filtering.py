@@ -20,6 +20,10 @@ publish its own), each with the reason code a failing clip gets:
   loudest. A constant tone (after MP3) scores ~0, a mains hum 0.25; the real clips 0.60 and
   0.64, the demo's scenes at least 0.52.
 
+* `truncated`: the clip decodes to less than (1 - duration_tolerance) x the manifest's
+  `mp3seconds` (0.1: a cut download still decodes and would pass the four measures);
+  `too_short`: under `min_seconds` (5 s, one ACI cluster).
+
 A measure that is undefined (NaN: a clip shorter than one analysis frame, or silence for
 flatness) fails as `flatness_undefined` / `aci_undefined`, unless the clip already failed
 `near_silence`.
@@ -51,6 +55,11 @@ class FilterConfig:
     aci_n_fft: int = 512
     aci_cluster_s: float = 5.0
     aci_floor_db: float = -60.0
+    # Duration: `truncated` when the clip decodes to less than (1 - duration_tolerance) x the
+    # manifest's mp3seconds (a cut file still decodes, and would pass every measure above);
+    # `too_short` under min_seconds (one 5 s ACI cluster: shorter is not a soundscape).
+    duration_tolerance: float = 0.1
+    min_seconds: float = 5.0
     jobs: int = 2
 
     @classmethod
@@ -77,6 +86,11 @@ class FilterConfig:
         cfg = cls(**kw)
         if cfg.jobs < 1:
             raise AglError(f"{source}.jobs: must be at least 1, got {cfg.jobs}")
+        if not 0 <= cfg.duration_tolerance < 1:
+            raise AglError(f"{source}.duration_tolerance: a fraction in [0, 1), got "
+                           f"{cfg.duration_tolerance}")
+        if not cfg.min_seconds >= 0:
+            raise AglError(f"{source}.min_seconds: must be 0 or more, got {cfg.min_seconds}")
         return cfg
 
 
@@ -173,8 +187,10 @@ def judge(m: Measures, cfg: FilterConfig) -> tuple[list[str], list[str]]:
     return codes, words
 
 
-def filter_clip(key: str, path: Path, cfg: FilterConfig) -> ClipFilterResult:
-    """Decode, measure and judge one clip; every failure is a row, never an exception."""
+def filter_clip(key: str, path: Path, cfg: FilterConfig,
+                expected_s: float | None = None) -> ClipFilterResult:
+    """Decode, measure and judge one clip; every failure is a row, never an exception.
+    `expected_s`: the manifest's mp3seconds, for the `truncated` check."""
     path = Path(path)
     if not path.is_file():
         return ClipFilterResult(key, "missing", False, "missing", f"{path} not found",
@@ -190,14 +206,21 @@ def filter_clip(key: str, path: Path, cfg: FilterConfig) -> ClipFilterResult:
                                 sample_rate=sr, channels=int(data.shape[1]), seconds=0.0)
     m = measure_signal(data, sr, cfg)
     codes, words = judge(m, cfg)
+    from agl.audio_probe import duration_problem
+
+    short = duration_problem(m.seconds, expected_s, cfg.duration_tolerance, cfg.min_seconds)
+    if short:
+        codes.insert(0, short[0])
+        words.insert(0, short[1])
     return ClipFilterResult(
         key=key, status="ok", passed=not codes, reason=";".join(codes), detail="; ".join(words),
         **asdict(m),
     )
 
 
-def _filter_star(args: tuple[str, Path, FilterConfig]) -> ClipFilterResult:
-    return filter_clip(*args)
+def _filter_star(args: tuple) -> ClipFilterResult:
+    key, path, cfg, *expected = args
+    return filter_clip(key, path, cfg, *expected)
 
 
 @dataclass
@@ -234,12 +257,13 @@ class FilterRun:
         }
 
 
-def run_filter(items: Sequence[tuple[str, Path]], cfg: FilterConfig,
+def run_filter(items: Sequence[tuple], cfg: FilterConfig,
                jobs: int | None = None) -> FilterRun:
-    """Filter (key, path) pairs in order; `jobs` processes (default cfg.jobs)."""
+    """Filter (key, path) or (key, path, manifest seconds) items in order; `jobs` processes
+    (default cfg.jobs)."""
     jobs = max(1, min(jobs or cfg.jobs, len(items) or 1, os.cpu_count() or 1))
     t0 = time.perf_counter()
-    args = [(k, Path(p), cfg) for k, p in items]
+    args = [(k, Path(p), cfg, *rest) for k, p, *rest in items]
     results = list(_map(_filter_star, args, jobs))
     return FilterRun(results=results, wall_s=time.perf_counter() - t0, jobs=jobs)
 
@@ -261,7 +285,8 @@ def filter_manifest(manifest: Path, audio_root: Path, cfg: FilterConfig,
     """Filter every clip of a manifest, audio at `<audio_root>/<key>/<mp3name>`."""
     from agl.manifest import clips, load_manifest
 
-    items = [(c.key, Path(audio_root) / c.relpath) for c in clips(load_manifest(manifest))]
+    items = [(c.key, Path(audio_root) / c.relpath, c.seconds)
+             for c in clips(load_manifest(manifest))]
     return run_filter(items, cfg, jobs)
 
 

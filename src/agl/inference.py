@@ -33,9 +33,12 @@ from typing import Any
 from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, get_backend
 from agl.cache import ResponseCache, cache_key, generation_settings, public_settings
 from agl.errors import AglError
+from agl.jsonutil import dumps
+from agl.secrets import known_secrets, scrub
 
 PREDICTIONS = "predictions.jsonl"
 SUMMARY = "run_summary.json"
+PROBE_SECONDS = 1.0  # how much of each clip must decode before it is sent
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,10 @@ class Backoff:
 
     base_s: float = 1.0
     cap_s: float = 60.0
+    # The longest Retry-After honoured (params.yaml infer.retry_after_cap_s). A server that
+    # asks for more (`Retry-After: 86400`) fails the clip with its request named, and the
+    # run goes on; a rerun retries it.
+    retry_after_cap_s: float = 120.0
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None and retry_after >= 0:
@@ -73,7 +80,11 @@ async def _call(
     max_retries: int,
     backoff: Backoff,
 ) -> Reply:
-    """One request to its final reply. `extra` gains `attempts` and `cached`."""
+    """One request to its final reply. `extra` gains `attempts` and `cached`.
+
+    Every reply is scrubbed of the secrets the process knows before anything stores it
+    (cache, predictions): a server may echo a key in its reply text as well as its errors."""
+    secrets = known_secrets(backend.settings)
     key = None
     if cache is not None and backend.deterministic:
         if request.audio_path is not None and not request.audio_sha256:
@@ -84,8 +95,21 @@ async def _call(
                              extra={"attempts": 0, "cached": False})
         key = cache_key(backend.name, backend.model, backend.settings, request)
         hit = cache.get(key)
-        if hit is not None:
+        if hit is not None:  # scrubbed again: an entry may predate a key's rotation
+            hit = _scrub_reply(hit, secrets)
             return replace(hit, extra={**hit.extra, "attempts": 0, "cached": True})
+    if request.audio_path is not None:
+        # Probed before the first request (after a cache hit, which a probed clip earned):
+        # a model given a zero-byte, text or undecodable file invents an answer for it. The
+        # first PROBE_SECONDS must decode: milliseconds, so requests (and a local backend's
+        # batches) are not delayed; a clip cut short later is the download's and the
+        # filter's to catch (they decode whole files against the manifest's mp3seconds).
+        from agl.audio_probe import probe
+
+        got = await asyncio.to_thread(probe, request.audio_path, PROBE_SECONDS)
+        if not got.ok:
+            return Reply(ReplyStatus.FAILED, error=f"unusable audio, not requested: {got.reason}",
+                         extra={"attempts": 0, "cached": False})
     attempt = 0
     while True:
         attempt += 1
@@ -104,6 +128,9 @@ async def _call(
             except Exception as exc:  # a bug or an SDK surprise: recorded, never raised
                 reply, error, retryable = None, f"{type(exc).__name__}: {exc}", False
             latency = time.perf_counter() - t0
+        if reply is not None:
+            reply = _scrub_reply(reply, secrets)
+        error = scrub(error, secrets)
         if reply is not None and reply.status is not ReplyStatus.FAILED:
             reply = replace(
                 reply,
@@ -120,7 +147,20 @@ async def _call(
                 error = f"{error} (gave up after {attempt} attempts)"
             return Reply(ReplyStatus.FAILED, error=error, latency_s=latency,
                          extra={"attempts": attempt, "cached": False})
+        if retry_after is not None and retry_after > backoff.retry_after_cap_s:
+            return Reply(ReplyStatus.FAILED, latency_s=latency,
+                         error=f"{error}; the server asked to wait {retry_after:g} s "
+                               f"(Retry-After), more than retry_after_cap_s "
+                               f"{backoff.retry_after_cap_s:g} s; rerun later to retry",
+                         extra={"attempts": attempt, "cached": False})
         await asyncio.sleep(backoff.delay(attempt - 1, retry_after))
+
+
+def _scrub_reply(reply: Reply, secrets: list[str]) -> Reply:
+    if not secrets:
+        return reply
+    return replace(reply, text=scrub(reply.text, secrets), error=scrub(reply.error, secrets),
+                   extra=scrub(reply.extra, secrets))
 
 
 async def stream(
@@ -329,7 +369,7 @@ async def _run(backend, requests, source, pred_path, price_in, price_out, finger
 
     bar = _progress_bar(len(requests), backend, enabled=progress)
     tally = {"failures": 0, "spend": 0.0}
-    secrets = _env_secrets(backend.settings)
+    secrets = known_secrets(backend.settings)
     buffer: list[Any] = []
     flushing: asyncio.Future | None = None
 
@@ -370,6 +410,18 @@ async def _run(backend, requests, source, pred_path, price_in, price_out, finger
 
 
 def _prediction(sid, reply, backend, prompt, fingerprint, price_in, price_out, secrets):
+    """The durable record of one reply: non-finite numbers are missing values, and no
+    field (reply text, reasoning, error, meta) carries a secret."""
+    from agl.predictions import Prediction, without_non_finite
+
+    pred = _raw_prediction(sid, reply, backend, prompt, fingerprint, price_in, price_out)
+    pred = without_non_finite(pred)
+    if secrets:
+        pred = Prediction.from_json(scrub(pred.to_json(), secrets))
+    return pred
+
+
+def _raw_prediction(sid, reply, backend, prompt, fingerprint, price_in, price_out):
     from agl.parse import parse_reply
     from agl.predictions import Prediction, Status
 
@@ -386,30 +438,19 @@ def _prediction(sid, reply, backend, prompt, fingerprint, price_in, price_out, s
     if served is not None:  # replay: a ready prediction, not text to parse
         return Prediction.from_json(served).with_meta(**meta)
     if reply.status is ReplyStatus.OK:
-        return parse_reply(sid, reply.text, **meta)
+        try:
+            return parse_reply(sid, reply.text, **meta)
+        except Exception as exc:  # a parser bug on hostile text costs one clip, not the run
+            return Prediction(sid, Status.UNPARSEABLE, raw_reply=reply.text,
+                              error=f"reply could not be parsed ({type(exc).__name__}: "
+                                    f"{str(exc)[:200]})",
+                              missing=("latitude", "longitude", "city", "country", "continent"),
+                              meta=meta)
     if reply.status is ReplyStatus.REFUSED:
         return Prediction(sid, Status.REFUSED, raw_reply=reply.text, refused=True,
                           missing=("latitude", "longitude", "city", "country", "continent"),
                           meta=meta)
-    return Prediction(sid, Status.FAILED, error=_scrub(reply.error, secrets), meta=meta)
-
-
-def _env_secrets(settings: dict[str, Any]) -> list[str]:
-    """Values of key-like environment variables: a server that echoes a key in an error
-    message must not put it into the predictions file."""
-    names = {k for k in os.environ if k.upper().endswith(("_API_KEY", "_KEY", "_TOKEN",
-                                                          "_SECRET"))}
-    if settings.get("api_key_env"):
-        names.add(str(settings["api_key_env"]))
-    return [os.environ[n] for n in names if len(os.environ.get(n, "")) >= 8]
-
-
-def _scrub(text: str | None, secrets: list[str]) -> str | None:
-    if text is None:
-        return None
-    for s in secrets:
-        text = text.replace(s, "[redacted]")
-    return text
+    return Prediction(sid, Status.FAILED, error=reply.error, meta=meta)
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:
@@ -463,7 +504,8 @@ def _write_json_atomic(path: Path, obj: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=False, default=str)
+        # Valid JSON (no NaN), and no secret: a summary echoes settings and errors.
+        fh.write(dumps(scrub(obj, known_secrets()), indent=2, sort_keys=False, default=str))
         fh.write("\n")
         fh.flush()
         os.fsync(fh.fileno())

@@ -93,3 +93,10 @@ def write_lock(
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def merge_lock(path: Path, entries: dict[str, Entry]) -> None:
+    """Write `entries` into the lock by merging with what the file holds now: entries this
+    run knows win, every other entry is kept. A run never erases what it did not see
+    (removing clips is `agl.dataset`'s prune, which writes the whole lock on purpose)."""
+    write_lock(path, {**read_lock(path), **entries})

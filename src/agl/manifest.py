@@ -104,21 +104,32 @@ def load_manifest(path: str | Path, *, columns: list[str] | None = None) -> pd.D
     scoring a large pool faster. Raises AglError naming the row and field on any defect.
     """
     path = Path(path)
+    if path.is_dir():
+        raise AglError(f"{path}: is a folder; pass --manifest with the manifest CSV file")
     fast = _read_arrow(path, columns)
     if fast is not None:
         return fast
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: a byte-order mark (Excel writes one) is not part of the first name.
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise AglError(f"{path}: manifest not found; pass --manifest with an existing CSV") from None
     except UnicodeDecodeError as exc:
         raise AglError(f"{path}: not UTF-8 text ({exc.reason}); save the manifest as UTF-8") from None
+    except OSError as exc:
+        raise AglError(f"{path}: cannot read the manifest ({exc.strerror or exc})") from None
     return parse_manifest(text, source=str(path))
 
 
 def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
     # The header and first record decide the column names (csv module: a record may span
     # lines); the C parser then reads every row and any row of another width is an error.
+    nul = text.find("\x00")
+    if nul >= 0:  # the CSV parser would cut the cell there, silently
+        line = text.count("\n", 0, nul) + 1
+        raise AglError(f"{source}: line {line}: contains a NUL byte; a manifest is plain text "
+                       "(re-export it, or remove the byte)")
+    text = text.removeprefix("\ufeff")
     head = list(itertools.islice(csv.reader(io.StringIO(text, newline="")), 2))
     if not head or not any(head[0]):
         raise AglError(f"{source}: empty file; a manifest needs a header and rows")
@@ -146,6 +157,13 @@ def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
             raise AglError(f"{source}: line {m[2]}: {m[3]} fields but the header names {len(header)}; "
                            "fix the quoting or the number of commas in that row") from None
         raise AglError(f"{source}: not a readable CSV ({exc})") from None
+    if not isinstance(frame.index, pd.RangeIndex):
+        # pandas turns the leading fields into an index when rows have more fields than
+        # the header names: that is a shape error, never data.
+        records = [r for r in csv.reader(io.StringIO(text, newline="")) if r][1:]
+        row = next((i for i, r in enumerate(records) if len(r) > len(header)), 0)
+        raise AglError(f"{source}: row {row + 1}: more fields than the header's "
+                       f"{len(header)} names; fix the quoting or the number of commas")
     # The parser cannot tell a missing trailing field from an empty one; the layout's last
     # column is empty only in an untagged pool (`agl crawl` leaves the categories to the tag
     # stage), so where it is empty the csv module counts that row's fields.
@@ -179,7 +197,7 @@ def _read_arrow(path: Path, columns: list[str] | None = None) -> pd.DataFrame | 
     except ImportError:
         return None
     try:
-        with open(path, encoding="utf-8", newline="") as fh:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
             head = list(itertools.islice(csv.reader(fh), 2))
         if len(head) < 2:
             return None

@@ -21,6 +21,7 @@ Record fields:
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 from collections.abc import Iterable, Iterator
@@ -79,17 +80,52 @@ class Prediction:
     def from_json(cls, d: dict[str, Any]) -> Prediction:
         known = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in known}
+        sid = d["sample_id"]
+        if isinstance(sid, bool) or not isinstance(sid, str | int):
+            raise TypeError(f"sample_id must be text, got {type(sid).__name__}")
+        kw["sample_id"] = str(sid)
         kw["status"] = Status(d["status"])
         kw["missing"] = tuple(d.get("missing") or ())
         kw["meta"] = dict(d.get("meta") or {})
-        return cls(**kw)
+        return without_non_finite(cls(**kw))
 
     def with_meta(self, **meta: Any) -> Prediction:
         return replace(self, meta={**self.meta, **meta})
 
 
+def without_non_finite(pred: Prediction) -> Prediction:
+    """NaN and infinite numbers are missing values, never numbers: a reply with
+    `"latitude": NaN` has no latitude (listed in `missing`), and an `ok` record that loses a
+    place field becomes `partial` (or `unparseable` when none is left)."""
+    lost = [f for f in ("latitude", "longitude", "confidence")
+            if isinstance(getattr(pred, f), float) and not math.isfinite(getattr(pred, f))]
+    if not lost:
+        return pred
+    changes: dict[str, Any] = {f: None for f in lost}
+    place_lost = [f for f in lost if f in PLACE_FIELDS]
+    if place_lost:
+        # A coordinate pair is one value: half of it is no position.
+        pair = {"latitude", "longitude"}
+        changes.update({f: None for f in pair})
+        missing = tuple(dict.fromkeys([*pred.missing, *sorted(pair)]))
+        changes["missing"] = missing
+        if pred.status in (Status.OK, Status.PARTIAL):
+            left = [f for f in PLACE_FIELDS if f not in missing and getattr(pred, f) is not None]
+            changes["status"] = Status.PARTIAL if left else Status.UNPARSEABLE
+    return replace(pred, **changes)
+
+
 def failed(sample_id: str, error: str, **meta: Any) -> Prediction:
     return Prediction(sample_id=sample_id, status=Status.FAILED, error=error, meta=meta)
+
+
+def _line(prediction: Prediction) -> str:
+    """One record as a JSON line; a non-finite number anywhere is written as null, so the
+    file is always valid JSON (allow_nan=False)."""
+    from agl.jsonutil import jsonable
+
+    d = without_non_finite(prediction).to_json()
+    return json.dumps(jsonable(d), ensure_ascii=False, allow_nan=False) + "\n"
 
 
 class PredictionWriter:
@@ -102,15 +138,14 @@ class PredictionWriter:
         self._fh = open(self.path, "a", encoding="utf-8")
 
     def write(self, prediction: Prediction) -> None:
-        self._fh.write(json.dumps(prediction.to_json(), ensure_ascii=False) + "\n")
+        self._fh.write(_line(prediction))
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
     def write_many(self, predictions: Iterable[Prediction]) -> None:
         """Group commit: append several records with one fsync (all durable on return).
         Lets a fast run write at the request rate instead of the disk's fsync rate."""
-        self._fh.write("".join(json.dumps(p.to_json(), ensure_ascii=False) + "\n"
-                               for p in predictions))
+        self._fh.write("".join(_line(p) for p in predictions))
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
@@ -142,13 +177,20 @@ def iter_records(path: str | Path) -> Iterator[Prediction]:
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     except FileNotFoundError:
         raise AglError(f"{path}: predictions file not found") from None
+    except UnicodeDecodeError as exc:
+        raise AglError(f"{path}: not UTF-8 text at byte {exc.start} ({exc.reason}); not a "
+                       "predictions file") from None
+    except IsADirectoryError:
+        raise AglError(f"{path}: is a folder; give the predictions file") from None
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
+            if not isinstance(record, dict):
+                raise TypeError(f"a JSON {type(record).__name__}, not an object")
             yield Prediction.from_json(record)
-        except (json.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
+        except (json.JSONDecodeError, KeyError, ValueError, TypeError, AttributeError) as exc:
             if n == len(lines) and not line.endswith("\n"):
                 warnings.warn(f"{path}: ignored a torn last line (interrupted write)", stacklevel=2)
                 return
@@ -168,12 +210,16 @@ def write_predictions(path: str | Path, predictions: Iterable[Prediction]) -> No
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for p in predictions:
-            fh.write(json.dumps(p.to_json(), ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for p in predictions:
+                fh.write(_line(p))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # an error (or a bad record) leaves no stray .tmp behind
+        raise
 
 
 FRAME_COLUMNS = (
@@ -208,10 +254,13 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
                 continue
             try:
                 rec = orjson.loads(line)
+                if not isinstance(rec, dict):
+                    raise TypeError(f"a JSON {type(rec).__name__}, not an object")
                 if "sample_id" not in rec or "status" not in rec:
                     raise KeyError("sample_id" if "sample_id" not in rec else "status")
                 rows.append(tuple(rec.get(c) for c in FRAME_COLUMNS))
-            except (orjson.JSONDecodeError, KeyError, ValueError, AttributeError) as exc:
+            except (orjson.JSONDecodeError, KeyError, ValueError, AttributeError,
+                    TypeError) as exc:
                 if n == len(lines) and not raw.endswith(b"\n"):
                     warnings.warn(f"{path}: ignored a torn last line", stacklevel=2)
                     continue
@@ -228,6 +277,7 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
 
 
 def _finish_frame(frame, source: str):
+    import numpy as np
     import pandas as pd
 
     bad = ~frame["status"].isin([s.value for s in Status])
@@ -235,12 +285,35 @@ def _finish_frame(frame, source: str):
         raise AglError(f"{source}: record for {frame.loc[bad, 'sample_id'].iloc[0]}: unknown status "
                        f"'{frame.loc[bad, 'status'].iloc[0]}'; expected one of "
                        f"{', '.join(s.value for s in Status)}")
+    _warn_conflicts(frame, source)
     frame = frame.drop_duplicates("sample_id", keep="last").reset_index(drop=True)
     frame["sample_id"] = frame["sample_id"].astype(str)
     for c in ("latitude", "longitude", "confidence"):
-        frame[c] = pd.to_numeric(frame[c], errors="coerce").astype(float)
+        values = pd.to_numeric(frame[c], errors="coerce").astype(float)
+        frame[c] = values.where(np.isfinite(values))  # infinity is a missing value too
     frame["refused"] = frame["refused"].fillna(False).astype(bool)
     return frame
+
+
+def _warn_conflicts(frame, source: str) -> None:
+    """Warn (with a count) when one clip has several finished records that disagree.
+
+    A failed record followed by an answer is a resumed run (newest wins, as documented);
+    two different answers for one clip are a merged or hand-edited file, and the last one
+    silently winning would hide it."""
+    dup = frame["sample_id"].duplicated(keep=False)
+    if not dup.any():
+        return
+    rows = frame.loc[dup & (frame["status"] != Status.FAILED.value),
+                     ["sample_id", "status", *PLACE_FIELDS]]
+    if rows.empty:
+        return
+    distinct = rows.astype(str).drop_duplicates().groupby("sample_id").size()
+    conflicting = distinct[distinct > 1]
+    if len(conflicting):
+        warnings.warn(f"{source}: {len(conflicting)} clip(s) have conflicting records (e.g. "
+                      f"{conflicting.index[0]}); the last record of each is used",
+                      stacklevel=3)
 
 
 def _arrow_frame(path: Path, raw: bytes):

@@ -19,6 +19,11 @@
   * a clip without a prediction, a failure, an unparseable reply or a refusal is wrong at
     every level and its distance is `strict_refusal_km` (default: the longest geodesic on
     Earth, 20,003.93 km, so a refusal can never beat a guess);
+  * a predicted coordinate off the globe (|latitude| > 90, |longitude| > 180, infinite;
+    e.g. 91, 1e300, 540) fails the clip the same way: counted (`failed`, and
+    `n_invalid_coordinates` in the notes), never left out of the mean, never wrapped.
+    `paper` keeps the authors' behaviour for these (above: an out-of-range latitude is left
+    out of the distance metrics, a longitude is wrapped);
   * countries are compared as ISO 3166 alpha-3 codes (country_converter), Taiwan mapped to
     China on both sides as the dataset itself labels it;
   * the true continent comes from the manifest, or from the country where it is empty
@@ -372,6 +377,14 @@ def score_strict(
     notes = {"protocol": "strict", "n_without_prediction": int((f["status"] == "missing").sum())}
     answered = ~f["status"].isin(("refused", *FAILED_STATUSES)).to_numpy()
     lat, lon = f["pred_lat"].to_numpy(float), f["pred_lon"].to_numpy(float)
+    # An answer whose coordinate is off the globe (latitude 91 or 1e300, longitude 540) is
+    # a failure at the refusal distance: never left out of the mean, never wrapped.
+    with np.errstate(invalid="ignore"):
+        bad_lat = ~np.isnan(lat) & ~(np.abs(lat) <= 90)
+        bad_lon = ~np.isnan(lon) & ~(np.abs(lon) <= 180)
+    invalid_xy = answered & (bad_lat | bad_lon)
+    notes["n_invalid_coordinates"] = int(invalid_xy.sum())
+    answered = answered & ~invalid_xy
     has_xy = answered & np.isfinite(lat) & np.isfinite(lon)
     dist = geodesic_km(f["true_lat"], f["true_lon"], np.where(has_xy, lat, np.nan),
                        np.where(has_xy, lon, np.nan))
@@ -392,7 +405,7 @@ def score_strict(
         pred_lat=np.where(has_xy, lat, np.nan), pred_lon=np.where(has_xy, lon, np.nan),
         distance_km=dist,
         refused=(f["refused"].to_numpy(bool) | (f["status"] == "refused").to_numpy()),
-        failed=f["status"].isin(FAILED_STATUSES).to_numpy(),
+        failed=f["status"].isin(FAILED_STATUSES).to_numpy() | invalid_xy,
         true_country=true_iso, pred_country=pred_iso, true_continent=true_cont,
         pred_continent=pred_cont, true_city=true_city, pred_city=pred_city,
     )

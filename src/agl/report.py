@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from agl.errors import AglError
+from agl.jsonutil import dumps
 
 
 @dataclass
@@ -189,7 +190,7 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
         "judge": None if judge is None else {"backend": judge.backend, "model": judge.model,
                                              "prompt_version": error_modes.prompt_version()},
     }
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    (out_dir / "summary.json").write_text(dumps(summary, indent=2, default=str) + "\n")
     return summary
 
 

@@ -6,6 +6,7 @@ clear line instead of a traceback from deep inside a run.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,9 @@ class InferSettings:
     concurrency: int = 4
     timeout_s: float = 120.0
     max_retries: int = 5
+    # The longest server Retry-After honoured, seconds; past it the clip fails with the
+    # server's request named (a 429 asking for a day must not stall the run).
+    retry_after_cap_s: float = 120.0
     cache_dir: str | None = "cache/responses"
     limit: int | None = None
 
@@ -104,11 +108,19 @@ def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
                        f"{', '.join(sorted(_fields(InferSettings)))}")
     try:
         s = InferSettings(**section)
-        int(s.concurrency), float(s.timeout_s), int(s.max_retries)
+        int(s.concurrency), float(s.timeout_s), int(s.max_retries), float(s.retry_after_cap_s)
     except (TypeError, ValueError) as exc:
         raise AglError(f"{source}: infer: {exc}") from None
     if int(s.concurrency) < 1:
         raise AglError(f"{source}: infer.concurrency: must be at least 1")
+    if not float(s.timeout_s) > 0 or not math.isfinite(float(s.timeout_s)):
+        raise AglError(f"{source}: infer.timeout_s: must be a positive number of seconds")
+    if int(s.max_retries) < 0:
+        raise AglError(f"{source}: infer.max_retries: must be 0 or more")
+    if not float(s.retry_after_cap_s) >= 0:
+        raise AglError(f"{source}: infer.retry_after_cap_s: must be 0 or more seconds")
+    if s.limit is not None and int(s.limit) < 1:
+        raise AglError(f"{source}: infer.limit: must be at least 1 (or null for all clips)")
     return s
 
 
@@ -154,7 +166,8 @@ def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
         concurrency=int(spec.concurrency or infer.concurrency), timeout_s=float(infer.timeout_s),
         max_retries=int(infer.max_retries), price_in_per_m=spec.price_in_per_m,
         price_out_per_m=spec.price_out_per_m,
-        limit=limit if limit is not None else infer.limit, progress=progress, backoff=Backoff(),
+        limit=limit if limit is not None else infer.limit, progress=progress,
+        backoff=Backoff(retry_after_cap_s=float(infer.retry_after_cap_s)),
     )
 
 

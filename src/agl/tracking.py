@@ -11,13 +11,13 @@ from __future__ import annotations
 import math
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_EXPERIMENT = "agl1k"
-SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
 
 
 def tracking_uri() -> str:
@@ -40,31 +40,38 @@ def git_commit(cwd: Path | None = None) -> str:
         return "unknown"
 
 
-def _secrets() -> list[str]:
-    return [
-        v for k, v in os.environ.items()
-        if v and len(v) >= 8 and any(k.upper().endswith(s) for s in SECRET_ENV_SUFFIXES)
-    ]
-
-
 def scrub(value: Any) -> Any:
-    """Replace any API key found in a value by a marker (recursively)."""
-    secrets = _secrets()
-    if not secrets:
-        return value
+    """Replace any secret this process knows (see `agl.secrets`) by a marker, recursively."""
+    from agl.secrets import scrub as scrub_secrets
 
-    def clean(v: Any) -> Any:
-        if isinstance(v, str):
-            for s in secrets:
-                v = v.replace(s, "[redacted]")
-            return v
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, list | tuple):
-            return type(v)(clean(x) for x in v)
-        return v
+    return scrub_secrets(value)
 
-    return clean(value)
+
+def _clean_artifacts(paths: Iterable[Path], tmp: Path) -> list[Path]:
+    """The paths to log: a file (or folder) holding a secret is logged as a scrubbed copy,
+    so an artifact never carries a key whatever wrote it."""
+    from agl.secrets import contains_secret, known_secrets, scrub_text
+
+    secrets = known_secrets()
+    out = []
+    for path in map(Path, paths):
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()) \
+            if path.is_dir() else []
+        dirty = [f for f in files if secrets and contains_secret(f.read_bytes(), secrets)]
+        if not dirty:
+            out.append(path)
+            continue
+        copy = tmp / path.name
+        for f in files:
+            dest = copy if f == path else copy / f.relative_to(path)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            data = f.read_bytes()
+            if f in dirty:
+                data = scrub_text(data.decode("utf-8", "surrogateescape"), secrets).encode(
+                    "utf-8", "surrogateescape")
+            dest.write_bytes(data)
+        out.append(copy)
+    return out
 
 
 def _mlflow():
@@ -124,6 +131,7 @@ def log_run(
         if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
     }
     all_tags = {"agl.run_key": run_key, "git_commit": git_commit(), **scrub(tags or {})}
+    run_name = scrub(run_name)
     with mlflow.start_run(run_id=run_id, experiment_id=exp_id, run_name=run_name) as run:
         # Params are immutable in MLflow; a changed value means a different run key upstream.
         existing = client.get_run(run.info.run_id).data.params if run_id else {}
@@ -138,12 +146,12 @@ def log_run(
         mlflow.set_tags(all_tags)
         if dataset is not None:
             log_dataset(mlflow, client, run.info.run_id, **dataset)
-        for path in artifacts:
-            path = Path(path)
-            if path.is_dir():
-                mlflow.log_artifacts(str(path), artifact_path=path.name)
-            elif path.exists():
-                mlflow.log_artifact(str(path))
+        with tempfile.TemporaryDirectory() as tmp:
+            for path in _clean_artifacts(artifacts, Path(tmp)):
+                if path.is_dir():
+                    mlflow.log_artifacts(str(path), artifact_path=path.name)
+                elif path.exists():
+                    mlflow.log_artifact(str(path))
         return run.info.run_id
 
 
@@ -170,9 +178,9 @@ def log_dataset(mlflow: Any, client: Any, run_id: str, *, name: str, digest: str
 def log_artifacts(run_id: str, paths: Iterable[Path], artifact_path: str | None = None) -> None:
     mlflow = _mlflow()
     client = mlflow.tracking.MlflowClient()
-    for path in paths:
-        path = Path(path)
-        if path.is_dir():
-            client.log_artifacts(run_id, str(path), artifact_path=artifact_path or path.name)
-        elif path.exists():
-            client.log_artifact(run_id, str(path), artifact_path=artifact_path)
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in _clean_artifacts(paths, Path(tmp)):
+            if path.is_dir():
+                client.log_artifacts(run_id, str(path), artifact_path=artifact_path or path.name)
+            elif path.exists():
+                client.log_artifact(run_id, str(path), artifact_path=artifact_path)

@@ -71,6 +71,14 @@ def clip_features(path: Path, max_seconds: float) -> np.ndarray:
     return logmel_features(load_mono(path, SAMPLING_RATE, max_seconds))
 
 
+def _features_or_none(path: Path, max_seconds: float) -> np.ndarray | None:
+    try:
+        feats = clip_features(path, max_seconds)
+    except Exception:  # soundfile raises LibsndfileError, RuntimeError, ValueError...
+        return None
+    return feats if np.isfinite(feats).all() else None
+
+
 @register("knn")
 class NearestNeighbours(Backend):
     deterministic = False  # depends on the whole manifest, which the cache key does not see
@@ -93,11 +101,14 @@ class NearestNeighbours(Backend):
         if missing:
             raise AglError(f"knn baseline: {len(missing)} audio file(s) missing, e.g. "
                            f"{missing[0]}; it needs the audio of every manifest clip")
-        if len(clips) < 2:
-            raise AglError("knn baseline: the manifest needs at least two clips")
         # Decoding dominates; libsndfile releases the GIL, so threads overlap it.
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-            feats = np.stack(list(pool.map(lambda p: clip_features(p, self.max_seconds), paths)))
+            got = list(pool.map(lambda p: _features_or_none(p, self.max_seconds), paths))
+        # A clip that does not decode is nobody's neighbour (the runner fails it, unsent).
+        clips = [c for c, f in zip(clips, got, strict=True) if f is not None]
+        if len(clips) < 2:
+            raise AglError("knn baseline: the manifest needs at least two decodable clips")
+        feats = np.stack([f for f in got if f is not None])
         z = (feats - feats.mean(0)) / (feats.std(0) + 1e-8)
         z /= np.linalg.norm(z, axis=1, keepdims=True) + 1e-12
         sim = z @ z.T

@@ -40,12 +40,21 @@ def add_source_options(p: argparse.ArgumentParser, *, manifest: bool = True) -> 
 def run(args: argparse.Namespace) -> int:
     from agl.evaluate import evaluate_files
     from agl.jsonutil import dumps
+    from agl.outpaths import input_file, output_file
     from agl.report_text import metrics_table
     from agl.sources import resolve_source
 
+    if args.scores_out:
+        output_file(args.scores_out, "--scores-out")
+    if args.bootstrap < 0:
+        from agl.errors import AglError
+
+        raise AglError(f"--bootstrap must be 0 or more, got {args.bootstrap}")
     predictions = resolve_source(args.predictions, cache_dir=args.cache_dir, sha256=args.sha256)
     manifest = resolve_source(args.manifest, cache_dir=args.cache_dir,
                               sha256=args.manifest_sha256)
+    input_file(predictions, "predictions", "predictions")
+    input_file(manifest, "--manifest", "manifest CSV")
     result, scored = evaluate_files(
         predictions, manifest, args.protocol,
         bootstrap=args.bootstrap, seed=args.seed, reparse=args.reparse,
@@ -53,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
     for w in result.pop("warnings", []):
         print(f"warning: {w}", file=sys.stderr)
     if args.scores_out:
+        from pathlib import Path
+
+        Path(args.scores_out).parent.mkdir(parents=True, exist_ok=True)
         scored.to_csv(args.scores_out, index=False)
     if args.json:
         print(dumps(result, indent=2))

@@ -27,12 +27,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
 
     import yaml
 
     from agl.errors import AglError
     from agl.filtering import FilterConfig, filter_manifest
+    from agl.jsonutil import dumps
+    from agl.outpaths import input_file, output_file
+
+    input_file(args.manifest, "--manifest", "manifest CSV")
+    output_file(args.out, "--out")
 
     section = {}
     if args.params.exists():
@@ -44,5 +48,5 @@ def run(args: argparse.Namespace) -> int:
     result = filter_manifest(args.manifest, args.audio_root, cfg, jobs=args.jobs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result.frame().to_csv(args.out, index=False)
-    print(json.dumps(result.summary(cfg), indent=1))
+    print(dumps(result.summary(cfg), indent=1))
     return 0

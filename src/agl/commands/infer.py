@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt-source", help="published result file for --prompt agl1k-paper")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     p.add_argument("--retries", type=int, default=5, help="retries on 429/5xx/timeouts")
+    p.add_argument("--retry-after-cap", type=float, default=None,
+                   help="longest server Retry-After honoured, seconds (default 120); past "
+                        "it the clip fails naming the server's request")
     p.add_argument("--cache-dir", default="cache/responses",
                    help="response cache folder ('' for none)")
     p.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
@@ -49,13 +52,56 @@ def parse_settings(pairs: list[str]) -> dict:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise AglError(f"--setting {pair!r}: expected KEY=VALUE")
-        out[key.strip()] = yaml.safe_load(value) if value else ""
+        key = key.strip()
+        if _looks_like_key(key):
+            raise AglError(f"--setting {key}=...: keys never go on the command line (they "
+                           "end up in shell history and process lists); put the key in an "
+                           "environment variable and name it with --setting api_key_env=NAME")
+        try:
+            out[key] = yaml.safe_load(value) if value else ""
+        except yaml.YAMLError as exc:
+            raise AglError(f"--setting {key}: value is not valid YAML "
+                           f"({str(exc).splitlines()[0]})") from None
     return out
+
+
+def _looks_like_key(name: str) -> bool:
+    from agl.cache import _SECRET
+
+    return bool(_SECRET.search(name)) and not name.endswith("_env")
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Counts and durations the run cannot use are refused before anything starts."""
+    import math
+
+    from agl.errors import AglError
+
+    if args.concurrency < 1:
+        raise AglError("--concurrency must be at least 1")
+    if args.limit is not None and args.limit < 1:
+        raise AglError(f"--limit must be at least 1, got {args.limit}")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise AglError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if args.retries < 0:
+        raise AglError(f"--retries must be 0 or more, got {args.retries}")
+    cap = args.retry_after_cap
+    if cap is not None and not (math.isfinite(cap) and cap >= 0):
+        raise AglError(f"--retry-after-cap must be 0 or more seconds, got {cap:g}")
+    for name in ("price_in", "price_out"):
+        v = getattr(args, name)
+        if not (math.isfinite(v) and v >= 0):
+            raise AglError(f"--{name.replace('_', '-')} must be 0 or more, got {v:g}")
 
 
 def run(args: argparse.Namespace) -> int:
     from agl.runspec import InferSettings, ModelSpec, run_spec, summary_line
 
+    _check_numbers(args)
+    from agl.outpaths import input_file, output_dir
+
+    input_file(args.manifest, "--manifest", "manifest CSV")
+    output_dir(args.out, "--out")
     settings = parse_settings(args.setting)
     if args.base_url:
         settings["base_url"] = args.base_url
@@ -63,7 +109,9 @@ def run(args: argparse.Namespace) -> int:
                      price_in_per_m=args.price_in, price_out_per_m=args.price_out)
     infer = InferSettings(prompt=args.prompt, prompt_source=args.prompt_source,
                           concurrency=args.concurrency, timeout_s=args.timeout,
-                          max_retries=args.retries, cache_dir=args.cache_dir or None)
+                          max_retries=args.retries, cache_dir=args.cache_dir or None,
+                          **({} if args.retry_after_cap is None
+                             else {"retry_after_cap_s": args.retry_after_cap}))
     if args.concurrency < 1:
         from agl.errors import AglError
 
@@ -78,4 +126,9 @@ def run(args: argparse.Namespace) -> int:
     summary = run_spec(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                        out_dir=args.out, limit=args.limit, progress=not args.no_progress)
     print(summary_line(summary), file=sys.stderr)
+    if summary["n_recorded"] and summary["n_failed"] == summary["n_recorded"]:
+        print(f"agl infer: error: no clip succeeded (all {summary['n_failed']} failed; the "
+              f"reasons are in the error field of {args.out}/predictions.jsonl)",
+              file=sys.stderr)
+        return 1
     return 0

@@ -48,6 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="shuffle the clips with this seed (default: manifest order); keep it to resume",
     )
     p.add_argument("--no-browser", action="store_true", help="only print the URL")
+    p.add_argument(
+        "--idle-timeout", type=float, default=20.0,
+        help="seconds a connection may stay idle or half-sent before it is closed (default 20)",
+    )
     p.set_defaults(func=run)
 
 
@@ -58,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     from agl.manifest import clips, load_manifest
 
     player = check_player(args.player if args.player is not None else _default_player())
+    if not args.idle_timeout > 0:
+        raise AglError(f"--idle-timeout {args.idle_timeout:g}: must be a positive number of seconds")
     if not 0 <= args.port <= 65535:
         raise AglError(f"--port {args.port}: use 0-65535 (0 picks a free port)")
     manifest = load_manifest(args.manifest)
@@ -65,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     run_dir = args.out or Path("build/runs") / run_name(player)
     session = GameSession.open(clips(manifest), audio_root, player, run_dir, args.order_seed)
     try:
-        serve(session, args.host, args.port, open_browser=not args.no_browser)
+        serve(session, args.host, args.port, open_browser=not args.no_browser,
+              idle_timeout_s=args.idle_timeout)
     except OSError as exc:
         session.close()
         raise AglError(

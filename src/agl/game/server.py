@@ -22,7 +22,6 @@ import json
 import re
 import signal
 import sys
-import traceback
 import webbrowser
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,12 +30,18 @@ from urllib.parse import unquote, urlsplit
 
 from agl.game.session import GameSession, RequestError
 from agl.game.worldmap import world_svg
+from agl.jsonutil import dumps
 
 MAX_BODY_BYTES = 4096  # a guess is ~200 bytes; anything near this is not from the page
+# A connection that sends nothing (or half a request) for this long is closed: each
+# connection holds a thread, so a handful of idle or slow clients must not starve the game.
+IDLE_TIMEOUT_S = 20.0
+MAX_JSON_DEPTH = 8  # a guess is one flat object; deep nesting only exhausts the parser
+MAX_NUMBER_CHARS = 40  # a coordinate needs ~20; a 4,000-digit number is an attack
 _CHUNK = 1 << 16
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
           ".css": "text/css; charset=utf-8"}
-_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+_RANGE = re.compile(r"^bytes=(\d{0,18})-(\d{0,18})$")  # 18 digits: past any real file
 _LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1"}
 # The page may load only what this server serves: no CDN, no network, no inline script.
 _CSP = (
@@ -60,8 +65,10 @@ def load_static() -> dict[str, tuple[bytes, str]]:
 class GameServer(ThreadingHTTPServer):
     daemon_threads = True  # a stalled audio download must not keep the process alive
 
-    def __init__(self, address: tuple[str, int], session: GameSession):
+    def __init__(self, address: tuple[str, int], session: GameSession,
+                 idle_timeout_s: float = IDLE_TIMEOUT_S):
         self.session = session
+        self.idle_timeout_s = idle_timeout_s
         self.static = load_static()
         self.map_svg = world_svg().encode("utf-8")
         self.loopback_only = address[0] in _LOOPBACK_NAMES
@@ -80,6 +87,12 @@ class GameHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib signature)
         pass  # one line per audio range request would drown the URL the player needs
+
+    def setup(self) -> None:
+        # The socket timeout bounds every read: the request line, headers, the body, and the
+        # wait for a keep-alive connection's next request (stdlib closes it on timeout).
+        self.timeout = self.server.idle_timeout_s
+        super().setup()
 
     # --- dispatch ------------------------------------------------------------------------
 
@@ -106,13 +119,22 @@ class GameHandler(BaseHTTPRequestHandler):
             pass
         except (BrokenPipeError, ConnectionResetError):
             pass  # the browser cancelled (it does so for audio all the time)
+        except TimeoutError:
+            self.close_connection = True  # half a request, then silence: drop it
         except Exception as exc:  # a bug here must answer, not hang the page
-            traceback.print_exc(file=sys.stderr)
-            self._json({"error": f"internal error: {type(exc).__name__}: {exc}"}, 500)
+            what = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:200]
+            print(f"agl play: internal error on {method} {self.path[:80]!r}: {what}",
+                  file=sys.stderr)
+            self.close_connection = True
+            self._json({"error": f"internal error: {what}"}, 500)
 
     def _check_host(self) -> None:
         """On loopback, answer only to loopback names: a web page elsewhere that rebinds its
         DNS name to 127.0.0.1 cannot read the game or write guesses."""
+        hosts = self.headers.get_all("Host") or []
+        if len(hosts) > 1:  # which one a proxy or a check reads differs: refuse both
+            self.close_connection = True
+            raise RequestError(400, f"{len(hosts)} Host headers; send exactly one")
         if not self.server.loopback_only:
             return
         host = (self.headers.get("Host") or "").strip()
@@ -176,14 +198,16 @@ class GameHandler(BaseHTTPRequestHandler):
             raise RequestError(
                 413, f"body of {length} bytes exceeds the {MAX_BODY_BYTES}-byte limit"
             )
-        body = self.rfile.read(length)
+        body = self.rfile.read(length)  # bounded by the socket timeout (see setup)
+        if len(body) < length:
+            # The client hung up mid-body: what arrived may parse, but it is not what was
+            # sent. Nothing is recorded and there is no one to answer.
+            self.close_connection = True
+            raise _Answered
         if ctype != "application/json":
             # Also a CSRF guard: another site cannot send application/json without a preflight.
             raise RequestError(415, "send the body as Content-Type: application/json")
-        try:
-            return json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise RequestError(400, f"body is not valid JSON ({exc})") from None
+        return parse_body(body)
 
     # --- responses -----------------------------------------------------------------------
 
@@ -202,7 +226,7 @@ class GameHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _json(self, obj: Any, status: int = 200) -> None:
-        self._send(json.dumps(obj).encode("utf-8"), "application/json", status)
+        self._send(dumps(obj).encode("utf-8"), "application/json", status)
 
     def _static(self, name: str) -> None:
         if name not in self.server.static:
@@ -262,13 +286,56 @@ class GameHandler(BaseHTTPRequestHandler):
         raise _Answered
 
 
+def _number(text: str) -> float:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise ValueError(f"a number of {len(text)} characters")
+    return float(text)  # NaN and 1e400 (inf) parse; the guess's range check refuses them
+
+
+def _depth_ok(body: bytes) -> bool:
+    """Nesting depth of `[`/`{` outside strings is at most MAX_JSON_DEPTH (checked before
+    parsing: the stdlib parser recurses and fails with RecursionError on deep input)."""
+    depth, in_string, escaped = 0, False, False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return False
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return True
+
+
+def parse_body(body: bytes) -> Any:
+    """A request body as JSON, or RequestError(400) with one sentence: never another
+    exception, never a non-finite or oversized number."""
+    if not _depth_ok(body):
+        raise RequestError(400, f"body nests deeper than {MAX_JSON_DEPTH} levels; send one "
+                                "flat JSON object")
+    try:
+        return json.loads(body.decode("utf-8"), parse_int=_number, parse_float=_number)
+    except (UnicodeDecodeError, json.JSONDecodeError, ValueError, RecursionError) as exc:
+        msg = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise RequestError(400, f"body is not valid JSON ({msg})") from None
+
+
 class _Answered(Exception):
     """The response was already sent (used to leave the audio handler early)."""
 
 
-def serve(session: GameSession, host: str, port: int, open_browser: bool) -> None:
+def serve(session: GameSession, host: str, port: int, open_browser: bool,
+          idle_timeout_s: float = IDLE_TIMEOUT_S) -> None:
     """Serve until Ctrl-C or SIGTERM; every guess is already on disk when either comes."""
-    server = GameServer((host, port), session)
+    server = GameServer((host, port), session, idle_timeout_s=idle_timeout_s)
     state = session.state(present=False)
     print(
         f"agl play: {server.url}  player {session.player}, "

@@ -11,7 +11,6 @@ Nothing that depends on the true place leaves this module before that clip has a
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
@@ -25,6 +24,7 @@ from typing import Any
 
 from agl.errors import AglError
 from agl.game.worldmap import great_circle
+from agl.jsonutil import dumps
 from agl.manifest import Clip
 from agl.predictions import PLACE_FIELDS, Prediction, PredictionWriter, Status, read_predictions
 
@@ -300,7 +300,7 @@ class GameSession:
         }
         path = self.run_dir / SUMMARY
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        tmp.write_text(dumps(summary, indent=2) + "\n", encoding="utf-8")
         os.replace(tmp, path)
 
 

@@ -1,0 +1,83 @@
+"""Is this file audio we can use? Open it, decode it to the end, measure its duration.
+
+Used before any inference request (a zero-byte, text, random or cut-off `.mp3` is never sent
+to a model, which would invent an answer for it) and by download verification and the filter
+(a file that decodes to much less than the manifest's `mp3seconds` is truncated).
+
+Decoding to the end, not trusting the header: an MP3 cut in half keeps a header (or a Xing
+frame count) that still claims the full length; only the decoded frames tell the truth.
+Decoded block by block, so a long clip never sits in memory whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+BLOCK_FRAMES = 1 << 16
+
+
+@dataclass(frozen=True)
+class Probe:
+    """`ok` with the decoded duration, or not `ok` with the reason in words."""
+
+    ok: bool
+    seconds: float | None = None
+    sample_rate: int | None = None
+    channels: int | None = None
+    reason: str | None = None
+
+
+def probe(path: str | Path, max_seconds: float | None = None) -> Probe:
+    """Open and decode `path` (completely, or its first `max_seconds` where given: enough
+    to know it is audio, in milliseconds); never raises. `seconds` is what was decoded."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return Probe(False, reason=f"cannot open {path.name}: {exc.strerror or exc}")
+    if not path.is_file():
+        return Probe(False, reason=f"{path.name} is not a file")
+    if size == 0:
+        return Probe(False, reason=f"{path.name} is empty (0 bytes)")
+    try:
+        import soundfile as sf
+
+        frames = 0
+        with sf.SoundFile(str(path)) as f:
+            sr, channels = int(f.samplerate), int(f.channels)
+            # Not `f.blocks()`: it counts the frames the header promises (its reused buffer
+            # keeps stale samples past the real end); `read` returns what decodes.
+            limit = None if max_seconds is None else max(1, int(max_seconds * sr))
+            while limit is None or frames < limit:
+                want = BLOCK_FRAMES if limit is None else min(BLOCK_FRAMES, limit - frames)
+                got = f.read(want, dtype="float32", always_2d=True).shape[0]
+                if not got:
+                    break
+                frames += got
+    except Exception as exc:  # soundfile raises LibsndfileError, RuntimeError, ValueError...
+        msg = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+        return Probe(False, reason=f"cannot decode {path.name} ({msg})")
+    if sr <= 0 or frames == 0:
+        return Probe(False, seconds=0.0, sample_rate=sr, channels=channels, reason=f"{path.name} decodes to no samples")
+    return Probe(True, seconds=frames / sr, sample_rate=sr, channels=channels)
+
+
+def duration_problem(
+    decoded_s: float, expected_s: float | None, tolerance: float, min_seconds: float = 0.0
+) -> tuple[str, str] | None:
+    """(code, words) when a decoded duration is unusable, else None.
+
+    `truncated`: shorter than the manifest's `mp3seconds` by more than `tolerance` (a
+    fraction: 0.1 accepts 10% less; encoders and the Archive's rounding differ by a frame or
+    two, never by half). `too_short`: under `min_seconds`. An unknown or zero expected
+    duration is not compared.
+    """
+    if expected_s and expected_s > 0 and decoded_s < expected_s * (1 - tolerance):
+        return (
+            "truncated",
+            f"decodes to {decoded_s:.1f} s but the manifest says {expected_s:g} s (tolerance {tolerance:.0%})",
+        )
+    if decoded_s < min_seconds:
+        return ("too_short", f"{decoded_s:.2f} s is shorter than min_seconds {min_seconds:g}")
+    return None

@@ -1,0 +1,59 @@
+"""One writer per folder: an exclusive, non-blocking `flock(2)` held for the whole run.
+
+Two `agl download` runs into the same folder would race on the same `.part` files and
+rewrite each other's `lock.json`. The second one refuses at once, naming the process that
+holds the folder. The kernel releases the lock when the holder exits, however it exits
+(kill -9 included), so a stale lock never blocks the next run.
+
+The lock file lives in the system's temporary folder, named by the folder's resolved path,
+not inside the folder: that is DVC-tracked data (an extra file would change its hash), and
+it may not exist yet (a run refused for a bad manifest must leave no folder behind). The
+file's text (pid, command, start time) is only for the refusal message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from agl.errors import AglError
+
+
+def lock_path(folder: str | Path) -> Path:
+    digest = hashlib.sha256(str(Path(folder).resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"agl-folder-{digest}.lock"
+
+
+@contextlib.contextmanager
+def exclusive(folder: str | Path, what: str) -> Iterator[None]:
+    """Hold `folder` for the duration of the block; AglError if another process holds it."""
+    import fcntl
+
+    fd = os.open(lock_path(folder), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip()
+            raise AglError(
+                f"{folder}: another process is writing into this folder "
+                f"({holder or 'holder unknown'}); wait for it to finish, or use "
+                f"another folder for {what}"
+            ) from None
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
+        cmd = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "python"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}: {cmd[:200]}, since {started}".encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

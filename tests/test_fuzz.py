@@ -1,0 +1,391 @@
+"""Property-based fuzzing of every reader of outside input (issue 14).
+
+On arbitrary bytes and on mutations of valid inputs, each reader returns a result or raises
+the project's own error (AglError, or the game's RequestError with a 4xx) with one line:
+never another exception, never a non-finite number in what it returns or writes.
+
+Targets: the reply parser (as the runner records its result), the manifest loader, the
+predictions reader (both paths: records and the scoring frame), the authors' published-file
+reader, and the game's POST body handler.
+
+Bounded for the suite (profile `agl-ci`: a few dozen examples per target, derandomized so a
+run is repeatable). A developer can fuzz much longer by hand:
+
+    AGL_FUZZ_PROFILE=agl-long python -m pytest tests/test_fuzz.py -q   # 2,000 per target
+    AGL_FUZZ_PROFILE=agl-long AGL_FUZZ_EXAMPLES=20000 python -m pytest tests/test_fuzz.py -k game
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
+
+from agl.errors import AglError
+from agl.manifest import Clip, parse_manifest, write_manifest
+from agl.parse import parse_reply
+from agl.predictions import Prediction, Status, _line, prediction_frame, read_predictions
+
+settings.register_profile(
+    "agl-ci",
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.register_profile(
+    "agl-long",
+    max_examples=int(os.environ.get("AGL_FUZZ_EXAMPLES", "2000")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+FUZZ = settings.get_profile(os.environ.get("AGL_FUZZ_PROFILE", "agl-ci"))
+
+GOOD_REPLY = (
+    'Here is my answer.\n```json\n{"reasoning": "gulls, Portuguese speech", '
+    '"city": "Lisbon", "country": "Portugal", "continent": "Europe", '
+    '"latitude": 38.72, "longitude": -9.14, "confidence": 0.4}\n```'
+)
+NASTY = st.sampled_from(
+    [
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "1e999",
+        "-1e400",
+        "9" * 400,
+        "null",
+        "true",
+        '"91"',
+        "[]",
+        "{}",
+        '"\\u0000"',
+        '"\\ud800"',
+        "1e-400",
+        "0x10",
+        "540",
+        "-0.0",
+        '"Unknown"',
+    ]
+)
+
+
+def _one_line(exc: BaseException) -> None:
+    assert str(exc).strip() and "\n" not in str(exc).strip(), repr(exc)
+
+
+def _finite_everywhere(obj) -> None:
+    if isinstance(obj, float):
+        assert math.isfinite(obj), obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _finite_everywhere(v)
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            _finite_everywhere(v)
+
+
+def _no_constants(c: str):
+    raise AssertionError(f"invalid JSON constant {c} written")
+
+
+def mutate(data: st.DataObject, text: str) -> str:
+    """A valid text with a few random edits: cuts, insertions, swaps of a token for a
+    nasty one."""
+    for _ in range(data.draw(st.integers(1, 4), label="edits")):
+        kind = data.draw(st.sampled_from(["cut", "insert", "replace_number", "dup"]))
+        i = data.draw(st.integers(0, len(text)))
+        if kind == "cut":
+            text = text[:i] + text[data.draw(st.integers(i, len(text))) :]
+        elif kind == "insert":
+            text = text[:i] + data.draw(st.text(max_size=8)) + text[i:]
+        elif kind == "dup":
+            text = text[:i] + text[i:][:40] + text[i:]
+        else:
+            import re
+
+            numbers = list(re.finditer(r"-?\d+(\.\d+)?", text))
+            if numbers:
+                m = data.draw(st.sampled_from(numbers))
+                text = text[: m.start()] + data.draw(NASTY) + text[m.end() :]
+    return text
+
+
+# --- the reply parser ----------------------------------------------------------------------
+
+
+def _check_reply(text: str) -> None:
+    try:
+        pred = parse_reply("clip_1", text)
+    except AglError as exc:
+        _one_line(exc)
+        return
+    assert isinstance(pred, Prediction)
+    # What the runner writes for it: valid JSON, every number finite, missing as null.
+    written = json.loads(_line(pred), parse_constant=_no_constants)
+    _finite_everywhere(written)
+    for f in ("latitude", "longitude"):
+        v = written[f]
+        assert v is None or (-90 <= v <= 90 if f == "latitude" else -180 <= v <= 180), written
+
+
+@FUZZ
+@given(st.text(max_size=400))
+def test_reply_parser_on_any_text(text):
+    _check_reply(text)
+
+
+@FUZZ
+@given(st.data())
+def test_reply_parser_on_mutated_replies(data):
+    _check_reply(mutate(data, GOOD_REPLY))
+
+
+# --- the manifest loader -------------------------------------------------------------------
+
+
+def _manifest_text(tmp: Path) -> str:
+    import pandas as pd
+
+    from agl.manifest import CATEGORY_COLUMNS
+
+    rows = [
+        {
+            "key": f"aporee_{i}_{i}",
+            "short_key": "",
+            "longitude": 10.5 + i,
+            "latitude": 50.25,
+            "altitude": "",
+            "description": 'a, "quoted" text',
+            "title": "t",
+            "mp3name": f"c{i}.mp3",
+            "mp3seconds": 120.5,
+            "city": "Berlin",
+            "country": "Germany",
+            "continent": "Europe",
+            **{c: 0.5 for c in CATEGORY_COLUMNS},
+        }
+        for i in range(3)
+    ]
+    write_manifest(pd.DataFrame(rows), tmp / "m.csv")
+    return (tmp / "m.csv").read_text(encoding="utf-8")
+
+
+def _check_manifest(text: str, path: Path | None = None) -> None:
+    from agl.manifest import load_manifest
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            frame = load_manifest(path) if path is not None else parse_manifest(text, "m.csv")
+        except AglError as exc:
+            _one_line(exc)
+            return
+    for col in ("latitude", "longitude", "mp3seconds"):
+        assert frame[col].map(math.isfinite).all(), frame[col]
+    assert frame["latitude"].abs().le(90).all() and frame["longitude"].abs().le(180).all()
+    for name in frame["mp3name"]:
+        assert name and "/" not in name and "\x00" not in name
+
+
+@pytest.fixture(scope="module")
+def manifest_text(tmp_path_factory) -> str:
+    return _manifest_text(tmp_path_factory.mktemp("fuzz_manifest"))
+
+
+@FUZZ
+@given(st.data())
+def test_manifest_loader_on_mutated_manifests(manifest_text, data):
+    _check_manifest(mutate(data, manifest_text))
+
+
+@FUZZ
+@given(st.binary(max_size=600))
+def test_manifest_loader_on_any_bytes(tmp_path_factory, blob):
+    path = tmp_path_factory.mktemp("m") / "m.csv"
+    path.write_bytes(blob)
+    _check_manifest("", path)
+
+
+@FUZZ
+@given(st.data())
+def test_manifest_file_with_mutated_bytes(manifest_text, tmp_path_factory, data):
+    raw = bytearray(manifest_text.encode())
+    for _ in range(data.draw(st.integers(1, 3))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    path = tmp_path_factory.mktemp("m") / "m.csv"
+    path.write_bytes(bytes(raw))
+    _check_manifest("", path)
+
+
+# --- the predictions reader ----------------------------------------------------------------
+
+GOOD_PREDICTIONS = "".join(
+    _line(
+        Prediction(
+            f"k{i}",
+            Status(status),
+            latitude=lat,
+            longitude=lon,
+            city="Paris",
+            country="France",
+            continent="Europe",
+            confidence=0.5,
+        )
+    )
+    for i, (status, lat, lon) in enumerate([("ok", 48.85, 2.35), ("ok", -33.9, 151.2), ("partial", None, None)])
+)
+
+
+def _check_predictions(path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            records = read_predictions(path)
+        except AglError as exc:
+            _one_line(exc)
+        else:
+            for p in records.values():
+                _finite_everywhere([p.latitude, p.longitude, p.confidence])
+                json.loads(_line(p), parse_constant=_no_constants)
+        try:
+            frame = prediction_frame(path)
+        except AglError as exc:
+            _one_line(exc)
+        else:
+            for col in ("latitude", "longitude", "confidence"):
+                assert not frame[col].map(math.isinf).any(), frame[col]
+
+
+@FUZZ
+@given(st.data())
+def test_predictions_reader_on_mutated_files(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("p") / "predictions.jsonl"
+    path.write_text(mutate(data, GOOD_PREDICTIONS), encoding="utf-8")
+    _check_predictions(path)
+
+
+@FUZZ
+@given(st.binary(max_size=400))
+@example(blob=b"0")  # found by the long profile: a JSON scalar where a record belongs
+@example(blob=b'{"sample_id": ["k"], "status": "ok"}\n')
+@example(blob=b'{"sample_id": "k", "status": "ok", "latitude": Infinity}\n')
+def test_predictions_reader_on_any_bytes(tmp_path_factory, blob):
+    path = tmp_path_factory.mktemp("p") / "predictions.jsonl"
+    path.write_bytes(blob)
+    _check_predictions(path)
+
+
+# --- the authors' published files ----------------------------------------------------------
+
+GOOD_PUBLISHED = json.dumps(
+    [
+        {
+            "question_id": "aporee_1_1",
+            "predicted_latitude": 48.8,
+            "predicted_longitude": "2.3",
+            "predicted_city": "Paris",
+            "predicted_country": "France",
+            "predicted_continent": "Europe",
+            "model_output": '{"latitude": 48.8, "longitude": 2.3}',
+        },
+        {
+            "question_id": "aporee_2_2",
+            "predicted_latitude": "Unknown",
+            "predicted_longitude": "Unknown",
+            "predicted_city": "Unknown",
+            "predicted_country": "Unknown",
+            "predicted_continent": "Unknown",
+            "model_output": "",
+        },
+    ],
+    indent=1,
+)
+
+
+def _check_published(path: Path) -> None:
+    from agl.evaluate import load_predictions_any
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            frame = load_predictions_any(path)
+        except AglError as exc:
+            _one_line(exc)
+            return
+    for col in ("latitude", "longitude", "confidence"):
+        assert not frame[col].map(math.isinf).any(), frame[col]
+
+
+@FUZZ
+@given(st.data())
+def test_published_reader_on_mutated_files(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("pub") / "result.json"
+    path.write_text(mutate(data, GOOD_PUBLISHED), encoding="utf-8")
+    _check_published(path)
+
+
+@FUZZ
+@given(st.binary(max_size=400))
+def test_published_reader_on_any_bytes(tmp_path_factory, blob):
+    path = tmp_path_factory.mktemp("pub") / "result.json"
+    path.write_bytes(b"[" + blob)  # read as a published file, whatever follows
+    _check_published(path)
+
+
+# --- the game's POST handler ---------------------------------------------------------------
+
+CLIPS = {"aporee_1_1": Clip("aporee_1_1", "a.mp3", 52.5, 13.4, 100.0, "Berlin", "Germany", "Europe")}
+GOOD_GUESS = json.dumps(
+    {
+        "clip_id": "aporee_1_1",
+        "latitude": 52.1,
+        "longitude": 13.2,
+        "city": "Berlin",
+        "country": "Germany",
+        "continent": "Europe",
+        "listened_s": 12.5,
+    }
+)
+
+
+def _check_guess(body: bytes) -> None:
+    from agl.game.server import parse_body
+    from agl.game.session import RequestError, parse_guess
+
+    try:
+        guess = parse_guess(parse_body(body), CLIPS)
+    except RequestError as exc:
+        assert 400 <= exc.status < 500, exc.status
+        assert exc.message.strip() and "\n" not in exc.message.strip()
+        return
+    assert guess.clip_id in CLIPS
+    assert math.isfinite(guess.latitude) and abs(guess.latitude) <= 90
+    assert math.isfinite(guess.longitude) and abs(guess.longitude) <= 180
+    assert guess.listened_s is None or math.isfinite(guess.listened_s)
+
+
+@FUZZ
+@given(st.binary(max_size=300))
+def test_game_post_handler_on_any_bytes(body):
+    _check_guess(body)
+
+
+@FUZZ
+@given(st.data())
+def test_game_post_handler_on_mutated_guesses(data):
+    body = mutate(data, GOOD_GUESS)
+    assume(body)
+    _check_guess(body.encode("utf-8", "surrogatepass"))
+
+
+def test_game_post_handler_on_deep_nesting():
+    _check_guess(b"[" * 5000 + b"]" * 5000)
+    _check_guess(b'{"clip_id": "aporee_1_1", "latitude": ' + b"9" * 5000 + b', "longitude": 1}')
