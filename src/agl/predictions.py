@@ -261,6 +261,11 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
                 rows.append(tuple(rec.get(c) for c in FRAME_COLUMNS))
             except (orjson.JSONDecodeError, KeyError, ValueError, AttributeError,
                     TypeError) as exc:
+                try:  # binary or non-UTF-8 bytes are a wrong file, never a torn line to skip
+                    line.decode("utf-8")
+                except UnicodeDecodeError as bad:
+                    raise AglError(f"{path}: line {n}: not UTF-8 text ({bad.reason}); not a "
+                                   "predictions file") from None
                 if n == len(lines) and not raw.endswith(b"\n"):
                     warnings.warn(f"{path}: ignored a torn last line", stacklevel=2)
                     continue
