@@ -142,3 +142,12 @@ def test_confidence_forms(raw, want):
     p = parse_reply("a", json.dumps({"city": "x", "country": "y", "continent": "z",
                                      "latitude": 1, "longitude": 2, "confidence": raw}))
     assert p.confidence == pytest.approx(want)
+
+
+@pytest.mark.parametrize("latitude", ["NaN", "Infinity", "9" * 400, '"1e400"'])
+def test_a_non_finite_or_overflowing_coordinate_is_missing_not_a_number(latitude):
+    reply = ('{"city": "Oslo", "country": "Norway", "continent": "Europe", '
+             f'"latitude": {latitude}, "longitude": 10.75}}')
+    p = parse_reply("k", reply)
+    assert p.latitude is None and "latitude" in p.missing
+    assert p.status is Status.PARTIAL and p.longitude == 10.75

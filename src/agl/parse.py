@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from typing import Any
 
@@ -303,7 +304,14 @@ def _coordinate(v: Any, notes: dict[str, Any], name: str) -> tuple[float | None,
     if v is None or isinstance(v, bool):
         return None, ""
     if isinstance(v, int | float):
-        return float(v), ""
+        try:
+            x = float(v)
+        except OverflowError:  # a 400-digit integer: no coordinate, not a crash
+            x = math.inf
+        if not math.isfinite(x):  # NaN / Infinity / overflow: a missing value, never a number
+            notes.setdefault("invalid", []).append(f"{name} {str(v)[:40]!r}")
+            return None, ""
+        return x, ""
     s = str(v).strip()
     if s.lower() in REFUSAL_VALUES:
         notes["refused"].append(name)
@@ -319,6 +327,9 @@ def _coordinate(v: Any, notes: dict[str, Any], name: str) -> tuple[float | None,
     hemi = (pre or post or "").upper()
     if hemi in ("S", "W"):
         value = -abs(value)
+    if not math.isfinite(value):
+        notes.setdefault("invalid", []).append(f"{name} {s[:40]!r}")
+        return None, ""
     return value, hemi
 
 
