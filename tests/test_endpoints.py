@@ -42,17 +42,26 @@ def test_three_replicas_one_stopped_mid_run(tmp_path):
     with FakeServer(healthy) as a, FakeServer(healthy) as b, FakeServer(dying) as c:
         doomed["server"] = c
         urls = [a.url + "/v1", {"url": b.url + "/v1", "concurrency": 2}, c.url + "/v1"]
-        settings = {"base_url": urls, "endpoint_concurrency": 3, "temperature": 0,
-                    "endpoint_backoff_s": 0.01}
+        settings = {"base_url": urls, "endpoint_concurrency": 3, "temperature": 0, "endpoint_backoff_s": 0.01}
         from agl.backends.base import get_backend
 
         backend = get_backend("openai-compatible")("fake-audio-model", **settings)
         summary = run_inference(
-            backend_name="openai-compatible", model="fake-audio-model",
-            clips=clips(load_manifest(manifest)), audio_root=audio, out_dir=tmp_path / "run",
-            prompt=load_prompt(), settings=settings, cache_dir=None,
-            concurrency=pool_capacity(settings), timeout_s=30, max_retries=3, progress=False,
-            backoff=FAST, backend=backend)
+            backend_name="openai-compatible",
+            model="fake-audio-model",
+            clips=clips(load_manifest(manifest)),
+            audio_root=audio,
+            out_dir=tmp_path / "run",
+            prompt=load_prompt(),
+            settings=settings,
+            cache_dir=None,
+            concurrency=pool_capacity(settings),
+            timeout_s=30,
+            max_retries=3,
+            progress=False,
+            backoff=FAST,
+            backend=backend,
+        )
         report = {e["url"]: e for e in backend.endpoint_report()}
         served = {s.url: len(s.calls) for s in (a, b, c)}
 
@@ -100,8 +109,7 @@ def test_least_loaded_routing_respects_each_capacity():
 def test_endpoint_failure_retries_elsewhere_and_backs_off():
     async def go():
         eps = [Endpoint("down", 4), Endpoint("up", 4)]
-        pool = EndpointPool(eps, is_endpoint_failure=lambda e: isinstance(e, ConnectionError),
-                            backoff_s=60)
+        pool = EndpointPool(eps, is_endpoint_failure=lambda e: isinstance(e, ConnectionError), backoff_s=60)
 
         async def work(ep):
             if ep.url == "down":
@@ -123,8 +131,9 @@ def test_endpoint_failure_retries_elsewhere_and_backs_off():
     assert report["up"]["requests"] == 4 and report["up"]["failures"] == 1
 
 
-@pytest.mark.parametrize("bad", [[], [""], [{"url": "http://a", "concurrency": 0}],
-                                 ["http://a", "http://a"], [{"concurrency": 2}]])
+@pytest.mark.parametrize(
+    "bad", [[], [""], [{"url": "http://a", "concurrency": 0}], ["http://a", "http://a"], [{"concurrency": 2}]]
+)
 def test_bad_endpoint_lists_are_one_line_errors(bad):
     with pytest.raises(AglError, match="base_url"):
         parse_endpoints(bad, 4)

@@ -74,10 +74,15 @@ class EndpointPool:
     `fn(endpoint)`; `is_endpoint_failure(exc)` says whether an exception means the endpoint
     (not the request) is at fault, so another endpoint may answer it."""
 
-    def __init__(self, endpoints: list[Endpoint], *,
-                 is_endpoint_failure: Callable[[BaseException], bool],
-                 backoff_s: float = 1.0, backoff_cap_s: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        endpoints: list[Endpoint],
+        *,
+        is_endpoint_failure: Callable[[BaseException], bool],
+        backoff_s: float = 1.0,
+        backoff_cap_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         if not endpoints:
             raise AglError("an endpoint pool needs at least one endpoint")
         self.endpoints = endpoints
@@ -97,8 +102,7 @@ class EndpointPool:
 
     def _pick(self, exclude: set[str]) -> Endpoint | None:
         now = self.clock()
-        free = [e for e in self.endpoints
-                if e.url not in exclude and e.healthy(now) and e.in_flight < e.capacity]
+        free = [e for e in self.endpoints if e.url not in exclude and e.healthy(now) and e.in_flight < e.capacity]
         if not free:
             return None
         return min(free, key=lambda e: (e.in_flight / e.capacity, e.in_flight))
@@ -162,8 +166,7 @@ class EndpointPool:
                 result = await fn(ep)
             except asyncio.CancelledError:
                 # The runner's timeout: the endpoint did not answer in time.
-                await asyncio.shield(self._release(ep, ok=False, down=True,
-                                                   latency=self.clock() - t0))
+                await asyncio.shield(self._release(ep, ok=False, down=True, latency=self.clock() - t0))
                 raise
             except Exception as exc:
                 down = self.is_endpoint_failure(exc)
@@ -180,11 +183,25 @@ class EndpointPool:
         out = []
         for e in self.endpoints:
             s = sorted(e.latencies)
-            lat = ({"mean": round(statistics.fmean(s), 4), "p50": round(statistics.median(s), 4),
+            lat = (
+                {
+                    "mean": round(statistics.fmean(s), 4),
+                    "p50": round(statistics.median(s), 4),
                     "p95": round(s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))], 4),
-                    "max": round(s[-1], 4)} if s else None)
-            out.append({"url": e.url, "concurrency": e.capacity, "requests": e.requests,
-                        "failures": e.failures, "latency_s": lat})
+                    "max": round(s[-1], 4),
+                }
+                if s
+                else None
+            )
+            out.append(
+                {
+                    "url": e.url,
+                    "concurrency": e.capacity,
+                    "requests": e.requests,
+                    "failures": e.failures,
+                    "latency_s": lat,
+                }
+            )
         return out
 
 
@@ -234,11 +251,11 @@ def pooled_client(settings: dict[str, Any], api_key: str) -> tuple[EndpointPool,
         cap = float(settings.get("endpoint_backoff_cap_s", 30.0))
     except (TypeError, ValueError) as exc:
         raise AglError(f"openai-compatible: endpoint settings: {exc}") from None
-    endpoints = [Endpoint(url, conc, client=AsyncOpenAI(api_key=api_key, base_url=url,
-                                                        max_retries=0))
-                 for url, conc in parse_endpoints(settings["base_url"], default)]
-    pool = EndpointPool(endpoints, is_endpoint_failure=_openai_endpoint_failure,
-                        backoff_s=backoff, backoff_cap_s=cap)
+    endpoints = [
+        Endpoint(url, conc, client=AsyncOpenAI(api_key=api_key, base_url=url, max_retries=0))
+        for url, conc in parse_endpoints(settings["base_url"], default)
+    ]
+    pool = EndpointPool(endpoints, is_endpoint_failure=_openai_endpoint_failure, backoff_s=backoff, backoff_cap_s=cap)
     return pool, PooledClient(pool)
 
 
