@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference", required=True, type=Path, help="reference run predictions")
     ap.add_argument("--out-dir", required=True, type=Path)
     ap.add_argument("--summary", required=True, type=Path)
+    ap.add_argument("--headline", type=Path, default=None,
+                    help="headline metrics (JSON, tracked in git; what dvc exp show lists)")
     ap.add_argument("--params", type=Path, default=None, help="default: the repo's params.yaml")
     args = ap.parse_args(argv)
     where = {"path": args.params} if args.params else {}
@@ -66,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     summary = {**result.summary, "reference_file": str(args.reference)}
     args.summary.parent.mkdir(parents=True, exist_ok=True)
     args.summary.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    if args.headline:
+        from agl.headline import localizability_headline, write_headline
+
+        write_headline(args.headline, localizability_headline(summary))
 
     from agl.prompts import load_prompt
     from agl.tracking import log_run

@@ -22,6 +22,11 @@ def main() -> int:
                           leaderboard_csv=Path(board), manifest=Path(manifest),
                           extra_provenance={"params data.dataset": p["data"]["dataset"]}, track=track,
                           experiment=p["mlflow"].get("experiment"))
+    sweep = Path("metrics/sensitivity.csv")  # scripts/sensitivity-sweep; tracked in git
+    if sweep.exists():
+        from agl.sensitivity import add_to_report
+
+        add_to_report(Path(summary["html"]), sweep, Path(out_dir) / "plots")
     print(f"wrote {summary['html']} ({len(summary['runs'])} runs)")
     return 0
 

@@ -152,6 +152,7 @@ def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
         frame = load_manifest(manifest)
     prompt = load_prompt(spec.prompt or infer.prompt, source=infer.prompt_source)
     from agl.endpoints import pool_capacity
+    from agl.workspace import shared_path
 
     capacity = pool_capacity(spec.settings) if spec.backend == "openai-compatible" else None
     backend = None
@@ -163,7 +164,7 @@ def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
         backend_name=spec.backend, model=spec.model, clips=clips(frame),
         audio_root=Path(audio_root) if audio_root else None, out_dir=Path(out_dir),
         prompt=prompt, settings=spec.settings,
-        cache_dir=Path(infer.cache_dir) if infer.cache_dir else None,
+        cache_dir=shared_path(infer.cache_dir) if infer.cache_dir else None,
         concurrency=int(spec.concurrency or capacity or infer.concurrency),
         timeout_s=float(infer.timeout_s),
         max_retries=int(infer.max_retries), price_in_per_m=spec.price_in_per_m,

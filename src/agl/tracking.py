@@ -21,7 +21,12 @@ SECRET_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
 
 
 def tracking_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{REPO_ROOT / 'mlflow.db'}"
+    """`MLFLOW_TRACKING_URI`, else the repository's mlflow.db (the real repository's when in a
+    queued experiment's temporary workspace: see agl.workspace)."""
+    from agl.workspace import shared_root
+
+    root = shared_root() or REPO_ROOT
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{root / 'mlflow.db'}"
 
 
 def git_commit(cwd: Path | None = None) -> str:
@@ -132,6 +137,8 @@ def log_run(
         if flat_metrics:
             mlflow.log_metrics(flat_metrics)
         mlflow.set_tags(all_tags)
+        if tags and tags.get("data_version") and not (run_id and _has_input(client, run_id)):
+            _log_dataset(mlflow, tags)
         for path in artifacts:
             path = Path(path)
             if path.is_dir():
@@ -139,6 +146,27 @@ def log_run(
             elif path.exists():
                 mlflow.log_artifact(str(path))
         return run.info.run_id
+
+
+def _has_input(client: Any, run_id: str) -> bool:
+    return bool(client.get_run(run_id).inputs.dataset_inputs)
+
+
+def _log_dataset(mlflow: Any, tags: dict[str, str]) -> None:
+    """The data a run was scored on, as an MLflow dataset input: its name (`dataset` tag) and
+    content hash (`data_version`), so runs on the same data group together in the UI."""
+    import warnings
+
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        source = resolve_dataset_source(str(tags.get("data_source", "data/manifest.csv")))
+        ds = MetaDataset(source=source,
+                         name=str(tags.get("dataset") or "manifest")[:500],
+                         digest=str(tags["data_version"])[:36])
+        mlflow.log_input(ds, context="evaluation")
 
 
 def log_artifacts(run_id: str, paths: Iterable[Path], artifact_path: str | None = None) -> None:
