@@ -10,6 +10,7 @@ is logged to MLflow as one run (agl.tracking), keyed by the inputs' content hash
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -80,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
               (("manifest", args.manifest), ("tags", args.tags), ("reference", args.reference))}
     check = summary["check_holdout"]
     log_run(
-        run_key=f"localizability:{hashes['manifest']}:{hashes['tags']}:{hashes['reference']}",
+        # The params are part of the key: each experiment of a γ/θ sweep is its own run.
+        run_key=(f"localizability:{hashes['manifest']}:{hashes['tags']}:{hashes['reference']}:"
+                 + hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode())
+                 .hexdigest()[:12]),
         run_name="localizability",
         params={**params, "judge_prompt_sha256": load_prompt(JUDGE_PROMPT).sha256,
                 **{f"sha256.{k}": v for k, v in hashes.items()}},
