@@ -58,17 +58,30 @@ def team(tmp_path_factory):
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (work / "metrics" / "sensitivity.csv").unlink(missing_ok=True)
     url = f"http://127.0.0.1:{ports['MLFLOW_PORT']}"
-    env = {**os.environ, **ports, "MLFLOW_TRACKING_URI": url, "DVC_NO_ANALYTICS": "1",
-           "HF_HUB_OFFLINE": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
-           "NO_PROXY": "127.0.0.1,localhost",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        **ports,
+        "MLFLOW_TRACKING_URI": url,
+        "DVC_NO_ANALYTICS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "HTTP_PROXY": "http://127.0.0.1:9",
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
     for k in [k for k in env if k.endswith("_API_KEY")]:
         env.pop(k)
-    server = subprocess.Popen([str(REPO / "scripts" / "mlflow-server"), "start",
-                               str(server_dir / "srv")], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [str(REPO / "scripts" / "mlflow-server"), "start", str(server_dir / "srv")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         sh("git init -q && agl download", work, env)  # while the server starts
         out, _ = server.communicate(timeout=300)
@@ -76,11 +89,14 @@ def team(tmp_path_factory):
         assert f"MLFLOW_TRACKING_URI={url}" in out
         sh(f"dvc repro {TARGETS}", work, env)
         sh("git add -A && git commit -qm 'demo run'", work, env)
-        yield {"work": work, "env": env, "url": url, "root": root,
-               "artifacts": server_dir / "srv" / "artifacts"}
+        yield {"work": work, "env": env, "url": url, "root": root, "artifacts": server_dir / "srv" / "artifacts"}
     finally:
-        subprocess.run([str(REPO / "scripts" / "mlflow-server"), "stop", str(server_dir / "srv")],
-                       env=env, capture_output=True, timeout=120)
+        subprocess.run(
+            [str(REPO / "scripts" / "mlflow-server"), "stop", str(server_dir / "srv")],
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
         shutil.rmtree(server_dir, ignore_errors=True)
 
 
@@ -97,8 +113,7 @@ def test_runs_land_in_mlflow_on_postgres(team):
     assert knn.data.metrics["paper.n"] == 32 and "paper.distance_error_km" in knn.data.metrics
     (ds,) = knn.inputs.dataset_inputs
     assert ds.dataset.name.startswith("SYNTHETIC demo set")
-    assert len(ds.dataset.digest) >= 16 and knn.data.tags["data_version"].startswith(
-        ds.dataset.digest)
+    assert len(ds.dataset.digest) >= 16 and knn.data.tags["data_version"].startswith(ds.dataset.digest)
     names = {a.path for a in client.list_artifacts(knn.info.run_id)}
     assert {"predictions.jsonl", "metrics.json", "scores_paper.csv"} <= names
     # Artifacts are proxied: the server stored them, the client downloads them back.
@@ -110,8 +125,11 @@ def test_runs_land_in_mlflow_on_postgres(team):
 def test_dvc_remote_round_trip_to_a_fresh_clone(team):
     work, env, root = team["work"], team["env"], team["root"]
     remote = root / "remote"
-    sh(f"dvc remote add -d store {remote} && git add .dvc/config && "
-       "git commit -qm 'DVC remote' && dvc push -q", work, env)
+    sh(
+        f"dvc remote add -d store {remote} && git add .dvc/config && git commit -qm 'DVC remote' && dvc push -q",
+        work,
+        env,
+    )
     clone = root / "clone"
     sh(f"git clone -q {work} {clone}", root, env)
     assert not (clone / "build").exists() and not (clone / "data").exists()
@@ -121,8 +139,7 @@ def test_dvc_remote_round_trip_to_a_fresh_clone(team):
     assert "Running stage" not in out, out
     for f in ("leaderboard.md", "leaderboard.csv", "leaderboard.html"):
         assert (clone / "build" / f).read_bytes() == (work / "build" / f).read_bytes()
-    assert (clone / "metrics" / "runs" / "knn.json").read_text() == (
-        work / "metrics" / "runs" / "knn.json").read_text()
+    assert (clone / "metrics" / "runs" / "knn.json").read_text() == (work / "metrics" / "runs" / "knn.json").read_text()
 
 
 def _exp_rows(work: Path, env: dict) -> dict[str, dict]:
@@ -134,10 +151,10 @@ def _exp_rows(work: Path, env: dict) -> dict[str, dict]:
         for rev in entry.get("revs", []) if "revs" in entry else [entry]:
             data = rev.get("data") or {}
             name = rev.get("name") or rev.get("rev")
-            rows[name] = {"metrics": {f: (v.get("data") or {})
-                                      for f, v in (data.get("metrics") or {}).items()},
-                          "params": {f: (v.get("data") or {})
-                                     for f, v in (data.get("params") or {}).items()}}
+            rows[name] = {
+                "metrics": {f: (v.get("data") or {}) for f, v in (data.get("metrics") or {}).items()},
+                "params": {f: (v.get("data") or {}) for f, v in (data.get("params") or {}).items()},
+            }
         for child in entry.get("experiments") or []:
             visit(child)
 
@@ -156,8 +173,9 @@ def test_experiment_shows_headline_metrics(team):
         assert isinstance(knn[key], int | float), (key, knn)
     assert rows["boot500"]["params"]["params.yaml"]["evaluate"]["bootstrap"] == 500
     # The baseline row carries numbers too (its commit holds the metrics files).
-    base = next(v for k, v in rows.items() if k not in ("boot500", "workspace")
-                and "metrics/runs/knn.json" in v["metrics"])
+    base = next(
+        v for k, v in rows.items() if k not in ("boot500", "workspace") and "metrics/runs/knn.json" in v["metrics"]
+    )
     assert base["metrics"]["metrics/runs/knn.json"]["mean_km"] == knn["mean_km"]
 
 
@@ -179,9 +197,12 @@ def test_queued_sweep_of_the_localize_stage(team):
 
     client = mlflow.MlflowClient(tracking_uri=team["url"])
     exp = client.get_experiment_by_name("agl1k")
-    gammas = {float(r.data.params["gamma_km"]) for r in client.search_runs(
-        [exp.experiment_id], filter_string="tags.`agl.stage` = 'localize'")}
+    gammas = {
+        float(r.data.params["gamma_km"])
+        for r in client.search_runs([exp.experiment_id], filter_string="tags.`agl.stage` = 'localize'")
+    }
     assert {2500.0, 10000.0, 5000.0} <= gammas, gammas  # one run per parameter set
-    width = max(map(len, sh("dvc exp show --only-changed --no-pager --md", work,
-                            {**env, "COLUMNS": "200"}).splitlines()))
+    width = max(
+        map(len, sh("dvc exp show --only-changed --no-pager --md", work, {**env, "COLUMNS": "200"}).splitlines())
+    )
     assert width <= 200, width

@@ -50,8 +50,11 @@ def filter_headline(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def tag_headline(summary: dict[str, Any]) -> dict[str, Any]:
-    return {"clips": summary["clips"], "tagged": summary["tagged"],
-            "speech_fraction": _r(summary.get("mean_speech_fraction"), 4)}
+    return {
+        "clips": summary["clips"],
+        "tagged": summary["tagged"],
+        "speech_fraction": _r(summary.get("mean_speech_fraction"), 4),
+    }
 
 
 def localizability_headline(summary: dict[str, Any]) -> dict[str, Any]:
@@ -71,5 +74,4 @@ def localizability_headline(summary: dict[str, Any]) -> dict[str, Any]:
 def write_headline(path: str | Path, values: dict[str, Any]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(values, indent=1, sort_keys=True, allow_nan=False) + "\n",
-                    encoding="utf-8")
+    path.write_text(json.dumps(values, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")

@@ -26,8 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-COLUMNS = ["gamma_km", "theta", "selected", "jaccard", "speech_share", "rank_rho",
-           "holdout_rho", "experiment"]
+COLUMNS = ["gamma_km", "theta", "selected", "jaccard", "speech_share", "rank_rho", "holdout_rho", "experiment"]
 
 
 def _selected(clips: pd.DataFrame) -> set[str]:
@@ -42,7 +41,8 @@ def compare(default: pd.DataFrame, exp: pd.DataFrame) -> dict[str, Any]:
     union = s0 | s
     speech = exp.loc[exp["selected"].astype(bool), "has_speech"].astype(bool)
     held = default.loc[default["split"] == "holdout", ["key", "l_k"]].merge(
-        exp[["key", "l_k"]], on="key", suffixes=("_0", ""))
+        exp[["key", "l_k"]], on="key", suffixes=("_0", "")
+    )
     rho = None
     if len(held) >= 3 and held["l_k_0"].nunique() > 1 and held["l_k"].nunique() > 1:
         rho = float(spearmanr(held["l_k_0"], held["l_k"]).statistic)
@@ -50,16 +50,18 @@ def compare(default: pd.DataFrame, exp: pd.DataFrame) -> dict[str, Any]:
     def r(v: float | None) -> float | None:
         return None if v is None else round(float(v), 6)
 
-    return {"selected": len(s), "jaccard": r(len(s & s0) / len(union) if union else 1.0),
-            "speech_share": r(float(speech.mean()) if len(speech) else None),
-            "rank_rho": r(rho)}
+    return {
+        "selected": len(s),
+        "jaccard": r(len(s & s0) / len(union) if union else 1.0),
+        "speech_share": r(float(speech.mean()) if len(speech) else None),
+        "rank_rho": r(rho),
+    }
 
 
 def sweep_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Rows (gamma_km, theta, compare()'s fields, holdout_rho, experiment) sorted by grid."""
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    return frame.sort_values(["gamma_km", "theta", "experiment"], kind="stable").reset_index(
-        drop=True)
+    return frame.sort_values(["gamma_km", "theta", "experiment"], kind="stable").reset_index(drop=True)
 
 
 def plot(table: pd.DataFrame, path: Path) -> Path:
@@ -87,28 +89,41 @@ def plot(table: pd.DataFrame, path: Path) -> Path:
 
 def section(table: pd.DataFrame, figure: Path | None) -> str:
     """The report's HTML section for a sweep table (a note when no sweep was run)."""
-    head = ("<section id='sensitivity-section'><h2>Localizability: sensitivity to γ and θ</h2>")
+    head = "<section id='sensitivity-section'><h2>Localizability: sensitivity to γ and θ</h2>"
     if table.empty:
-        return (head + "<p>No sweep recorded (metrics/sensitivity.csv is empty); run "
-                "<code>scripts/sensitivity-sweep</code> (README, \"Sensitivity of the "
-                "selection\").</p></section>")
+        return (
+            head + "<p>No sweep recorded (metrics/sensitivity.csv is empty); run "
+            '<code>scripts/sensitivity-sweep</code> (README, "Sensitivity of the '
+            'selection").</p></section>'
+        )
     cells = []
     for _, row in table.iterrows():
-        cells.append("<tr>" + "".join(
-            f"<td>{html.escape('' if pd.isna(row[c]) else str(row[c]))}</td>" for c in COLUMNS)
-            + "</tr>")
-    parts = [head, "<p>Each row is one queued DVC experiment of the localize stage; Jaccard "
-             "and the rank correlation (Spearman, held-out clips) compare it with the default "
-             "selection.</p>"]
+        cells.append(
+            "<tr>"
+            + "".join(f"<td>{html.escape('' if pd.isna(row[c]) else str(row[c]))}</td>" for c in COLUMNS)
+            + "</tr>"
+        )
+    parts = [
+        head,
+        "<p>Each row is one queued DVC experiment of the localize stage; Jaccard "
+        "and the rank correlation (Spearman, held-out clips) compare it with the default "
+        "selection.</p>",
+    ]
     if figure is not None and figure.exists():
         data = base64.b64encode(figure.read_bytes()).decode("ascii")
-        parts.append(f"<figure><img id='sensitivity' alt='sensitivity' "
-                     f"src='data:image/png;base64,{data}'><figcaption>Jaccard against the "
-                     "default selection and selected size over γ, one line per θ"
-                     "</figcaption></figure>")
-    parts.append("<table id='sensitivity-table'><tr>"
-                 + "".join(f"<th>{c}</th>" for c in COLUMNS) + "</tr>" + "".join(cells)
-                 + "</table></section>")
+        parts.append(
+            f"<figure><img id='sensitivity' alt='sensitivity' "
+            f"src='data:image/png;base64,{data}'><figcaption>Jaccard against the "
+            "default selection and selected size over γ, one line per θ"
+            "</figcaption></figure>"
+        )
+    parts.append(
+        "<table id='sensitivity-table'><tr>"
+        + "".join(f"<th>{c}</th>" for c in COLUMNS)
+        + "</tr>"
+        + "".join(cells)
+        + "</table></section>"
+    )
     return "\n".join(parts)
 
 
