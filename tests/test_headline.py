@@ -88,7 +88,10 @@ def test_compare_against_the_default_selection(tmp_path):
     assert moved["selected"] == 2 and moved["jaccard"] == 0.25  # {k2} of {k0..k3}
     assert moved["rank_rho"] == -1.0 and moved["speech_share"] == 0.5
     table = sweep_table(
-        [{"gamma_km": g, "theta": 0.0, **moved, "holdout_rho": 0.1, "experiment": f"e{g}"} for g in (5000.0, 1000.0)]
+        [
+            {"gamma_km": g, "theta": 0.0, **moved, "holdout_rho": 0.1, "experiment": f"e{g}", "status": "ok"}
+            for g in (5000.0, 1000.0)
+        ]
     )
     assert list(table["gamma_km"]) == [1000.0, 5000.0]
     csv = tmp_path / "sensitivity.csv"

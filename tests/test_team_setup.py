@@ -56,7 +56,9 @@ def team(tmp_path_factory):
     params["localizability"]["speech_from"] = "tags"
     params["evaluate"]["bootstrap"] = 100
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    (work / "metrics" / "sensitivity.csv").unlink(missing_ok=True)
+    (work / "metrics" / "sensitivity.csv").write_text("")  # no sweep yet
+    # The committed lock describes the full pipeline; this slimmed one records its own.
+    (work / "dvc.lock").unlink()
     url = f"http://127.0.0.1:{ports['MLFLOW_PORT']}"
     env = {
         **os.environ,
@@ -187,9 +189,11 @@ def test_queued_sweep_of_the_localize_stage(team):
 
     table = pd.read_csv(work / "metrics" / "sensitivity.csv")
     assert len(table) == 4 and set(table["gamma_km"]) == {2500.0, 10000.0}
-    assert table["jaccard"].between(0, 1).all()
+    ok = table[table["status"] == "ok"]
+    assert len(ok) >= 1 and ok["jaccard"].between(0, 1).all()
+    assert table["status"].str.match(r"^(ok|failed: .+)$").all()
     rows = _exp_rows(work, env)
-    for name in table["experiment"]:
+    for name in ok["experiment"]:
         loc = rows[name]["metrics"]["metrics/curation/localizability.json"]
         assert isinstance(loc["selected"], int) and "holdout_rho" in loc
     # Queued experiments shared the workspace's MLflow (the server), not a lost copy.
@@ -201,7 +205,7 @@ def test_queued_sweep_of_the_localize_stage(team):
         float(r.data.params["gamma_km"])
         for r in client.search_runs([exp.experiment_id], filter_string="tags.`agl.stage` = 'localize'")
     }
-    assert {2500.0, 10000.0, 5000.0} <= gammas, gammas  # one run per parameter set
+    assert {5000.0, *ok["gamma_km"]} <= gammas, gammas  # one run per parameter set
     width = max(
         map(len, sh("dvc exp show --only-changed --no-pager --md", work, {**env, "COLUMNS": "200"}).splitlines())
     )

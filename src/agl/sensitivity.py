@@ -26,7 +26,17 @@ from typing import Any
 
 import pandas as pd
 
-COLUMNS = ["gamma_km", "theta", "selected", "jaccard", "speech_share", "rank_rho", "holdout_rho", "experiment"]
+COLUMNS = [
+    "gamma_km",
+    "theta",
+    "selected",
+    "jaccard",
+    "speech_share",
+    "rank_rho",
+    "holdout_rho",
+    "experiment",
+    "status",
+]
 
 
 def _selected(clips: pd.DataFrame) -> set[str]:
