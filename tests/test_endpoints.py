@@ -137,3 +137,38 @@ def test_endpoint_failure_retries_elsewhere_and_backs_off():
 def test_bad_endpoint_lists_are_one_line_errors(bad):
     with pytest.raises(AglError, match="base_url"):
         parse_endpoints(bad, 4)
+
+
+def test_cli_takes_repeated_base_urls_and_prints_each_endpoint(tmp_path, capsys):
+    from agl.cli import main
+
+    manifest, audio = make_clips(tmp_path, 6)
+    ok = lambda call: Answer(200, openai_completion(GOOD))  # noqa: E731
+    with FakeServer(ok) as a, FakeServer(ok) as b:
+        rc = main(
+            [
+                "infer",
+                "--backend",
+                "openai-compatible",
+                "--model",
+                "m",
+                "--base-url",
+                a.url + "/v1",
+                "--base-url",
+                b.url + "/v1",
+                "--manifest",
+                str(manifest),
+                "--audio-root",
+                str(audio),
+                "--out",
+                str(tmp_path / "run"),
+                "--no-progress",
+                "--cache-dir",
+                "",
+            ]
+        )
+        calls = len(a.calls) + len(b.calls)
+    err = capsys.readouterr().err
+    assert rc == 0 and calls == 6
+    assert f"{a.url}/v1: " in err and f"{b.url}/v1: " in err
+    assert '"endpoints"' not in (tmp_path / "run" / "run_summary.json").read_text()  # timings stay out
