@@ -127,11 +127,9 @@ def test_runs_land_in_mlflow_on_postgres(team):
 def test_dvc_remote_round_trip_to_a_fresh_clone(team):
     work, env, root = team["work"], team["env"], team["root"]
     remote = root / "remote"
-    sh(
-        f"dvc remote add -d store {remote} && git add .dvc/config && git commit -qm 'DVC remote' && dvc commit -f -q data.dvc && dvc push",
-        work,
-        env,
-    )
+    # agl download fills data/ but not DVC's cache: commit it there, then push everything.
+    sh(f"dvc remote add -d store {remote} && git add .dvc/config && git commit -qm 'DVC remote'", work, env)
+    sh("dvc commit -f -q data.dvc && dvc push", work, env)
     clone = root / "clone"
     sh(f"git clone -q {work} {clone}", root, env)
     assert not (clone / "build").exists() and not (clone / "data").exists()
