@@ -83,11 +83,21 @@ def plot(table: pd.DataFrame, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), constrained_layout=True)
-    for theta, part in table.groupby("theta", sort=True):
+    styles = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-.")]
+    ok = table[table["status"].fillna("ok") == "ok"] if "status" in table else table
+    for i, (theta, part) in enumerate(ok.groupby("theta", sort=True)):
         part = part.sort_values("gamma_km")
-        label = f"θ = {theta:g}"
-        axes[0].plot(part["gamma_km"], part["jaccard"], marker="o", label=label)
-        axes[1].plot(part["gamma_km"], part["selected"], marker="o", label=label)
+        marker, line = styles[i % len(styles)]
+        # Lines that coincide (θ without effect) stay visible: distinct markers and dashes.
+        kw = {
+            "marker": marker,
+            "linestyle": line,
+            "markersize": 8 - 2 * (i % 3),
+            "alpha": 0.85,
+            "label": f"θ = {theta:g}",
+        }
+        axes[0].plot(part["gamma_km"], part["jaccard"], **kw)
+        axes[1].plot(part["gamma_km"], part["selected"], **kw)
     axes[0].set(xlabel="γ (km)", ylabel="Jaccard vs default selection", ylim=(-0.02, 1.02))
     axes[1].set(xlabel="γ (km)", ylabel="clips selected")
     axes[1].legend(fontsize=8)
