@@ -1,6 +1,9 @@
 """Stage evaluate@<run>: score one run's predictions and log it as an MLflow run.
 
-usage: python stages/evaluate.py RUN_NAME PREDICTIONS MANIFEST OUT_DIR
+usage: python stages/evaluate.py RUN_NAME PREDICTIONS MANIFEST OUT_DIR [HEADLINE]
+
+HEADLINE (metrics/runs/<run>.json in dvc.yaml) gets the run's headline metrics: a small file
+tracked in git, so `dvc exp show` lists them for every experiment.
 """
 
 import sys
@@ -28,6 +31,10 @@ def main() -> int:
         strict_refusal_km=float(cfg["strict_refusal_km"]), info=info,
         experiment=p["mlflow"].get("experiment"),
     )
+    if len(sys.argv) > 5:
+        from agl.headline import run_headline, write_headline
+
+        write_headline(sys.argv[5], run_headline(doc))
     for protocol, res in doc["protocols"].items():
         print(f"{run} [{protocol}]: n={res['n']} mean {res['distance_error_km']:.1f} km, "
               f"country {res['country_acc']:.3f}, continent {res['continent_acc']:.3f}")

@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--audio-root", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path, help="per-clip table (CSV)")
     ap.add_argument("--summary", required=True, type=Path, help="summary (JSON)")
+    ap.add_argument("--headline", type=Path, default=None,
+                    help="headline metrics (JSON, tracked in git; what dvc exp show lists)")
     ap.add_argument("--params", type=Path, default=None, help="default: the repo's params.yaml")
     args = ap.parse_args(argv)
     section = load("filter", **({"path": args.params} if args.params else {}))["filter"]
@@ -32,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     summary = run.summary(cfg)
     args.summary.parent.mkdir(parents=True, exist_ok=True)
     args.summary.write_text(dumps(summary, indent=1) + "\n")
+    if args.headline:
+        from agl.headline import filter_headline, write_headline
+
+        write_headline(args.headline, filter_headline(summary))
     reasons = ", ".join(f"{k} {v}" for k, v in summary["failed_by_reason"].items()) or "none"
     print(f"filter: {summary['passed']} of {summary['clips']} clip(s) pass; failed: {reasons}",
           file=sys.stderr)

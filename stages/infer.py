@@ -21,13 +21,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--audio-root", required=True)
     ap.add_argument("--out", required=True, help="run folder (build/runs/<name>)")
     ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--telemetry", default=None,
+                    help="per-endpoint requests/failures/latency of a replica pool (not a DVC "
+                         "output: timings); default build/telemetry/<name>.json")
     args = ap.parse_args(argv)
     try:
         params = load_params(args.params)
         spec = find_model(parse_models(params.get("models"), args.params), args.name, args.params)
         infer = parse_infer(params.get("infer"), args.params)
         summary = run_spec(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
-                           out_dir=args.out, progress=sys.stderr.isatty())
+                           out_dir=args.out, progress=sys.stderr.isatty(),
+                           telemetry=args.telemetry or f"build/telemetry/{args.name}.json")
     except AglError as exc:
         from agl.secrets import scrub_text
 

@@ -10,6 +10,8 @@ is logged to MLflow as one run (agl.tracking), keyed by the inputs' content hash
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -41,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference", required=True, type=Path, help="reference run predictions")
     ap.add_argument("--out-dir", required=True, type=Path)
     ap.add_argument("--summary", required=True, type=Path)
+    ap.add_argument("--headline", type=Path, default=None,
+                    help="headline metrics (JSON, tracked in git; what dvc exp show lists)")
     ap.add_argument("--params", type=Path, default=None, help="default: the repo's params.yaml")
     args = ap.parse_args(argv)
     where = {"path": args.params} if args.params else {}
@@ -66,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     summary = {**result.summary, "reference_file": str(args.reference)}
     args.summary.parent.mkdir(parents=True, exist_ok=True)
     args.summary.write_text(dumps(summary, indent=1, default=str) + "\n")
+    if args.headline:
+        from agl.headline import localizability_headline, write_headline
+
+        write_headline(args.headline, localizability_headline(summary))
 
     from agl.prompts import load_prompt
     from agl.tracking import log_run
@@ -74,7 +82,10 @@ def main(argv: list[str] | None = None) -> int:
               (("manifest", args.manifest), ("tags", args.tags), ("reference", args.reference))}
     check = summary["check_holdout"]
     log_run(
-        run_key=f"localizability:{hashes['manifest']}:{hashes['tags']}:{hashes['reference']}",
+        # The params are part of the key: each experiment of a γ/θ sweep is its own run.
+        run_key=(f"localizability:{hashes['manifest']}:{hashes['tags']}:{hashes['reference']}:"
+                 + hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode())
+                 .hexdigest()[:12]),
         run_name="localizability",
         params={**params, "judge_prompt_sha256": load_prompt(JUDGE_PROMPT).sha256,
                 **{f"sha256.{k}": v for k, v in hashes.items()}},

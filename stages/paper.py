@@ -23,7 +23,9 @@ def main() -> int:
     from agl.predictions import write_predictions
 
     OUT.mkdir(parents=True, exist_ok=True)
-    cache = Path(cfg.get("cache_dir", "cache/paper"))
+    from agl.workspace import shared_path
+
+    cache = shared_path(cfg.get("cache_dir", "cache/paper"))
     runs = cfg.get("runs") or []
     summary: dict = {"base_url": cfg["base_url"], "runs": {}}
     if not runs:

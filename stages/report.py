@@ -25,6 +25,11 @@ def main() -> int:
         from agl.report_counterfactual import section
 
         sections = (lambda figs, tables, img: section(effects, figs, img, tables),)
+    sweep = Path("metrics/sensitivity.csv")  # scripts/sensitivity-sweep; tracked in git
+    if sweep.exists():  # the section "Localizability: sensitivity to γ and θ"
+        from agl.sensitivity import report_section
+
+        sections += (lambda figs, tables, img: report_section(sweep, figs),)
     out_dir, board, manifest, *run_dirs = args
     p = _params.load("report", "data", "mlflow")
     cfg = dict(p["report"])

@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path, help="tags.csv")
     ap.add_argument("--classes", required=True, type=Path, help="tags_classes.csv")
     ap.add_argument("--summary", required=True, type=Path)
+    ap.add_argument("--headline", type=Path, default=None,
+                    help="headline metrics (JSON, tracked in git; what dvc exp show lists)")
     ap.add_argument("--params", type=Path, default=None, help="default: the repo's params.yaml")
     args = ap.parse_args(argv)
     section = load("tag", **({"path": args.params} if args.params else {}))["tag"]
@@ -45,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     run.class_frame().to_csv(args.classes, index=False)
     summary = {**run.summary(), "skipped_by_filter": skipped}
     args.summary.write_text(dumps(summary, indent=1) + "\n")
+    if args.headline:
+        from agl.headline import tag_headline, write_headline
+
+        write_headline(args.headline, tag_headline(summary))
     print(f"tag: {summary['tagged']} clip(s) tagged with {cfg.tagger}; {skipped} skipped "
           "(failed the filter)", file=sys.stderr)
     return 0

@@ -38,6 +38,7 @@ class Answer:
     headers: dict[str, str] = field(default_factory=dict)
     hold: bool = False
     delay_s: float = 0.0  # only the benchmark uses a fixed latency
+    drop: bool = False  # close the connection without a reply (a server that died)
 
 
 def openai_completion(text: str | None, *, refusal: str | None = None,
@@ -135,6 +136,9 @@ class FakeServer:
                 if ans.hold:
                     server._release.wait(60)
                     return
+                if ans.drop:
+                    self.close_connection = True
+                    return
                 if ans.delay_s:
                     time.sleep(ans.delay_s)
                 payload = ans.body
@@ -166,6 +170,11 @@ class FakeServer:
     def __enter__(self) -> FakeServer:
         self._thread.start()
         return self
+
+    def stop(self) -> None:
+        """Stop serving from inside a handler (a replica going down mid-run): later
+        connections are refused."""
+        threading.Thread(target=self.__exit__, daemon=True).start()
 
     def __exit__(self, *exc: object) -> None:
         self._release.set()

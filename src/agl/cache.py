@@ -34,7 +34,8 @@ _SECRET = re.compile(r"(api_?key|secret|token(?!s)|password|passwd|credential|au
 _NOT_GENERATION = frozenset(
     {"api_key_env", "timeout", "timeout_s", "upload_above_bytes",
      "concurrency", "max_retries", "price_in_per_m", "price_out_per_m", "http_options",
-     "base_url", "api_version", "cache",
+     "base_url", "api_version", "cache", "endpoint_concurrency", "endpoint_backoff_s",
+     "endpoint_backoff_cap_s",
      # transformers: where timings go and how long a partial batch waits; `batch_size`
      # stays in the key (bfloat16 kernels may round a padded batch differently).
      "efficiency_log", "batch_wait_s"}

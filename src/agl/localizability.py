@@ -63,6 +63,7 @@ import numpy as np
 from agl.errors import AglError
 from agl.importer import NO_REASONING  # the authors' stand-in text in published files
 from agl.manifest import CATEGORY_COLUMNS
+from agl.workspace import shared_path
 
 JUDGE_PROMPT = "localizability-judge-v1"
 CATEGORY_LABELS = {
@@ -235,7 +236,6 @@ class Rating:
 
 def run_judges(reasoning: dict[str, str], cfg: LocalizabilityConfig) -> list[Rating]:
     """Every judge over every clip with reasoning (key -> text). Backend calls are cached."""
-    from pathlib import Path
 
     from agl.backends.base import ReplyStatus, Request
     from agl.prompts import load_prompt
@@ -256,7 +256,7 @@ def run_judges(reasoning: dict[str, str], cfg: LocalizabilityConfig) -> list[Rat
                                                                     cfg.rating_max))
                     for k in keys]
         replies = complete_sync(judge.backend, judge.model, requests, settings=judge.settings,
-                                cache_dir=Path(cfg.judge_cache), concurrency=cfg.judge_concurrency,
+                                cache_dir=shared_path(cfg.judge_cache), concurrency=cfg.judge_concurrency,
                                 timeout_s=cfg.judge_timeout_s, max_retries=cfg.judge_max_retries)
         for k, reply in zip(keys, replies, strict=True):
             if reply.status is not ReplyStatus.OK:

@@ -146,8 +146,13 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
 
 def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
              audio_root: str | Path | None, out_dir: str | Path, limit: int | None = None,
-             progress: bool = True) -> dict[str, Any]:
-    """Run one model of params.yaml over a manifest; returns the run summary."""
+             progress: bool = True, telemetry: str | Path | None = None) -> dict[str, Any]:
+    """Run one model of params.yaml over a manifest; returns the run summary.
+
+    A model served by several replicas (`base_url` a list, see agl.endpoints) runs with the
+    replicas' total concurrency unless the entry sets its own; the returned summary (not the
+    file) gains `endpoints` (requests, failures, latency per endpoint), also written to
+    `telemetry` when given: timings stay out of DVC's outputs."""
     import warnings
 
     from agl.inference import Backoff, run_inference
@@ -158,17 +163,38 @@ def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
         warnings.simplefilter("default", ManifestWarning)
         frame = load_manifest(manifest)
     prompt = load_prompt(spec.prompt or infer.prompt, source=infer.prompt_source)
-    return run_inference(
+    from agl.endpoints import pool_capacity
+    from agl.workspace import shared_path
+
+    capacity = pool_capacity(spec.settings) if spec.backend == "openai-compatible" else None
+    backend = None
+    if capacity is not None:
+        from agl.backends.base import get_backend
+
+        backend = get_backend(spec.backend)(spec.model, **spec.settings)
+    summary = run_inference(
         backend_name=spec.backend, model=spec.model, clips=clips(frame),
         audio_root=Path(audio_root) if audio_root else None, out_dir=Path(out_dir),
         prompt=prompt, settings=spec.settings,
-        cache_dir=Path(infer.cache_dir) if infer.cache_dir else None,
-        concurrency=int(spec.concurrency or infer.concurrency), timeout_s=float(infer.timeout_s),
+        cache_dir=shared_path(infer.cache_dir) if infer.cache_dir else None,
+        concurrency=int(spec.concurrency or capacity or infer.concurrency),
+        timeout_s=float(infer.timeout_s),
         max_retries=int(infer.max_retries), price_in_per_m=spec.price_in_per_m,
         price_out_per_m=spec.price_out_per_m,
         limit=limit if limit is not None else infer.limit, progress=progress,
         backoff=Backoff(retry_after_cap_s=float(infer.retry_after_cap_s)),
+        backend=backend,
     )
+    if backend is not None:
+        summary = {**summary, "endpoints": backend.endpoint_report()}
+        if telemetry is not None:
+            import json
+
+            Path(telemetry).parent.mkdir(parents=True, exist_ok=True)
+            Path(telemetry).write_text(json.dumps({"run": spec.name,
+                                                   "endpoints": summary["endpoints"]},
+                                                  indent=2) + "\n", encoding="utf-8")
+    return summary
 
 
 def summary_line(summary: dict[str, Any]) -> str:
@@ -180,4 +206,8 @@ def summary_line(summary: dict[str, Any]) -> str:
             f"${s['cost_usd']:.4f}")
     if s["n_failed"]:
         line += "; rerun the same command to retry the failures"
+    for e in s.get("endpoints") or []:
+        lat = e["latency_s"]["p50"] if e["latency_s"] else None
+        line += (f"\n  {e['url']}: {e['requests']} request(s), {e['failures']} failed"
+                 + (f", p50 {lat:.3f} s" if lat is not None else ""))
     return line

@@ -21,7 +21,12 @@ DEFAULT_EXPERIMENT = "agl1k"
 
 
 def tracking_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{REPO_ROOT / 'mlflow.db'}"
+    """`MLFLOW_TRACKING_URI`, else the repository's mlflow.db (the real repository's when in a
+    queued experiment's temporary workspace: see agl.workspace)."""
+    from agl.workspace import shared_root
+
+    root = shared_root() or REPO_ROOT
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{root / 'mlflow.db'}"
 
 
 def git_commit(cwd: Path | None = None) -> str:

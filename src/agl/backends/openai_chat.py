@@ -10,6 +10,7 @@ key is sent the token "EMPTY" (the SDK refuses none), as vLLM documents. Setting
   json_schema: true        request `response_format` with `agl.prompts.ANSWER_SCHEMA`
   base_url, api_key_env    endpoint and key variable
   extra_body               passed through to servers with their own options (vLLM)
+  base_url: [url, ...]     (openai-compatible) replicas of one model: see agl.endpoints
 
 The SDK's own retries are off (`max_retries=0`): the runner retries with jitter and honours
 Retry-After. A `refusal` in the reply, or finish reason `content_filter`, is a refusal.
@@ -119,6 +120,15 @@ class OpenAICompatible(OpenAIChat):
         if settings.get("api_key_env") and not self._key:
             raise AglError(f"openai-compatible backend: environment variable "
                            f"{settings['api_key_env']} is not set")
+        self._pool = None
+        if isinstance(settings["base_url"], list):
+            from agl.endpoints import pooled_client
+
+            self._pool, self._client = pooled_client(settings, self._key or "EMPTY")
+
+    def endpoint_report(self) -> list[dict[str, Any]] | None:
+        """Per-endpoint requests, failures and latency when `base_url` lists replicas."""
+        return self._pool.report() if self._pool is not None else None
 
 
 def _message(exc: Any) -> str:

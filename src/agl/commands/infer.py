@@ -17,7 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
     p.add_argument("--backend", required=True, help="backend name (e.g. gemini, openai, random)")
     p.add_argument("--model", default="", help="model id for the backend")
-    p.add_argument("--base-url", help="server URL for openai-compatible (and fake servers)")
+    p.add_argument("--base-url", action="append",
+                   help="server URL for openai-compatible (and fake servers); repeat it for "
+                        "replicas of one model (least-loaded routing, see README)")
     p.add_argument("--manifest", required=True, help="manifest CSV (AGL1K layout)")
     p.add_argument("--audio-root", help="folder with <key>/<mp3name> audio files")
     p.add_argument("--out", required=True, help="run folder for predictions.jsonl + summary")
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     output_dir(args.out, "--out")
     settings = parse_settings(args.setting)
     if args.base_url:
-        settings["base_url"] = args.base_url
+        settings["base_url"] = args.base_url[0] if len(args.base_url) == 1 else args.base_url
     spec = ModelSpec(name="cli", backend=args.backend, model=args.model, settings=settings,
                      price_in_per_m=args.price_in, price_out_per_m=args.price_out)
     infer = InferSettings(prompt=args.prompt, prompt_source=args.prompt_source,

@@ -1,0 +1,211 @@
+"""Beyond one machine, end to end: the pipeline against a real MLflow server on PostgreSQL
+(scripts/mlflow-server), a DVC remote round trip to a fresh clone, experiments with their
+headline metrics in `dvc exp show`, and a queued sweep of the localize stage.
+
+One session-scoped demo repository (slimmed: two models, no VAD, small bootstraps, the
+stages up to the leaderboard and the curation) serves all four tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from test_pipeline_paper import copy_repo, sh
+
+REPO = Path(__file__).resolve().parents[1]
+TARGETS = "leaderboard localize"
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _postgres_available() -> bool:
+    return bool(shutil.which("pg_config") or list(Path("/usr/lib/postgresql").glob("*/bin/initdb")))
+
+
+@pytest.fixture(scope="session")
+def team(tmp_path_factory):
+    if not _postgres_available():
+        msg = "PostgreSQL is not installed (apt-get install postgresql; .ci/run does it)"
+        if os.environ.get("AGL_REQUIRE_SHARED"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    # As root the cluster runs as `postgres`, which must be able to enter the folder: a
+    # world-traversable temp dir (pytest's own are 0700).
+    server_dir = Path(tempfile.mkdtemp(prefix="agl-mlflow-"))
+    server_dir.chmod(0o755)
+    ports = {"MLFLOW_PORT": str(_free_port()), "PG_PORT": str(_free_port())}
+    root = tmp_path_factory.mktemp("team")
+    work = copy_repo(root / "repo")
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["models"] = {k: v for k, v in params["models"].items() if k in ("knn", "prior")}
+    params["tag"]["speech"] = "none"
+    params["localizability"]["speech_from"] = "tags"
+    params["evaluate"]["bootstrap"] = 100
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (work / "metrics" / "sensitivity.csv").write_text("")  # no sweep yet
+    # The committed lock describes the full pipeline; this slimmed one records its own.
+    (work / "dvc.lock").unlink()
+    url = f"http://127.0.0.1:{ports['MLFLOW_PORT']}"
+    env = {
+        **os.environ,
+        **ports,
+        "MLFLOW_TRACKING_URI": url,
+        "DVC_NO_ANALYTICS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "HTTP_PROXY": "http://127.0.0.1:9",
+        "HTTPS_PROXY": "http://127.0.0.1:9",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    for k in [k for k in env if k.endswith("_API_KEY")]:
+        env.pop(k)
+    server = subprocess.Popen(
+        [str(REPO / "scripts" / "mlflow-server"), "start", str(server_dir / "srv")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        sh("git init -q && agl download", work, env)  # while the server starts
+        out, _ = server.communicate(timeout=300)
+        assert server.returncode == 0, out
+        assert f"MLFLOW_TRACKING_URI={url}" in out
+        sh(f"dvc repro {TARGETS}", work, env)
+        sh("git add -A && git commit -qm 'demo run'", work, env)
+        yield {"work": work, "env": env, "url": url, "root": root, "artifacts": server_dir / "srv" / "artifacts"}
+    finally:
+        subprocess.run(
+            [str(REPO / "scripts" / "mlflow-server"), "stop", str(server_dir / "srv")],
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
+        shutil.rmtree(server_dir, ignore_errors=True)
+
+
+def test_runs_land_in_mlflow_on_postgres(team):
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=team["url"])
+    assert client._tracking_client.store.__class__.__name__ == "RestStore"
+    exp = client.get_experiment_by_name("agl1k")
+    runs = {r.data.tags["mlflow.runName"]: r for r in client.search_runs([exp.experiment_id])}
+    assert {"knn", "prior", "localizability"} <= set(runs)
+    knn = runs["knn"]
+    assert knn.data.params["bootstrap"] == "100" and knn.data.params["backend"] == "knn"
+    assert knn.data.metrics["paper.n"] == 32 and "paper.distance_error_km" in knn.data.metrics
+    (ds,) = knn.inputs.dataset_inputs
+    assert ds.dataset.name.startswith("SYNTHETIC demo set")
+    assert len(ds.dataset.digest) >= 16 and knn.data.tags["data_version"].startswith(ds.dataset.digest)
+    names = {a.path for a in client.list_artifacts(knn.info.run_id)}
+    assert {"predictions.jsonl", "metrics.json", "scores_paper.csv"} <= names
+    # Artifacts are proxied: the server stored them, the client downloads them back.
+    local = client.download_artifacts(knn.info.run_id, "metrics.json", str(team["root"]))
+    assert json.loads(Path(local).read_text())["run"] == "knn"
+    assert any(team["artifacts"].rglob("metrics.json"))
+
+
+def test_dvc_remote_round_trip_to_a_fresh_clone(team):
+    work, env, root = team["work"], team["env"], team["root"]
+    remote = root / "remote"
+    # agl download fills data/ but not DVC's cache: commit it there, then push everything.
+    sh(f"dvc remote add -d store {remote} && git add .dvc/config && git commit -qm 'DVC remote'", work, env)
+    sh("dvc commit -f -q data.dvc && dvc push", work, env)
+    clone = root / "clone"
+    sh(f"git clone -q {work} {clone}", root, env)
+    assert not (clone / "build").exists() and not (clone / "data").exists()
+    env2 = {**env, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}  # any logging would fail
+    sh(f"dvc pull --with-deps {TARGETS}", clone, env2)  # the stages this slimmed run has
+    out = sh(f"dvc repro {TARGETS}", clone, env2)
+    assert "Running stage" not in out, out
+    for f in ("leaderboard.md", "leaderboard.csv", "leaderboard.html"):
+        assert (clone / "build" / f).read_bytes() == (work / "build" / f).read_bytes()
+    assert (clone / "metrics" / "runs" / "knn.json").read_text() == (work / "metrics" / "runs" / "knn.json").read_text()
+
+
+def _exp_rows(work: Path, env: dict) -> dict[str, dict]:
+    """`dvc exp show --json`: experiment name -> {metrics: {file: values}, params}."""
+    doc = json.loads(sh("dvc exp show --json --no-fetch", work, env))
+    rows = {}
+
+    def visit(entry):
+        for rev in entry.get("revs", []) if "revs" in entry else [entry]:
+            data = rev.get("data") or {}
+            name = rev.get("name") or rev.get("rev")
+            rows[name] = {
+                "metrics": {f: (v.get("data") or {}) for f, v in (data.get("metrics") or {}).items()},
+                "params": {f: (v.get("data") or {}) for f, v in (data.get("params") or {}).items()},
+            }
+        for child in entry.get("experiments") or []:
+            visit(child)
+
+    for baseline in doc:
+        visit(baseline)
+    return rows
+
+
+def test_experiment_shows_headline_metrics(team):
+    work, env = team["work"], team["env"]
+    sh("dvc exp run -q -n boot500 -S evaluate.bootstrap=500 evaluate@knn", work, env)
+    rows = _exp_rows(work, env)
+    # Back to the baseline (the sweep below queues from it) and out of the sweep's table.
+    sh("dvc exp remove boot500 && git checkout -- params.yaml metrics dvc.lock", work, env)
+    knn = rows["boot500"]["metrics"]["metrics/runs/knn.json"]
+    for key in ("mean_km", "median_km", "city_acc", "country_acc", "continent_acc"):
+        assert isinstance(knn[key], int | float), (key, knn)
+    assert rows["boot500"]["params"]["params.yaml"]["evaluate"]["bootstrap"] == 500
+    # The baseline row carries numbers too (its commit holds the metrics files).
+    base = next(
+        v for k, v in rows.items() if k not in ("boot500", "workspace") and "metrics/runs/knn.json" in v["metrics"]
+    )
+    assert base["metrics"]["metrics/runs/knn.json"]["mean_km"] == knn["mean_km"]
+
+
+def test_queued_sweep_of_the_localize_stage(team):
+    work, env = team["work"], team["env"]
+    out = sh("scripts/sensitivity-sweep --gamma 2500 10000 --theta 0 0.2 --jobs 2", work, env)
+    assert "wrote metrics/sensitivity.csv" in out
+    import pandas as pd
+
+    table = pd.read_csv(work / "metrics" / "sensitivity.csv")
+    assert len(table) == 4 and set(table["gamma_km"]) == {2500.0, 10000.0}
+    ok = table[table["status"] == "ok"]
+    assert len(ok) >= 1 and ok["jaccard"].between(0, 1).all()
+    assert table["status"].str.match(r"^(ok|failed: .+)$").all()
+    rows = _exp_rows(work, env)
+    for name in ok["experiment"]:
+        loc = rows[name]["metrics"]["metrics/curation/localizability.json"]
+        assert isinstance(loc["selected"], int) and "holdout_rho" in loc
+    # Queued experiments shared the workspace's MLflow (the server), not a lost copy.
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=team["url"])
+    exp = client.get_experiment_by_name("agl1k")
+    gammas = {
+        float(r.data.params["gamma_km"])
+        for r in client.search_runs([exp.experiment_id], filter_string="tags.`agl.stage` = 'localize'")
+    }
+    assert {5000.0, *ok["gamma_km"]} <= gammas, gammas  # one run per parameter set
+    width = max(
+        map(len, sh("dvc exp show --only-changed --no-pager --md", work, {**env, "COLUMNS": "200"}).splitlines())
+    )
+    assert width <= 200, width
