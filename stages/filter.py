@@ -7,12 +7,12 @@ pass/fail, the reason) and a summary (counts per reason, audio seconds, x real t
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from _params import load, run_main
 
+from agl import canonical
 from agl.filtering import FilterConfig, filter_manifest
 
 
@@ -28,10 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = FilterConfig.from_params(section)
     run = filter_manifest(args.manifest, args.audio_root, cfg)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    run.frame().to_csv(args.out, index=False)
-    summary = run.summary(cfg)
-    args.summary.parent.mkdir(parents=True, exist_ok=True)
-    args.summary.write_text(json.dumps(summary, indent=1) + "\n")
+    canonical.write_csv(run.frame(), args.out)
+    summary, timings = canonical.split(run.summary(cfg), ("wall_s", "x_real_time", "jobs"))
+    canonical.write_json(args.summary, summary)
+    canonical.write_timings(args.summary, timings)  # machine-dependent: kept out of DVC
     reasons = ", ".join(f"{k} {v}" for k, v in summary["failed_by_reason"].items()) or "none"
     print(f"filter: {summary['passed']} of {summary['clips']} clip(s) pass; failed: {reasons}",
           file=sys.stderr)

@@ -8,12 +8,12 @@ and a summary.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from _params import load, run_main
 
+from agl import canonical
 from agl.filtering import passed_keys
 from agl.manifest import clips, load_manifest
 from agl.tagging import TagConfig, tag_clips
@@ -41,10 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     run = tag_clips(items, cfg, manifest)
     for path in (args.out, args.classes, args.summary):
         path.parent.mkdir(parents=True, exist_ok=True)
-    run.frame().to_csv(args.out, index=False)
-    run.class_frame().to_csv(args.classes, index=False)
-    summary = {**run.summary(), "skipped_by_filter": skipped}
-    args.summary.write_text(json.dumps(summary, indent=1) + "\n")
+    canonical.write_csv(run.frame(), args.out)
+    canonical.write_csv(run.class_frame(), args.classes, default="share")  # class probabilities
+    summary, timings = canonical.split({**run.summary(), "skipped_by_filter": skipped}, ("wall_s",))
+    canonical.write_json(args.summary, summary)
+    canonical.write_timings(args.summary, timings)  # machine-dependent: kept out of DVC
     print(f"tag: {summary['tagged']} clip(s) tagged with {cfg.tagger}; {skipped} skipped "
           "(failed the filter)", file=sys.stderr)
     return 0

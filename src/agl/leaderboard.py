@@ -87,7 +87,9 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
 def write(board: pd.DataFrame, out_dir: Path, *, protocol: str, note: str = "") -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, md_path, html_path = (out_dir / f"leaderboard.{e}" for e in ("csv", "md", "html"))
-    board.to_csv(csv_path, index=False)
+    from agl import canonical
+
+    canonical.write_csv(board, csv_path)
     head, rows = render_rows(board)
     md = [f"# Leaderboard ({protocol} protocol)", ""]
     if note:
