@@ -9,8 +9,8 @@ from tiny_models import FAMILIES
 from agl.inference import run_inference
 from agl.manifest import clips, load_manifest, write_manifest
 from agl.predictions import Status, read_predictions
-from agl.run_canonical import read_run
 from agl.prompts import load_prompt
+from agl.run_canonical import read_run
 
 
 def mp3_manifest(tmp_path, real_mp3s):

@@ -21,9 +21,9 @@ from agl.backends import get_backend
 from agl.backends.base import Request
 from agl.inference import Backoff, complete, run_inference
 from agl.manifest import clips, write_manifest
-from agl.predictions import Status, read_predictions
-from agl.run_canonical import read_run
+from agl.predictions import Status
 from agl.prompts import load_prompt
+from agl.run_canonical import read_run
 
 GOOD = ('{"reasoning": "blackbird song, German speech", "city": "Berlin", "country": "Germany",'
         ' "continent": "Europe", "latitude": 52.52, "longitude": 13.40, "confidence": 0.6}')

@@ -57,8 +57,11 @@ _RULES: tuple[tuple[str, str], ...] = (
     (r"geoscore|(^|_)points($|_)", "points"),
     (r"usd|cost", "usd"),
     (r"cosine|similarity", "similarity"),
-    (r"acc|rate|share|ratio|fraction|prob|p_value|(^|_)p($|_)|within|confidence|rho|"
-     r"alpha|ece|(^|_)hit", "share"),
+    (
+        r"acc|rate|share|ratio|fraction|prob|p_value|(^|_)p($|_)|within|confidence|rho|"
+        r"alpha|ece|(^|_)hit",
+        "share",
+    ),
 )
 
 
@@ -83,8 +86,7 @@ def round_value(x: float, quantity: str | None) -> float:
     return 0.0 if y == 0 else y  # no -0.0
 
 
-def canonical(obj: Any, quantity: str | None = None, *,
-              quantities: Mapping[str, str | None] | None = None) -> Any:
+def canonical(obj: Any, quantity: str | None = None, *, quantities: Mapping[str, str | None] | None = None) -> Any:
     """A JSON-ready copy of `obj`: floats rounded by the quantity of their key (a list
     inherits its key's), NaN/inf as None, numpy scalars and arrays plain, tuples as lists.
     `quantities` overrides the name rules for given keys."""
@@ -112,16 +114,19 @@ def canonical(obj: Any, quantity: str | None = None, *,
     return obj
 
 
-def dumps(obj: Any, *, indent: int | None = 1,
-          quantities: Mapping[str, str | None] | None = None) -> str:
+def dumps(obj: Any, *, indent: int | None = 1, quantities: Mapping[str, str | None] | None = None) -> str:
     """Canonical JSON text (no trailing newline)."""
-    return json.dumps(canonical(obj, quantities=quantities), indent=indent, sort_keys=True,
-                      allow_nan=False, ensure_ascii=False,
-                      separators=(",", ": ") if indent is not None else (",", ":"))
+    return json.dumps(
+        canonical(obj, quantities=quantities),
+        indent=indent,
+        sort_keys=True,
+        allow_nan=False,
+        ensure_ascii=False,
+        separators=(",", ": ") if indent is not None else (",", ":"),
+    )
 
 
-def write_json(path: str | Path, obj: Any, *,
-               quantities: Mapping[str, str | None] | None = None) -> Path:
+def write_json(path: str | Path, obj: Any, *, quantities: Mapping[str, str | None] | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_text(path, dumps(obj, quantities=quantities) + "\n")
@@ -133,8 +138,7 @@ def jsonl_line(obj: Any, *, quantities: Mapping[str, str | None] | None = None) 
     return dumps(obj, indent=None, quantities=quantities) + "\n"
 
 
-def round_frame(frame, quantities: Mapping[str, str | None] | None = None,
-                default: str | None = None):
+def round_frame(frame, quantities: Mapping[str, str | None] | None = None, default: str | None = None):
     """A copy of a DataFrame with every float column rounded by its column's quantity
     (`quantities` overrides; `default` for names no rule matches)."""
     import pandas as pd
@@ -152,9 +156,15 @@ def round_frame(frame, quantities: Mapping[str, str | None] | None = None,
     return out
 
 
-def write_csv(frame, path: str | Path, *, index: bool = False,
-              quantities: Mapping[str, str | None] | None = None,
-              default: str | None = None, sort_by: str | list[str] | None = None) -> Path:
+def write_csv(
+    frame,
+    path: str | Path,
+    *,
+    index: bool = False,
+    quantities: Mapping[str, str | None] | None = None,
+    default: str | None = None,
+    sort_by: str | list[str] | None = None,
+) -> Path:
     """A DataFrame as canonical CSV: floats at their quantity's precision, "\\n" endings,
     rows in the given order (or stably sorted by `sort_by`)."""
     path = Path(path)
@@ -190,13 +200,11 @@ def write_timings(output: str | Path, timings: Mapping[str, Any]) -> Path:
     machine- and history-dependent, so kept out of DVC's hashes (not canonicalised)."""
     path = timings_path(output)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_text(path, json.dumps(canonical(dict(timings), None), indent=1, sort_keys=True,
-                                 default=str) + "\n")
+    _write_text(path, json.dumps(canonical(dict(timings), None), indent=1, sort_keys=True, default=str) + "\n")
     return path
 
 
 def split(doc: Mapping[str, Any], volatile: Iterable[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the reproducible part, the volatile part) of a flat summary dict."""
     volatile = set(volatile)
-    return ({k: v for k, v in doc.items() if k not in volatile},
-            {k: v for k, v in doc.items() if k in volatile})
+    return ({k: v for k, v in doc.items() if k not in volatile}, {k: v for k, v in doc.items() if k in volatile})

@@ -24,11 +24,29 @@ from typing import Any
 from agl import canonical
 
 # Per-clip meta that depends on the machine, the network or the run's history.
-VOLATILE_META = ("latency_s", "attempts", "cached", "load_s", "prefill_s", "decode_s",
-                 "tokens_per_s", "submitted_at", "listened_s")
+VOLATILE_META = (
+    "latency_s",
+    "attempts",
+    "cached",
+    "load_s",
+    "prefill_s",
+    "decode_s",
+    "tokens_per_s",
+    "submitted_at",
+    "listened_s",
+)
 # run_summary.json keys of the same kind.
-VOLATILE_SUMMARY = ("latency_s", "cached", "attempts", "local_prefill_s", "local_decode_s",
-                    "local_tokens_per_s", "wall_s", "session_requests", "session_cache_hits")
+VOLATILE_SUMMARY = (
+    "latency_s",
+    "cached",
+    "attempts",
+    "local_prefill_s",
+    "local_decode_s",
+    "local_tokens_per_s",
+    "wall_s",
+    "session_requests",
+    "session_cache_hits",
+)
 # The authors' verbatim fields stay verbatim.
 QUANTITIES = {"original": canonical.EXACT}
 
@@ -49,8 +67,9 @@ def canonical_records(latest: Mapping[str, Any], order: Sequence[str]) -> tuple[
     return "".join(lines), volatile
 
 
-def write_canonical_run(out_dir: Path, pred_path: Path, latest: Mapping[str, Any],
-                        order: Sequence[str], summary: Mapping[str, Any]) -> None:
+def write_canonical_run(
+    out_dir: Path, pred_path: Path, latest: Mapping[str, Any], order: Sequence[str], summary: Mapping[str, Any]
+) -> None:
     from agl.inference import SUMMARY
 
     out_dir = Path(out_dir)

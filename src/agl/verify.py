@@ -51,12 +51,13 @@ class StageDiff:
             return "its outputs match; its inputs changed (re-run, then commit the lock)"
         code = [c.path for c in self.deps if not c.path.startswith(("build/", "data"))]
         if code:
-            return ("code changed without a re-run: the committed lock is stale "
-                    "(run `dvc repro` and commit dvc.lock)")
+            return "code changed without a re-run: the committed lock is stale (run `dvc repro` and commit dvc.lock)"
         if self.deps or self.params or self.cmd_changed:
             return "its inputs differ (upstream outputs, data or params): see the first stage above"
-        return ("same code, params and inputs, other bytes: this output is not reproducible "
-                "on this machine (see README: Bit for bit)")
+        return (
+            "same code, params and inputs, other bytes: this output is not reproducible "
+            "on this machine (see README: Bit for bit)"
+        )
 
 
 def _describe(entry: dict[str, Any] | None) -> str | None:
@@ -65,8 +66,11 @@ def _describe(entry: dict[str, Any] | None) -> str | None:
     md5 = str(entry.get("md5") or entry.get("etag") or entry.get("checksum") or "?")
     size = entry.get("size")
     files = f", {entry['nfiles']} files" if entry.get("nfiles") is not None else ""
-    return f"md5 {md5[:8]}{'.dir' if md5.endswith('.dir') else ''}" + (
-        f", {size:,} B" if isinstance(size, int) else "") + files
+    return (
+        f"md5 {md5[:8]}{'.dir' if md5.endswith('.dir') else ''}"
+        + (f", {size:,} B" if isinstance(size, int) else "")
+        + files
+    )
 
 
 def _same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
@@ -100,18 +104,20 @@ def compare_locks(committed: dict[str, Any], now: dict[str, Any]) -> list[StageD
             a, b = _entries(old.get(kind)), _entries(new.get(kind))
             for path in [*a, *(p for p in b if p not in a)]:
                 if not _same(a.get(path), b.get(path)):
-                    getattr(d, kind).append(Change(path, _describe(a.get(path)),
-                                                   _describe(b.get(path))))
+                    getattr(d, kind).append(Change(path, _describe(a.get(path)), _describe(b.get(path))))
         pa, pb = _flatten(old.get("params") or {}), _flatten(new.get("params") or {})
         for key in [*pa, *(k for k in pb if k not in pa)]:
             if pa.get(key, "<absent>") != pb.get(key, "<absent>"):
-                d.params.append(Change(key.removeprefix("params.yaml."),
-                                       repr(pa[key]) if key in pa else None,
-                                       repr(pb[key]) if key in pb else None))
+                d.params.append(
+                    Change(
+                        key.removeprefix("params.yaml."),
+                        repr(pa[key]) if key in pa else None,
+                        repr(pb[key]) if key in pb else None,
+                    )
+                )
         d.cmd_changed = old.get("cmd") != new.get("cmd")
         if not old or not new:
-            d.outs = d.outs or [Change("(stage)", "present" if old else None,
-                                       "present" if new else None)]
+            d.outs = d.outs or [Change("(stage)", "present" if old else None, "present" if new else None)]
         if d.outs or d.deps or d.params or d.cmd_changed:
             diffs.append(d)
     return diffs
@@ -120,8 +126,11 @@ def compare_locks(committed: dict[str, Any], now: dict[str, Any]) -> list[StageD
 def compare_pins(committed: dict[str, Any] | None, now: dict[str, Any] | None) -> list[Change]:
     """The data pin (`data.dvc`): its outs, as for a stage."""
     a, b = _entries((committed or {}).get("outs")), _entries((now or {}).get("outs"))
-    return [Change(p, _describe(a.get(p)), _describe(b.get(p)))
-            for p in [*a, *(p for p in b if p not in a)] if not _same(a.get(p), b.get(p))]
+    return [
+        Change(p, _describe(a.get(p)), _describe(b.get(p)))
+        for p in [*a, *(p for p in b if p not in a)]
+        if not _same(a.get(p), b.get(p))
+    ]
 
 
 def committed_text(root: Path, path: str, rev: str = "HEAD") -> str | None:
@@ -183,22 +192,31 @@ def verify(root: str | Path = ".", rev: str = "HEAD", *, status: bool = True) ->
     committed = yaml.safe_load(text) or {}
     pin_text = committed_text(root, DATA_PIN, rev)
     pin_now = root / DATA_PIN
-    pin = compare_pins(yaml.safe_load(pin_text) if pin_text else None,
-                       yaml.safe_load(pin_now.read_text()) if pin_now.exists() else None)
+    pin = compare_pins(
+        yaml.safe_load(pin_text) if pin_text else None,
+        yaml.safe_load(pin_now.read_text()) if pin_now.exists() else None,
+    )
     stages = committed.get("stages") or {}
-    return Verdict(rev=rev, stages=len(stages),
-                   outputs=sum(len(s.get("outs") or []) for s in stages.values()),
-                   lock=compare_locks(committed, now), pin=pin,
-                   workspace=workspace_status(root) if status else {})
+    return Verdict(
+        rev=rev,
+        stages=len(stages),
+        outputs=sum(len(s.get("outs") or []) for s in stages.values()),
+        lock=compare_locks(committed, now),
+        pin=pin,
+        workspace=workspace_status(root) if status else {},
+    )
 
 
 def render(v: Verdict) -> str:
     """One screen: the verdict first, then each stage that differs."""
     if v.ok:
-        return (f"agl verify: OK: all {v.outputs} output(s) of {v.stages} stage(s) match "
-                f"dvc.lock as committed at {v.rev}, and the files on disk match dvc.lock.")
-    lines = [f"agl verify: MISMATCH against dvc.lock as committed at {v.rev} "
-             f"({v.stages} stage(s), {v.outputs} output(s))"]
+        return (
+            f"agl verify: OK: all {v.outputs} output(s) of {v.stages} stage(s) match "
+            f"dvc.lock as committed at {v.rev}, and the files on disk match dvc.lock."
+        )
+    lines = [
+        f"agl verify: MISMATCH against dvc.lock as committed at {v.rev} ({v.stages} stage(s), {v.outputs} output(s))"
+    ]
     if v.pin:
         lines.append("data.dvc (the data pin): this machine's `agl download` made other bytes")
         lines += [f"  {c.path}: committed {c.committed}, now {c.now}" for c in v.pin]
@@ -215,9 +233,12 @@ def render(v: Verdict) -> str:
     for stage, found in v.workspace.items():
         outs = ", ".join(f"{p} ({s})" for p, s in found.get("outs", {}).items())
         deps = ", ".join(f"{p} ({s})" for p, s in found.get("deps", {}).items())
-        lines.append(f"stage {stage}: files on disk differ from dvc.lock"
-                     + (f"; outputs {outs}" if outs else "") + (f"; deps {deps}" if deps else "")
-                     + (f"; {', '.join(found['stage'])}" if found.get("stage") else ""))
+        lines.append(
+            f"stage {stage}: files on disk differ from dvc.lock"
+            + (f"; outputs {outs}" if outs else "")
+            + (f"; deps {deps}" if deps else "")
+            + (f"; {', '.join(found['stage'])}" if found.get("stage") else "")
+        )
     if v.workspace:
         lines.append("  (run `dvc repro` to bring them in line, or `dvc checkout` to restore outputs)")
     return "\n".join(lines)
