@@ -48,7 +48,8 @@ EXACT = "exact"
 DEFAULT_SIGNIFICANT = 10
 
 # (regex on a lower-cased column/key name, quantity); the first match wins.
-_RULES: tuple[tuple[str, str], ...] = (
+_RULES: tuple[tuple[str, str | None], ...] = (
+    (r"odds|coef", None),  # unbounded ratios and log-odds: significant digits, not decimals
     (r"(^|_)km($|_)|_km_|distance|error_cap", "km"),
     (r"(^|_)(lat|lon|latitude|longitude)($|_)", "degrees"),
     (r"dbfs|(^|_)db($|_)", "dbfs"),
