@@ -460,17 +460,6 @@ def _summary(chosen, Status, n_selected, backend_name, model, settings, prompt, 
     }
 
 
-def _write_json_atomic(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=2, sort_keys=False, default=str)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 __all__ = [
     "Backoff", "complete", "complete_sync", "cost_usd", "run_inference", "stream",
     "run_fingerprint",
