@@ -32,7 +32,9 @@ from typing import Any
 # Decimals per quantity. Why each: the finest difference anything downstream reads, with
 # orders of magnitude to spare, and far above the noise of the machine that computed it.
 PRECISION: dict[str, int] = {
-    "km": 3,  # distances: 1 m (the paper reports km to 2 decimals)
+    # distances: 1 mm. Not 3: the paper's and the leaderboard's 2 decimals would then be a
+    # double rounding (Qwen2.5-Omni's 5476.834787 km -> 5476.835 -> "5476.84", not 5476.83).
+    "km": 6,
     "degrees": 6,  # coordinates: ~0.1 m on the ground
     "dbfs": 3,  # audio levels: 0.001 dB (thresholds are whole dB)
     "seconds": 3,  # audio durations and speech seconds: 1 ms
