@@ -12,6 +12,7 @@ from pathlib import Path
 
 from _params import load, run_main
 
+from agl import canonical
 from agl.filtering import FilterConfig, filter_manifest
 from agl.jsonutil import dumps
 
@@ -30,10 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = FilterConfig.from_params(section)
     run = filter_manifest(args.manifest, args.audio_root, cfg)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    run.frame().to_csv(args.out, index=False)
-    summary = run.summary(cfg)
-    args.summary.parent.mkdir(parents=True, exist_ok=True)
-    args.summary.write_text(dumps(summary, indent=1) + "\n")
+    canonical.write_csv(run.frame(), args.out)
+    summary, timings = canonical.split(run.summary(cfg), ("wall_s", "x_real_time", "jobs"))
+    canonical.write_json(args.summary, summary)
+    canonical.write_timings(args.summary, timings)  # machine-dependent: kept out of DVC
     if args.headline:
         from agl.headline import filter_headline, write_headline
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from _params import load, run_main
 
+from agl import canonical
 from agl.errors import AglError
 from agl.jsonutil import dumps
 from agl.localizability import JUDGE_PROMPT, LocalizabilityConfig, ratings_frame, run_localizability
@@ -62,14 +63,13 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    result.weights.frame().to_csv(out / "weights.csv", index=False)
-    result.clips.to_csv(out / "clips.csv", index=False)
-    ratings_frame(result.ratings).to_csv(out / "ratings.csv", index=False)
+    canonical.write_csv(result.weights.frame(), out / "weights.csv")
+    canonical.write_csv(result.clips, out / "clips.csv")
+    canonical.write_csv(ratings_frame(result.ratings), out / "ratings.csv")
     sel = result.clips.set_index("key").loc[result.selected, ["l_k", "has_speech"]].reset_index()
-    sel.to_csv(out / "selected.csv", index=False)
+    canonical.write_csv(sel, out / "selected.csv")
     summary = {**result.summary, "reference_file": str(args.reference)}
-    args.summary.parent.mkdir(parents=True, exist_ok=True)
-    args.summary.write_text(dumps(summary, indent=1, default=str) + "\n")
+    canonical.write_json(args.summary, summary)
     if args.headline:
         from agl.headline import localizability_headline, write_headline
 

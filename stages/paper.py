@@ -61,9 +61,9 @@ def main() -> int:
                                      ("n", "distance_error_km", "continent_acc", "country_acc", "city_acc")}
             print(f"paper/{name}: mean {res['distance_error_km']:.2f} km, continent "
                   f"{res['continent_acc']:.2f}, country {res['country_acc']:.2f}, city {res['city_acc']:.2f}")
-    from agl.jsonutil import dumps
+    from agl import canonical
 
-    (OUT / "summary.json").write_text(dumps(summary, indent=2) + "\n")
+    canonical.write_json(OUT / "summary.json", summary)
     return 0
 
 

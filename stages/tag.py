@@ -13,6 +13,7 @@ from pathlib import Path
 
 from _params import load, run_main
 
+from agl import canonical
 from agl.filtering import passed_keys
 from agl.jsonutil import dumps
 from agl.manifest import clips, load_manifest
@@ -43,10 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     run = tag_clips(items, cfg, manifest)
     for path in (args.out, args.classes, args.summary):
         path.parent.mkdir(parents=True, exist_ok=True)
-    run.frame().to_csv(args.out, index=False)
-    run.class_frame().to_csv(args.classes, index=False)
-    summary = {**run.summary(), "skipped_by_filter": skipped}
-    args.summary.write_text(dumps(summary, indent=1) + "\n")
+    canonical.write_csv(run.frame(), args.out)
+    canonical.write_csv(run.class_frame(), args.classes, default="share")  # class probabilities
+    summary, timings = canonical.split({**run.summary(), "skipped_by_filter": skipped}, ("wall_s",))
+    canonical.write_json(args.summary, summary)
+    canonical.write_timings(args.summary, timings)  # machine-dependent: kept out of DVC
     if args.headline:
         from agl.headline import tag_headline, write_headline
 

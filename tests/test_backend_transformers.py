@@ -10,6 +10,7 @@ from agl.inference import run_inference
 from agl.manifest import clips, load_manifest, write_manifest
 from agl.predictions import Status, read_predictions
 from agl.prompts import load_prompt
+from agl.run_canonical import read_run
 
 
 def mp3_manifest(tmp_path, real_mp3s):
@@ -33,7 +34,7 @@ def test_tiny_model_end_to_end_on_real_mp3(tmp_path, family, real_mp3s, archive_
               settings=settings, cache_dir=tmp_path / "cache", concurrency=2, timeout_s=300,
               max_retries=0, progress=False)
     summary = run_inference(**kw)
-    preds = read_predictions(tmp_path / "run" / "predictions.jsonl")
+    preds = read_run(tmp_path / "run")  # meta with the timings (load/prefill/decode)
     assert set(preds) == {c.key for c in cl}
     for p in preds.values():
         # Random weights answer gibberish: recorded as unparseable, with the raw text kept.

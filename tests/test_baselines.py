@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from agl import canonical
 from agl.backends import get_backend
 from agl.backends.base import Request
 from agl.inference import run_inference
@@ -137,8 +138,11 @@ def test_replay_serves_published_predictions(tmp_path, qwen_published, agl1k_cli
     assert len(preds) == 1444 and summary["n_failed"] == 1444 - len(published)
     for sid, p in published.items():
         got = preds[sid]
+        # Coordinates are written at the stated precision (agl.canonical, degrees: 6
+        # decimals); the authors' verbatim fields (`original`) stay exact.
+        lat = None if p.latitude is None else canonical.round_value(p.latitude, "degrees")
         assert (got.status, got.latitude, got.country, got.original) == (
-            p.status, p.latitude, p.country, p.original)
+            p.status, lat, p.country, p.original)
         assert got.meta["backend"] == "replay"
     missing = [p for p in preds.values() if p.status is Status.FAILED]
     assert all("no row for this clip" in p.error for p in missing)

@@ -21,8 +21,9 @@ from agl.backends import get_backend
 from agl.backends.base import Request
 from agl.inference import Backoff, complete, run_inference
 from agl.manifest import clips, write_manifest
-from agl.predictions import Status, read_predictions
+from agl.predictions import Status
 from agl.prompts import load_prompt
+from agl.run_canonical import read_run
 
 GOOD = ('{"reasoning": "blackbird song, German speech", "city": "Berlin", "country": "Germany",'
         ' "continent": "Europe", "latitude": 52.52, "longitude": 13.40, "confidence": 0.6}')
@@ -87,7 +88,8 @@ def run_one(tmp_path: Path, api: str, answer, *, n: int = 1, timeout_s: float = 
             timeout_s=timeout_s, max_retries=max_retries, progress=False, backoff=FAST,
             price_in_per_m=2.0, price_out_per_m=10.0,
         )
-    return read_predictions(tmp_path / "run" / "predictions.jsonl"), summary, server, audio
+    # Latency, attempts and cache hits live in the run's timings file (kept out of DVC).
+    return read_run(tmp_path / "run"), summary, server, audio
 
 
 APIS = ["openai", "gemini"]

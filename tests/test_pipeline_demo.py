@@ -1,5 +1,6 @@
 """The README's first command: `dvc repro` on the embedded demo set, offline, in a temp copy
-of the repo, with MLflow on a temp SQLite file; a second `dvc repro` does nothing."""
+of the repo, with MLflow on a temp SQLite file; a second `dvc repro` does nothing; and the
+run reproduces the committed dvc.lock bit for bit (`agl verify`: the stale-lock check)."""
 
 import json
 import os
@@ -26,6 +27,15 @@ def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
         env.pop(k)
     sh("git init -q && git add -A && git commit -qm init", work, env)
     out = sh("agl download && dvc repro", work, env)  # the README's first command, after install
+
+    # A stale lock cannot land: this fresh run must reproduce the committed dvc.lock (and
+    # data.dvc) bit for bit; `agl verify` names each stage and output that differs.
+    verify = subprocess.run("agl verify", cwd=work, env=env, shell=True, capture_output=True,
+                            text=True)
+    assert verify.returncode == 0, (
+        "a fresh `agl download && dvc repro` does not reproduce the committed dvc.lock; if the "
+        "change is intended, refresh the lock (README: Bit for bit) and commit it:\n"
+        + verify.stdout + verify.stderr)
     assert "SYNTHETIC" in out.upper() or "demo" in out.lower()
 
     models = list(yaml.safe_load((work / "params.yaml").read_text())["models"])
@@ -68,3 +78,10 @@ def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
     # Nothing changed: nothing runs again.
     status = subprocess.run("dvc status", cwd=work, env=env, shell=True, capture_output=True, text=True)
     assert status.returncode == 0 and "changed" not in status.stdout, status.stdout
+
+    # An output edited after the run is named, with the stage that wrote it.
+    (work / "build" / "leaderboard.md").write_text("tampered\n")
+    tampered = subprocess.run("agl verify", cwd=work, env=env, shell=True, capture_output=True,
+                              text=True)
+    assert tampered.returncode == 1, tampered.stdout + tampered.stderr
+    assert "stage leaderboard" in tampered.stdout and "build/leaderboard.md" in tampered.stdout

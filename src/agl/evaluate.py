@@ -126,7 +126,7 @@ def evaluate_run(
     prompt_hash, ...); a `run_summary.json` beside the predictions (written by inference)
     adds its totals: tokens, cost, latency.
     """
-    from agl.jsonutil import dumps
+    from agl import canonical
     from agl.manifest import ManifestWarning, content_hash, dataset_label
     from agl.manifest_cache import load_manifest_cached
 
@@ -153,13 +153,19 @@ def evaluate_run(
                                          seed=seed, strict_refusal_km=strict_refusal_km)
         doc["protocols"][protocol] = result
         scores_path = out_dir / f"scores_{protocol}.csv"
-        scored.to_csv(scores_path, index=False)
+        canonical.write_csv(scored, scores_path)
         artifacts.append(scores_path)
     metrics_path = out_dir / "metrics.json"
-    metrics_path.write_text(dumps(doc, indent=2) + "\n")
+    canonical.write_json(metrics_path, doc)
     artifacts.append(metrics_path)
     if summary_path.exists():
         artifacts.append(summary_path)
+    # Latency, wall time, cache hits: not in the tracked summary, but worth logging.
+    timings_path = canonical.timings_path(summary_path)
+    if timings_path.exists():
+        artifacts.append(timings_path)
+        timings = json.loads(timings_path.read_text())
+        run_summary = {**run_summary, **{k: v for k, v in timings.items() if k != "clips"}}
     if track:
         from agl.tracking import log_run
 

@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from agl import canonical
 from agl.errors import AglError
 
 
@@ -205,6 +206,10 @@ def filter_clip(key: str, path: Path, cfg: FilterConfig,
         return ClipFilterResult(key, "empty", False, "empty", "the file decodes to no samples",
                                 sample_rate=sr, channels=int(data.shape[1]), seconds=0.0)
     m = measure_signal(data, sr, cfg)
+    # Judged at the precision the table states (agl.canonical), so a last-digit difference
+    # between machines cannot flip a decision that the written values do not show.
+    m = Measures(**{k: canonical.round_value(v, canonical.quantity_of(k)) if isinstance(v, float)
+                    else v for k, v in asdict(m).items()})
     codes, words = judge(m, cfg)
     from agl.audio_probe import duration_problem
 

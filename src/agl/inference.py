@@ -341,13 +341,14 @@ def run_inference(
     wall = time.perf_counter() - t0
 
     latest = {p.sample_id: p for p in iter_records(pred_path)} if pred_path.exists() else {}
-    lines = sum(1 for _ in iter_records(pred_path)) if pred_path.exists() else 0
-    if lines != len(latest):  # retried failures left older lines: keep one line per clip
-        write_predictions(pred_path, latest.values())
     chosen = [latest[c.key] for c in selected if c.key in latest]
     summary = _summary(chosen, Status, len(selected), backend_name, model, settings, prompt,
                        fingerprint, price_in_per_m, price_out_per_m, wall, session)
-    _write_json_atomic(out_dir / SUMMARY, summary)
+    # The tracked files hold what data, params and code decide (canonical order and floats);
+    # latencies, attempts, cache hits and wall time go to a timings file DVC ignores.
+    from agl.run_canonical import write_canonical_run
+
+    write_canonical_run(out_dir, pred_path, latest, [c.key for c in all_clips], summary)
     return summary
 
 
@@ -498,18 +499,6 @@ def _summary(chosen, Status, n_selected, backend_name, model, settings, prompt, 
         "session_requests": session["requests"],
         "session_cache_hits": session["cache_hits"],
     }
-
-
-def _write_json_atomic(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        # Valid JSON (no NaN), and no secret: a summary echoes settings and errors.
-        fh.write(dumps(scrub(obj, known_secrets()), indent=2, sort_keys=False, default=str))
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 __all__ = [

@@ -145,7 +145,9 @@ def write(board: pd.DataFrame, out_dir: Path, *, protocol: str, note: str = "") 
     with one ranked table per dataset."""
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, md_path, html_path = (out_dir / f"leaderboard.{e}" for e in ("csv", "md", "html"))
-    board.to_csv(csv_path, index=False)
+    from agl import canonical
+
+    canonical.write_csv(board, csv_path)
     md = [f"# Leaderboard ({protocol} protocol)", ""]
     if note:
         md += [note, ""]

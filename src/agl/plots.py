@@ -306,7 +306,13 @@ def _save(fig, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=90, bbox_inches="tight")  # nothing clipped (colour-bar labels)
+    # Tracked outputs: no "Software: matplotlib x.y" (a library version) nor a creation date
+    # in the file, and SVG ids from a fixed salt, so the bytes depend on the data alone.
+    meta = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
+            "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}
+    with plt.rc_context({"svg.hashsalt": "agl"}):
+        fig.savefig(path, dpi=90, bbox_inches="tight",  # nothing clipped (colour-bar labels)
+                    metadata=meta.get(path.suffix.lstrip(".").lower()))
     plt.close(fig)
     return path
 

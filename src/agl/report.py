@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from agl import canonical
 from agl.errors import AglError
 from agl.jsonutil import dumps
 
@@ -190,7 +191,7 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
         "judge": None if judge is None else {"backend": judge.backend, "model": judge.model,
                                              "prompt_version": error_modes.prompt_version()},
     }
-    (out_dir / "summary.json").write_text(dumps(summary, indent=2, default=str) + "\n")
+    canonical.write_json(out_dir / "summary.json", summary)
     return summary
 
 
@@ -222,10 +223,11 @@ def _analyse(runs: list[RunInput], figs: Path, tables: Path, cdf_dir: Path, opti
             r.scored, min_clips=options.min_country_clips, confidence_bins=options.confidence_bins,
             **boot)
         parts = [t for k, t in breakdowns[r.name].items() if k != "confusion"]
-        pd.concat(parts, ignore_index=True).to_csv(tables / f"breakdowns_{_slug(r.name)}.csv",
-                                                   index=False)
-        breakdowns[r.name]["confusion"].to_csv(tables / f"confusion_{_slug(r.name)}.csv")
-        plots.cdf_points(r.scored).to_csv(cdf_dir / f"{_slug(r.name)}.csv", index=False)
+        canonical.write_csv(pd.concat(parts, ignore_index=True),
+                            tables / f"breakdowns_{_slug(r.name)}.csv")
+        canonical.write_csv(breakdowns[r.name]["confusion"],
+                            tables / f"confusion_{_slug(r.name)}.csv", index=True)
+        canonical.write_csv(plots.cdf_points(r.scored), cdf_dir / f"{_slug(r.name)}.csv")
 
     written = {
         f"cdf{sfx}": plots.cdf_plot({r.name: r.scored for r in order}, figs / f"cdf{sfx}.png"),
@@ -242,9 +244,9 @@ def _analyse(runs: list[RunInput], figs: Path, tables: Path, cdf_dir: Path, opti
     modes = {r.name: error_modes.classify(r.scored, r.predictions, run=r.name, judge=judge,
                                           wrong_km=options.wrong_km) for r in order}
     for name, frame in modes.items():
-        frame.to_csv(tables / f"error_modes_{_slug(name)}.csv", index=False)
+        canonical.write_csv(frame, tables / f"error_modes_{_slug(name)}.csv")
     mode_table = error_modes.distribution(modes)
-    mode_table.to_csv(tables / f"error_modes{sfx}.csv")
+    canonical.write_csv(mode_table, tables / f"error_modes{sfx}.csv", index=True)
     written[f"error_modes{sfx}"] = plots.error_mode_bars(mode_table, figs / f"error_modes{sfx}.png")
 
     factors = {r.name: analysis.country_factors(
@@ -252,7 +254,7 @@ def _analyse(runs: list[RunInput], figs: Path, tables: Path, cdf_dir: Path, opti
         min_present=options.min_support, min_events_per_factor=options.factor_min_events)
         for r in order}
     for name, f in factors.items():
-        f.to_csv(tables / f"factors_{_slug(name)}.csv", index=False)
+        canonical.write_csv(f, tables / f"factors_{_slug(name)}.csv")
 
     best = order[0]
     paired = []
@@ -261,7 +263,7 @@ def _analyse(runs: list[RunInput], figs: Path, tables: Path, cdf_dir: Path, opti
                                     n_perm=options.paired_permutations, seed=options.seed)
         paired.append(cmp.assign(a=best.name, b=r.name))
     paired_frame = pd.concat(paired, ignore_index=True) if paired else pd.DataFrame()
-    paired_frame.to_csv(tables / f"paired{sfx}.csv", index=False)
+    canonical.write_csv(paired_frame, tables / f"paired{sfx}.csv")
     return {"order": order, "breakdowns": breakdowns, "modes": modes, "mode_table": mode_table,
             "factors": factors, "paired": paired_frame, "written": written, "by_name": by_name,
             "sfx": sfx}
@@ -486,7 +488,6 @@ def make_report(*, run_dirs: list[Path], out_dir: Path, cfg: dict[str, Any],
     import warnings
 
     from agl.manifest import ManifestWarning, content_hash, dataset_label, load_manifest
-    from agl.tracking import git_commit
 
     options = options_from_config(cfg)
     judge = judge_from_config(cfg.get("judge"))
@@ -498,7 +499,6 @@ def make_report(*, run_dirs: list[Path], out_dir: Path, cfg: dict[str, Any],
             dataset = dataset_label(load_manifest(manifest))
     provenance: dict[str, Any] = {
         "dataset": dataset,
-        "git commit": git_commit(),
         "data version (manifest sha256)": content_hash(manifest) if manifest and
         Path(manifest).exists() else "unknown (no manifest given)",
         "manifest": str(manifest),

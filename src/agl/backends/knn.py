@@ -31,6 +31,7 @@ from agl.errors import AglError
 
 SAMPLING_RATE = 16_000
 N_FFT, HOP, N_MELS = 512, 256, 64
+FEATURE_DECIMALS, SIM_DECIMALS = 4, 9
 
 
 def mel_filterbank(sr: int = SAMPLING_RATE, n_fft: int = N_FFT, n_mels: int = N_MELS) -> np.ndarray:
@@ -109,9 +110,14 @@ class NearestNeighbours(Backend):
         if len(clips) < 2:
             raise AglError("knn baseline: the manifest needs at least two decodable clips")
         feats = np.stack([f for f in got if f is not None])
+        # Rounded twice so that the answer is the same on every machine: the features to
+        # FEATURE_DECIMALS (log-power statistics; an FFT/BLAS build or MP3 decoder changes
+        # only far smaller digits), the similarities to SIM_DECIMALS (BLAS summation order);
+        # equal similarities are then broken by manifest order (stable argsort).
+        feats = np.round(feats, FEATURE_DECIMALS)
         z = (feats - feats.mean(0)) / (feats.std(0) + 1e-8)
         z /= np.linalg.norm(z, axis=1, keepdims=True) + 1e-12
-        sim = z @ z.T
+        sim = np.round(z @ z.T, SIM_DECIMALS)
         np.fill_diagonal(sim, -np.inf)  # leave-one-out: never your own neighbour
         self._sim = sim
         self._clips = list(clips)
