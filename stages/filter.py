@@ -14,7 +14,6 @@ from _params import load, run_main
 
 from agl import canonical
 from agl.filtering import FilterConfig, filter_manifest
-from agl.jsonutil import dumps
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,6 @@ from _params import load, run_main
 
 from agl import canonical
 from agl.errors import AglError
-from agl.jsonutil import dumps
 from agl.localizability import JUDGE_PROMPT, LocalizabilityConfig, ratings_frame, run_localizability
 from agl.manifest import content_hash, load_manifest
 

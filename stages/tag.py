@@ -15,7 +15,6 @@ from _params import load, run_main
 
 from agl import canonical
 from agl.filtering import passed_keys
-from agl.jsonutil import dumps
 from agl.manifest import clips, load_manifest
 from agl.tagging import TagConfig, tag_clips
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import random
 import statistics
 import sys
@@ -33,7 +32,6 @@ from typing import Any
 from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, get_backend
 from agl.cache import ResponseCache, cache_key, generation_settings, public_settings
 from agl.errors import AglError
-from agl.jsonutil import dumps
 from agl.secrets import known_secrets, scrub
 
 PREDICTIONS = "predictions.jsonl"

@@ -21,7 +21,6 @@ import pandas as pd
 
 from agl import canonical
 from agl.errors import AglError
-from agl.jsonutil import dumps
 
 
 @dataclass
