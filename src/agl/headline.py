@@ -9,7 +9,7 @@ and carry no timings, so they change only when data, params or code do.
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,10 @@ from agl.errors import AglError
 
 
 def _r(value: Any, digits: int) -> float | None:
-    return None if value is None else round(float(value), digits)
+    """Rounded; None where there is no number (a field a run never attempts is NaN)."""
+    if value is None or not math.isfinite(float(value)):
+        return None
+    return round(float(value), digits)
 
 
 def run_headline(doc: dict[str, Any], protocol: str = "paper") -> dict[str, Any]:
@@ -72,6 +75,6 @@ def localizability_headline(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_headline(path: str | Path, values: dict[str, Any]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(values, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
+    from agl import canonical
+
+    canonical.write_json(path, values)  # sorted keys, valid JSON (no NaN), atomic
