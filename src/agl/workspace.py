@@ -1,7 +1,7 @@
 """Where shared state lives when DVC runs a stage in a throwaway copy of the repository.
 
 A queued experiment (`dvc exp run --queue`, `dvc queue start`) runs in a temporary workspace
-(`.dvc/tmp/exps/tmpXXXX`) holding the git commit plus DVC-tracked data checked out from the
+(`.dvc/tmp/exps/tmp<random>`) holding the git commit plus DVC-tracked data checked out from the
 shared DVC cache. Git-ignored state is not there: the reply and judge caches (`cache/`) and
 the default MLflow store (`mlflow.db`). DVC names the real repository in `DVC_ROOT`; relative
 cache paths resolve against it, so a queued experiment reuses (and fills) the same caches
