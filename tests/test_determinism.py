@@ -118,7 +118,7 @@ def small_set(tmp_path_factory) -> tuple[Path, Path]:
 
     root = tmp_path_factory.mktemp("small")
     rng = np.random.default_rng(7)
-    t = np.arange(3 * 16_000) / 16_000
+    t = np.arange(6 * 16_000) / 16_000  # longer than filter.min_seconds (5 s)
     rows = []
     for i in range(8):
         x = 0.2 * np.sin(2 * np.pi * (180 + 90 * i) * t * (1 + 0.1 * i * t))
@@ -134,6 +134,7 @@ def small_set(tmp_path_factory) -> tuple[Path, Path]:
             {
                 "key": key,
                 "mp3name": "a.mp3",
+                "mp3seconds": 6.0,  # what the clip decodes to: not truncated
                 "country": ["France", "Kenya", "Peru"][i % 3],
                 "latitude": 10.0 * i,
                 "longitude": -20.0 + 7 * i,
