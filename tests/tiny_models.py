@@ -95,8 +95,6 @@ def build_audio_flamingo3(path: Path) -> Path:
     return path
 
 
-
-
 # A ChatML template with the omni families' audio placeholder (Qwen2.5-Omni's and
 # Qwen3-Omni's published templates put `<|audio_bos|><|AUDIO|><|audio_eos|>` for an audio).
 OMNI_TEMPLATE = (
@@ -248,8 +246,83 @@ def build_phi4_multimodal(path: Path) -> Path:
     return path
 
 
-# Gemma-3n is not here: its vision tower is timm's MobileNetV5, built even for audio-only
-# use, and timm needs torchvision, which does not install beside this torch CPU build.
+# Gemma 3n's chat format: the system text opens the first user turn; one
+# <audio_soft_token> per clip, which the processor expands to 188 soft tokens.
+GEMMA3N_TEMPLATE = (
+    "{{ bos_token }}{% set first = namespace(system='') %}"
+    "{% for message in messages %}{% if message['role'] == 'system' %}"
+    "{% for item in message['content'] %}"
+    "{% set first.system = first.system + item['text'] + '\\n\\n' %}{% endfor %}"
+    "{% else %}<start_of_turn>{{ 'model' if message['role'] == 'assistant' else message['role'] }}\n"
+    "{% if loop.index0 <= 1 %}{{ first.system }}{% endif %}"
+    "{% for item in message['content'] %}{% if item['type'] == 'audio' %}<audio_soft_token>"
+    "{% elif item['type'] == 'text' %}{{ item['text'] | trim }}{% endif %}{% endfor %}"
+    "<end_of_turn>\n{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+
+
+def build_gemma3n(path: Path) -> Path:
+    """Gemma-3n, laid out as google/gemma-3n-E4B-it is: the vocabulary ends with the vision
+    and then the audio soft-token ranges (their own embedders), and the checkpoint holds
+    vision-tower weights. The tower itself (timm's MobileNet-V5, which needs torchvision)
+    is left out while building, exactly as the backend leaves it out while loading; the
+    tensor saved under its name checks that such weights are skipped."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import Gemma3nAudioFeatureExtractor, Gemma3nConfig, Gemma3nForConditionalGeneration
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+    from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer
+
+    from agl.backends.local_transformers import without_submodels
+
+    vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
+    for s in ["<|endoftext|>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<start_of_audio>"]:
+        vocab[s] = len(vocab)
+    n_text = len(vocab)  # the per-layer embedding covers text tokens only
+    vision = ["<end_of_image>", "<image_soft_token>", *(f"<vision_{i}>" for i in range(6))]
+    audio = ["<end_of_audio>", "<audio_soft_token>", *(f"<audio_{i}>" for i in range(6))]
+    for s in vision + audio:
+        vocab[s] = len(vocab)
+    named = {"image_token": "<image_soft_token>", "boi_token": "<start_of_image>",
+             "eoi_token": "<end_of_image>", "audio_token": "<audio_soft_token>",
+             "boa_token": "<start_of_audio>", "eoa_token": "<end_of_audio>"}
+    tok = Qwen2Tokenizer(vocab=vocab, merges=[], additional_special_tokens=list(vocab)[256:],
+                         eos_token="<end_of_turn>", pad_token="<|endoftext|>",
+                         extra_special_tokens=named)
+    ids = tok.convert_tokens_to_ids
+    cfg = Gemma3nConfig(
+        text_config=dict(vocab_size=len(tok), vocab_size_per_layer_input=n_text, hidden_size=16,
+                         intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         num_key_value_heads=1, head_dim=8, hidden_size_per_layer_input=8,
+                         laurel_rank=4, num_kv_shared_layers=0, sliding_window=32,
+                         layer_types=["sliding_attention", "full_attention"],
+                         activation_sparsity_pattern=[0.95, 0.0], max_position_embeddings=4096,
+                         pad_token_id=tok.pad_token_id, bos_token_id=tok.pad_token_id,
+                         eos_token_id=ids("<end_of_turn>")),
+        vision_config=dict(hidden_size=16, vocab_size=len(vision), vocab_offset=ids(vision[0])),
+        audio_config=dict(hidden_size=16, vocab_size=len(audio), vocab_offset=ids(audio[0]),
+                          conf_num_attention_heads=2, conf_num_hidden_layers=1,
+                          sscp_conv_channel_size=(4, 4)),
+        boi_token_id=ids("<start_of_image>"), eoi_token_id=ids("<end_of_image>"),
+        image_token_id=ids("<image_soft_token>"), boa_token_id=ids("<start_of_audio>"),
+        eoa_token_id=ids("<end_of_audio>"), audio_token_id=ids("<audio_soft_token>"))
+    torch.manual_seed(0)
+    with without_submodels(("gemma3n_vision",)):
+        Gemma3nForConditionalGeneration(cfg).save_pretrained(path)
+    weights = load_file(path / "model.safetensors")
+    weights["model.vision_tower.timm_model.conv_stem.conv.weight"] = torch.randn(8, 3, 3, 3)
+    save_file(weights, path / "model.safetensors", metadata={"format": "pt"})
+    _save_processor_parts(path, "Gemma3nProcessor", tok, Gemma3nAudioFeatureExtractor(),
+                          GEMMA3N_TEMPLATE, "SiglipImageProcessorFast")
+    proc_cfg = path / "processor_config.json"
+    proc_cfg.write_text(json.dumps({**json.loads(proc_cfg.read_text()), "audio_seq_length": 188,
+                                    "image_seq_length": 256}), encoding="utf-8")
+    return path
+
+
 FAMILIES = {"qwen2_audio": build_qwen2_audio, "audioflamingo3": build_audio_flamingo3,
             "qwen2_5_omni": build_qwen2_5_omni, "qwen3_omni_moe": build_qwen3_omni_moe,
-            "phi4_multimodal": build_phi4_multimodal}
+            "phi4_multimodal": build_phi4_multimodal, "gemma3n": build_gemma3n}

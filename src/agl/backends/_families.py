@@ -26,6 +26,9 @@ class Family:
     generator: str | None = None
     # Extra processor (feature extraction) arguments.
     processor: dict[str, Any] = field(default_factory=dict)
+    # Sub-models (by their config's `model_type`) that an audio prompt never runs: they
+    # are not built, and their weights in the checkpoint are skipped on load.
+    unbuilt: tuple[str, ...] = ()
     # What the checkpoint is, for `agl models` and the README (not used to load it).
     note: str = ""
 
@@ -42,8 +45,11 @@ FAMILIES: dict[str, Family] = {
     "qwen3_omni_moe": Family(
         load={"enable_audio_output": False}, generator="thinker", note="MoE thinker only; AuT encoder"
     ),
-    # Gemma-3n's feature extractor keeps 30 s (its `max_length` default, 480,000 samples).
-    "gemma3n": Family(window_s=30.0, note="USM audio encoder; 30 s"),
+    # Gemma-3n's feature extractor keeps 30 s (its `max_length` default, 480,000 samples),
+    # and every clip becomes 188 audio tokens whatever its length. Its vision tower is timm's
+    # MobileNet-V5 (300M parameters, and timm needs torchvision): images never reach it here.
+    "gemma3n": Family(window_s=30.0, unbuilt=("gemma3n_vision",),
+                      note="USM audio encoder; 30 s; vision tower not loaded"),
     # Phi-4-multimodal's extractor has no length limit: the whole clip is heard.
     "phi4_multimodal": Family(note="Conformer audio encoder; whole clip"),
 }

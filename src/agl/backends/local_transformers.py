@@ -12,6 +12,8 @@ Audio-only processors: the omni families' and Phi-4's processors also hold a vid
 processor that needs torchvision. When `AutoProcessor` fails for that reason, the processor
 class named in the checkpoint is built from its tokenizer, audio feature extractor and chat
 template alone (its image/video slots empty); audio prompts never touch those slots.
+Likewise a vision tower a family's table lists under `unbuilt` (Gemma-3n's timm MobileNet)
+is not built at all (`without_submodels`); its weights are skipped on load.
 
 Settings:
   device        cpu | cuda | cuda:N | auto (default: cuda when available)
@@ -42,7 +44,8 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +114,8 @@ class LocalTransformers(Backend):
                                    f"model class this transformers version has ({arch})")
                 fam = family(config.model_type)
                 device, dtype = self._device_dtype()
-                model = cls.from_pretrained(self.model, dtype=dtype, **hub, **fam.load)
+                with without_submodels(fam.unbuilt):
+                    model = cls.from_pretrained(self.model, dtype=dtype, **hub, **fam.load)
                 model.to(device).eval()
                 processor = load_processor(self.model, local_only, revision)
             except AglError:
@@ -314,6 +318,53 @@ class LocalTransformers(Backend):
 
     async def aclose(self) -> None:
         self._loaded = None
+
+
+_BUILD_LOCK = threading.Lock()
+
+
+@contextmanager
+def without_submodels(model_types: Sequence[str]) -> Iterator[None]:
+    """Build a model whose sub-models of these config `model_type`s are left out.
+
+    Multimodal classes build every tower through `AutoModel.from_config`, images included,
+    even when only audio will be given. Where a family's table names such a tower (Gemma-3n's
+    timm vision tower: 300M parameters, and timm needs torchvision), it is replaced while the
+    model is built by an empty module that refuses to run; its checkpoint weights then match
+    nothing and are skipped on load. Audio prompts never reach it, so replies are unchanged.
+    """
+    if not model_types:
+        yield
+        return
+    import torch
+    from transformers import AutoModel
+
+    class NotLoaded(torch.nn.Module):
+        def __init__(self, model_type: str):
+            super().__init__()
+            self.model_type = model_type
+
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(f"the {self.model_type} sub-model was not loaded: this "
+                               "backend gives the model audio and text only")
+
+    own = AutoModel.__dict__.get("from_config")
+    build = AutoModel.from_config
+
+    def from_config(cls, config, **kwargs):
+        if getattr(config, "model_type", None) in model_types:
+            return NotLoaded(config.model_type)
+        return build(config, **kwargs)
+
+    with _BUILD_LOCK:  # one patched build at a time; restored even when loading fails
+        AutoModel.from_config = classmethod(from_config)
+        try:
+            yield
+        finally:
+            if own is None:
+                del AutoModel.from_config
+            else:
+                AutoModel.from_config = own
 
 
 def _feature_extractor(processor: Any) -> Any:
