@@ -9,13 +9,13 @@ summary. With `birds.enabled: false` every row has status `off` and nothing is l
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 from _params import load, run_main
 
+from agl import canonical
 from agl.birdnet import BirdConfig, detections_jsonl, frame, listen_clips, summary
 from agl.filtering import passed_keys
 from agl.manifest import clips, load_manifest
@@ -45,9 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     info = {**summary(results, cfg), "skipped_by_filter": skipped}
     for path in (args.out, args.detections, args.summary):
         path.parent.mkdir(parents=True, exist_ok=True)
-    frame(results).to_csv(args.out, index=False)
-    args.detections.write_text(detections_jsonl(results), encoding="utf-8")
-    args.summary.write_text(json.dumps(info, indent=1) + "\n")
+    canonical.write_csv(frame(results), args.out)
+    args.detections.write_text(detections_jsonl(results), encoding="utf-8", newline="\n")
+    canonical.write_json(args.summary, info)
     print(
         f"birds: {info['listened']} clip(s) listened to, birds heard in {info['birds_heard']}; "
         f"{skipped} skipped (failed the filter); {info['audio_seconds'] / max(wall, 1e-9):.0f}x "

@@ -2,12 +2,12 @@
 
 usage: python stages/counterfactual.py RUNS_DIR LISTEN_DIR PERTURB_DIR OUT_DIR
 Reads params `counterfactual` (models, interventions, protocol, bootstrap, permutations,
-seed); writes OUT_DIR/effects.csv (perturbed - original per model, intervention, level,
+seed, min_support); writes OUT_DIR/effects.csv (perturbed - original per model, intervention, level,
 group and metric, with 95% paired bootstrap CI and permutation p-value) and
-OUT_DIR/summary.json (the headline rows: all / speech / non-speech, mean km).
+OUT_DIR/summary.json (the headline rows: all / speech / non-speech, mean km). A group
+with fewer than `min_support` paired clips gets its n and "insufficient data", no estimate.
 """
 
-import json
 import sys
 from pathlib import Path
 
@@ -17,6 +17,7 @@ import _params
 def main() -> int:
     runs, listen, perturb, out = sys.argv[1:5]
     cfg = _params.load("counterfactual")["counterfactual"]
+    from agl import canonical
     from agl.counterfactual import collect_effects
 
     effects = collect_effects(
@@ -29,26 +30,24 @@ def main() -> int:
         n_boot=int(cfg["bootstrap"]),
         n_perm=int(cfg["permutations"]),
         seed=int(cfg["seed"]),
+        min_support=int(cfg.get("min_support", 10)),
     )
     Path(out).mkdir(parents=True, exist_ok=True)
-    effects.to_csv(Path(out) / "effects.csv", index=False)
+    canonical.write_csv(effects, Path(out) / "effects.csv")
     head = effects[effects["group"].isin(["all", "speech", "non_speech"]) & (effects["metric"] == "distance_km")]
-    summary = {
-        f"{r.model}/{r.intervention}/{r.level}/{r.group}": {
-            "n": int(r.n),
-            "delta_km": r.diff,
-            "ci95": [r.ci_lo, r.ci_hi],
-            "p_value": r.p_value,
-        }
-        for r in head.itertuples(index=False)
-    }
-    (Path(out) / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    for key, v in sorted(summary.items()):
+    summary = {}
+    for r in head.itertuples(index=False):
+        key = f"{r.model}/{r.intervention}/{r.level}/{r.group}"
+        if r.note:
+            summary[key] = {"n": int(r.n), "insufficient": r.note}
+            print(f"{key}: {r.note}", file=sys.stderr)
+            continue
+        summary[key] = {"n": int(r.n), "delta_km": r.diff, "ci95": [r.ci_lo, r.ci_hi], "p_value": r.p_value}
         print(
-            f"{key}: n={v['n']} delta {v['delta_km']:+.1f} km [{v['ci95'][0]:+.1f}, "
-            f"{v['ci95'][1]:+.1f}] p={v['p_value']:.4f}",
+            f"{key}: n={r.n} delta {r.diff:+.1f} km [{r.ci_lo:+.1f}, {r.ci_hi:+.1f}] p={r.p_value:.4f}",
             file=sys.stderr,
         )
+    canonical.write_json(Path(out) / "summary.json", summary)
     return 0
 
 

@@ -8,7 +8,6 @@ MLflow run tagged with its parent dataset, intervention and level, nested under 
 run on the original clips where that exists.
 """
 
-import json
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import _params
 def main() -> int:
     model, intervention, perturb_dir, out_dir, summary_path = sys.argv[1:6]
     p = _params.load("models", "infer", "evaluate", "mlflow", "counterfactual")
+    from agl import canonical
     from agl.counterfactual import log_listen_run, score_level
     from agl.errors import AglError
     from agl.estimate import estimate_run
@@ -71,7 +71,7 @@ def main() -> int:
                 experiment=p["mlflow"].get("experiment"),
             )
     Path(summary_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(summary_path).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    canonical.write_json(summary_path, summary)
     return 0
 
 

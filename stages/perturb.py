@@ -5,7 +5,6 @@ Writes OUT_DIR/<level>/ (manifest.csv, audio/, lock.json, perturb.csv) for every
 intervention (one unless graded), on `counterfactual.subset` clips of PARENT_DIR.
 """
 
-import json
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import _params
 def main() -> int:
     name, parent, out, summary_path = sys.argv[1:5]
     p = _params.load("perturb", "counterfactual")
+    from agl import canonical
     from agl.counterfactual import Subset, derive_dataset
     from agl.errors import AglError
     from agl.perturb import parse_perturb
@@ -32,7 +32,7 @@ def main() -> int:
         progress=sys.stderr.isatty(),
     )
     Path(summary_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(summary_path).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    canonical.write_json(summary_path, summary)
     print(f"perturb@{name}: {summary['clips']} clips x {len(summary['levels'])} level(s) -> {out}", file=sys.stderr)
     return 0
 

@@ -144,3 +144,17 @@ def test_calibration_bins_and_absent_confidence():
     assert t.iloc[-1]["country_acc"] == 1.0 and t.iloc[0]["country_acc"] == 0.0
     assert 0 <= t.attrs["ece_country"] <= 1
     assert analysis.calibration(_scored([1.0], [1.0])).empty
+
+
+def test_paired_comparison_below_minimum_support_gives_no_estimate():
+    """Fewer common clips than the minimum support: n and "insufficient data", no numbers."""
+    rng = np.random.default_rng(4)
+    base = rng.uniform(100, 9000, 12)
+    a, b = _scored(base + 500, np.ones(12)), _scored(base, np.zeros(12))
+    t = analysis.compare_runs(a, b, n_perm=200, n_boot=200, min_support=13).set_index("metric")
+    for metric in ("distance_km", "country_correct"):
+        assert t.at[metric, "n"] == 12
+        assert t.at[metric, "note"] == "insufficient data (n = 12, needs 13)"
+        assert t[["mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value"]].loc[metric].isna().all()
+    enough = analysis.compare_runs(a, b, n_perm=200, n_boot=200, min_support=12).set_index("metric")
+    assert enough.at["distance_km", "diff"] == pytest.approx(500.0) and enough.at["distance_km", "note"] == ""

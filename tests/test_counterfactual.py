@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from fake_llm import Answer, FakeServer, openai_completion
 
@@ -323,3 +324,23 @@ def test_report_section_renders(experiment, tmp_path):
         page.locator("#listen-section").screenshot(path=str(tmp_path / "listen.png"))
         browser.close()
     assert (tmp_path / "listen.png").stat().st_size > 20_000
+
+
+def test_groups_below_minimum_support_are_not_estimated(experiment):
+    """The same experiment with a minimum support of 7 paired clips: the 6 speech and 6
+    non-speech clips keep their n with "insufficient data"; all 12 clips are estimated."""
+    work, _, _ = experiment
+    effects = paired_effects(
+        pd.read_csv(work / "runs" / "original" / "scores_paper.csv"),
+        pd.read_csv(work / "runs" / "mask" / "scores_paper.csv"),
+        n_boot=500,
+        n_perm=500,
+        seed=0,
+        min_support=7,
+    )
+    for group in ("speech", "non_speech"):
+        row = _row(effects, group)
+        assert row["n"] == 6 and row["note"] == "insufficient data (n = 6, needs 7)"
+        assert pd.isna(row["diff"]) and pd.isna(row["ci_lo"]) and pd.isna(row["p_value"])
+    everything = _row(effects, "all")
+    assert everything["n"] == 12 and everything["note"] == "" and everything["diff"] > 0

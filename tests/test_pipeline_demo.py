@@ -74,6 +74,11 @@ def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
     # 4 to 7 clips per continent and a handful of correct countries: nothing over-claimed.
     assert "insufficient data (n = " in report and "No factor estimated: insufficient data" in report
     assert "Accuracy by true continent: insufficient data" in report
+    # The counterfactual subset's 16 clips: the effect on all of them is estimated; its
+    # speech (7) and non-speech (9) clips are below the minimum support of 10.
+    effects = json.loads((work / "build" / "counterfactual" / "summary.json").read_text())
+    assert effects["knn/mask_speech/default/all"]["n"] == 16 and "delta_km" in effects["knn/mask_speech/default/all"]
+    assert effects["knn/mask_speech/default/speech"] == {"n": 7, "insufficient": "insufficient data (n = 7, needs 10)"}
 
     # Nothing changed: nothing runs again.
     status = subprocess.run("dvc status", cwd=work, env=env, shell=True, capture_output=True, text=True)

@@ -186,21 +186,27 @@ class PairedResult:
     ci_lo: float  # paired bootstrap 95% interval of diff
     ci_hi: float
     p_value: float  # two-sided sign-flip permutation test of "no difference"
+    note: str = ""  # "insufficient data (n = k, needs m)" where no estimate is given
 
 
 def paired_test(a, b, *, metric: str = "", n_boot: int = 2000, n_perm: int = 10000,
-                seed: int = 0) -> PairedResult:
+                seed: int = 0, min_n: int = 1) -> PairedResult:
     """Paired bootstrap CI and sign-flip permutation p-value of mean(a - b).
 
     Under the null of no difference each clip's pair is exchangeable, so flipping the sign
-    of its difference at random gives the null distribution of the mean difference."""
+    of its difference at random gives the null distribution of the mean difference.
+    Fewer than `min_n` pairs (the report's minimum support): no estimate, only n and a note
+    (a paired CI over a handful of clips is too wide to mean anything and easy to misread)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     keep = np.isfinite(a) & np.isfinite(b)
     a, b = a[keep], b[keep]
     n = int(a.size)
-    if n == 0:
+    if n == 0 or n < min_n:
         nan = math.nan
-        return PairedResult(metric, 0, nan, nan, nan, nan, nan, nan)
+        # n = 0: the metric is not scored on these clips (a coordinates-only baseline has no
+        # country), which is not a matter of support.
+        note = "not scored on any common clip" if n == 0 else insufficient(n, min_n)
+        return PairedResult(metric, n, nan, nan, nan, nan, nan, nan, note)
     d = a - b
     observed = float(d.mean())
     rng = np.random.default_rng(seed)
@@ -220,13 +226,14 @@ def paired_test(a, b, *, metric: str = "", n_boot: int = 2000, n_perm: int = 100
 
 
 def compare_runs(a: pd.DataFrame, b: pd.DataFrame, *, n_boot: int = 2000, n_perm: int = 10000,
-                 seed: int = 0) -> pd.DataFrame:
-    """Run A vs run B on their common clips: mean km and country accuracy (A - B)."""
+                 seed: int = 0, min_support: int = 1) -> pd.DataFrame:
+    """Run A vs run B on their common clips: mean km and country accuracy (A - B); a metric
+    with fewer than `min_support` common scored clips gets a note instead of an estimate."""
     j = a.merge(b, on="sample_id", suffixes=("_a", "_b"))
     rows = []
     for i, col in enumerate(("distance_km", "country_correct", "continent_correct")):
         r = paired_test(j[f"{col}_a"], j[f"{col}_b"], metric=col, n_boot=n_boot, n_perm=n_perm,
-                        seed=seed + i)
+                        seed=seed + i, min_n=min_support)
         rows.append(r.__dict__)
     frame = pd.DataFrame(rows)
     frame.attrs["common_clips"] = int(len(j))

@@ -347,15 +347,12 @@ def frame(results: Sequence[ClipBirds]):
 
 
 def detections_jsonl(results: Sequence[ClipBirds]) -> str:
-    import json
+    from agl.canonical import jsonl_line
 
-    lines = [
-        json.dumps(
-            {"key": r.key, "status": r.status, "detections": [d.as_dict() for d in r.detections]}, sort_keys=True
-        )
+    return "".join(
+        jsonl_line({"key": r.key, "status": r.status, "detections": [d.as_dict() for d in r.detections]})
         for r in sorted(results, key=lambda r: r.key)
-    ]
-    return "\n".join(lines) + ("\n" if lines else "")
+    )
 
 
 def summary(results: Sequence[ClipBirds], cfg: BirdConfig) -> dict[str, Any]:

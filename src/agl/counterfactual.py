@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agl import canonical
 from agl.errors import AglError
 from agl.perturb import Intervention
 
@@ -180,7 +181,7 @@ def derive_dataset(
         if not measured.empty:
             derived["mp3seconds"] = measured["seconds_out"].to_numpy()
             derived["mp3name"] = [file_name(n, fmt) for n in derived["mp3name"]]
-            measured.to_csv(folder / "perturb.csv", index=False)
+            canonical.write_csv(measured, folder / "perturb.csv")
         write_manifest(derived, folder / "manifest.csv")
         write_lock(
             folder / "lock.json",
@@ -217,6 +218,7 @@ EFFECT_COLUMNS = (
     "ci_lo",
     "ci_hi",
     "p_value",
+    "note",
 )
 METRICS = (("distance_km", 3), ("country_correct", 6), ("continent_correct", 6))
 
@@ -230,12 +232,21 @@ def groups(joined: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 def paired_effects(
-    original: pd.DataFrame, perturbed: pd.DataFrame, *, n_boot: int = 2000, n_perm: int = 10000, seed: int = 0
+    original: pd.DataFrame,
+    perturbed: pd.DataFrame,
+    *,
+    n_boot: int = 2000,
+    n_perm: int = 10000,
+    seed: int = 0,
+    min_support: int = 1,
 ) -> pd.DataFrame:
     """perturbed - original, per group and metric, on the clips both score.
 
     Positive `diff` in km is a loss; negative `diff` in accuracy is a loss. Rounded per
-    quantity (km 3 decimals, shares and p-values 6) so the table's bytes are stable."""
+    quantity (km 3 decimals, shares and p-values 6) so the table's bytes are stable. A group
+    with fewer than `min_support` paired clips (a continent of three clips, the speech clips
+    of a small subset) keeps its row and n, with `note` "insufficient data (n = k, needs m)"
+    and no estimate."""
     from agl.analysis import paired_test
 
     cols = ["sample_id", "has_speech", "true_continent", *(m for m, _ in METRICS)]
@@ -254,6 +265,7 @@ def paired_effects(
                 n_boot=n_boot,
                 n_perm=n_perm,
                 seed=seed + i,
+                min_n=min_support,
             )
             rows.append(
                 {
@@ -266,9 +278,10 @@ def paired_effects(
                     "ci_lo": round(r.ci_lo, digits),
                     "ci_hi": round(r.ci_hi, digits),
                     "p_value": round(r.p_value, 6),
+                    "note": r.note,
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=list(EFFECT_COLUMNS[EFFECT_COLUMNS.index("group"):]))
 
 
 def read_scores(path: Path) -> pd.DataFrame:
@@ -296,7 +309,7 @@ def score_level(
     scored = scored.sort_values("sample_id").round(
         {"distance_km": 3, "pred_lat": 6, "pred_lon": 6, "true_lat": 6, "true_lon": 6}
     )
-    scored.to_csv(Path(run_dir) / f"scores_{protocol}.csv", index=False)
+    canonical.write_csv(scored, Path(run_dir) / f"scores_{protocol}.csv")
     return result
 
 
@@ -380,6 +393,7 @@ def collect_effects(
     n_boot: int = 2000,
     n_perm: int = 10000,
     seed: int = 0,
+    min_support: int = 1,
 ) -> pd.DataFrame:
     """Every (model, intervention, level) against the model's run on the original clips."""
     from agl.lock import read_source
@@ -395,7 +409,12 @@ def collect_effects(
             for level_dir in levels:
                 iv = (read_source(Path(perturb) / name / level_dir.name / "lock.json") or {}).get("intervention") or {}
                 table = paired_effects(
-                    original, read_scores(level_dir / f"scores_{protocol}.csv"), n_boot=n_boot, n_perm=n_perm, seed=seed
+                    original,
+                    read_scores(level_dir / f"scores_{protocol}.csv"),
+                    n_boot=n_boot,
+                    n_perm=n_perm,
+                    seed=seed,
+                    min_support=min_support,
                 )
                 value = iv.get("value")
                 table.insert(0, "value", float("nan") if value is None else float(value))

@@ -259,7 +259,8 @@ def _analyse(runs: list[RunInput], figs: Path, tables: Path, cdf_dir: Path, opti
     paired = []
     for r in order[1:]:
         cmp = analysis.compare_runs(best.scored, r.scored, n_boot=options.paired_bootstrap,
-                                    n_perm=options.paired_permutations, seed=options.seed)
+                                    n_perm=options.paired_permutations, seed=options.seed,
+                                    min_support=options.min_support)
         paired.append(cmp.assign(a=best.name, b=r.name))
     paired_frame = pd.concat(paired, ignore_index=True) if paired else pd.DataFrame()
     canonical.write_csv(paired_frame, tables / f"paired{sfx}.csv")
@@ -379,8 +380,10 @@ def _render_data(a: dict[str, Any], options: ReportOptions, judge) -> str:
         parts.append(f"<section id='paired-section{tag}'><h2>Paired comparisons</h2><p>Best run "
                      "(lowest mean km) against each other run on their common clips: "
                      "difference A - B with a paired bootstrap 95% CI and a sign-flip "
-                     "permutation p-value.</p>")
-        cols = ["a", "b", "metric", "n", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value"]
+                     f"permutation p-value; fewer than {options.min_support} common clips: "
+                     "no estimate (note).</p>")
+        cols = ["a", "b", "metric", "n", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value",
+                "note"]
         parts.append(_frame_table(paired[cols], f"paired{tag}", 4))
         parts.append("</section>")
 

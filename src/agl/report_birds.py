@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agl import canonical
+
 GROUPS = ("birds heard", "no birds heard", "not listened")
 
 
@@ -162,7 +164,7 @@ def birds_section(runs, birds_csv: Path | None, figs: Path, tables: Path, *, opt
         parts.append(f"<h4>{html.escape(r.name)}: error by birds heard</h4>")
         parts.append(_breakdown_table(t.drop(columns="run"), f"birds-{_slug(r.name)}"))
     if tables_out:
-        pd.concat(tables_out, ignore_index=True).to_csv(tables / "birds_breakdown.csv", index=False)
+        canonical.write_csv(pd.concat(tables_out, ignore_index=True), tables / "birds_breakdown.csv")
 
     br = find_birdrange(runs)
     if br is None:
@@ -184,18 +186,24 @@ def birds_section(runs, birds_csv: Path | None, figs: Path, tables: Path, *, opt
             continue
         other = r.scored[r.scored["sample_id"].astype(str).isin(keys)]
         cmp = compare_runs(
-            mine, other, n_boot=options.paired_bootstrap, n_perm=options.paired_permutations, seed=options.seed
+            mine,
+            other,
+            n_boot=options.paired_bootstrap,
+            n_perm=options.paired_permutations,
+            seed=options.seed,
+            min_support=options.min_support,
         )
         rows.append(cmp.assign(a=br.name, b=r.name))
     if rows and keys:
         paired = pd.concat(rows, ignore_index=True)
-        paired.to_csv(tables / "birds_paired.csv", index=False)
+        canonical.write_csv(paired, tables / "birds_paired.csv")
         parts.append(
             f"<h3>{html.escape(br.name)} beside each run, birds-heard clips only</h3>"
             "<p>Difference birdrange - run on common clips, paired bootstrap 95% CI "
-            "and sign-flip permutation p-value.</p>"
+            f"and sign-flip permutation p-value; fewer than {options.min_support} common "
+            "clips: no estimate (note).</p>"
         )
-        cols = ["a", "b", "metric", "n", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value"]
+        cols = ["a", "b", "metric", "n", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value", "note"]
         parts.append(_frame_table(paired[cols], "birds-paired", 4))
     else:
         parts.append("<p>No clip with birds heard: nothing to compare birdrange on.</p>")

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from agl import canonical
+
 GROUPS = (
     ("all", "all clips", "#333333"),
     ("speech", "speech clips", "#d62728"),
@@ -25,7 +27,7 @@ def _slug(name: str) -> str:
 
 def read_effects(path: Path) -> pd.DataFrame:
     """effects.csv with names kept as text (an intervention called `null` or `NA` is a name)."""
-    text = ("model", "intervention", "kind", "level", "group", "metric")
+    text = ("model", "intervention", "kind", "level", "group", "metric", "note")
     frame = pd.read_csv(
         path,
         dtype={c: str for c in text},
@@ -35,6 +37,8 @@ def read_effects(path: Path) -> pd.DataFrame:
             for c in ("value", "mean_original", "mean_perturbed", "diff", "ci_lo", "ci_hi", "p_value")
         },
     )
+    if "note" not in frame:
+        frame["note"] = ""
     return frame
 
 
@@ -46,6 +50,7 @@ def effect_figure(effects: pd.DataFrame, model: str, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     km = effects[(effects["model"] == model) & (effects["metric"] == "distance_km")]
+    km = km[km["diff"].notna()]  # groups below minimum support have no estimate to draw
     labels = sorted({(r.intervention, r.level) for r in km.itertuples()})
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.55 * len(labels)))
     for j, (group, label, colour) in enumerate(GROUPS):
@@ -78,7 +83,12 @@ def effect_figure(effects: pd.DataFrame, model: str, path: Path) -> Path:
 
 def dose_figure(effects: pd.DataFrame, model: str, path: Path) -> Path | None:
     """Delta mean km against the graded parameter, one panel per graded intervention."""
-    km = effects[(effects["model"] == model) & (effects["metric"] == "distance_km") & effects["value"].notna()]
+    km = effects[
+        (effects["model"] == model)
+        & (effects["metric"] == "distance_km")
+        & effects["value"].notna()
+        & effects["diff"].notna()
+    ]
     graded = [n for n, g in km.groupby("intervention") if g["level"].nunique() > 1]
     if not graded:
         return None
@@ -116,7 +126,7 @@ def section(effects_csv: Path, figs: Path, img, tables: Path | None = None) -> s
         return "\n".join(parts)
     effects = read_effects(effects_csv)
     if tables is not None:
-        effects.to_csv(Path(tables) / "listen_effects.csv", index=False)
+        canonical.write_csv(effects, Path(tables) / "listen_effects.csv")
     if effects.empty:
         parts.append(
             "<p>No counterfactual runs (params.yaml counterfactual.models or .interventions is empty).</p></section>"
@@ -127,11 +137,20 @@ def section(effects_csv: Path, figs: Path, img, tables: Path | None = None) -> s
         "<code>perturb:</code>); the same model then hears the changed clips. Effects are "
         "<b>perturbed - original</b> on the same clips: a positive change in km, or a negative "
         "change in accuracy, is a loss. 95% paired bootstrap intervals; p: sign-flip "
-        "permutation test of no change.</p>"
+        "permutation test of no change. A group with fewer paired clips than the minimum "
+        "support (params.yaml <code>counterfactual.min_support</code>) gets its n and "
+        "\"insufficient data\" instead of an estimate, and is not drawn.</p>"
     )
     for model in sorted(effects["model"].unique()):
         slug = _slug(model)
         parts.append(f"<h3>{html.escape(model)}</h3>")
+        mine = effects[(effects["model"] == model) & (effects["metric"] == "distance_km")]
+        if mine["diff"].isna().all():
+            parts.append(
+                "<p class='insufficient'>No effect estimated: every group has fewer paired "
+                "clips than the minimum support (the table gives each n).</p>"
+            )
+            continue
         parts.append(
             img(
                 effect_figure(effects, model, figs / f"listen_{slug}.png"),
@@ -146,12 +165,16 @@ def section(effects_csv: Path, figs: Path, img, tables: Path | None = None) -> s
     rows = []
     for r in effects[effects["group"].isin([g for g, _, _ in GROUPS])].itertuples():
         d = 1 if r.metric == "distance_km" else 3
+        if r.note:
+            rows.append([r.model, r.intervention, r.level, f"{r.group.replace('_', '-')} (n = {r.n})",
+                         r.metric, "", "", r.note, ""])
+            continue
         rows.append(
             [
                 r.model,
                 r.intervention,
                 r.level,
-                r.group.replace("_", "-"),
+                f"{r.group.replace('_', '-')} (n = {r.n})",
                 r.metric,
                 f"{r.mean_original:,.{d}f}",
                 f"{r.mean_perturbed:,.{d}f}",
