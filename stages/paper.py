@@ -19,7 +19,7 @@ def main() -> int:
     cfg, ev = p["paper"], p["evaluate"]
     from agl.evaluate import evaluate_run
     from agl.importer import import_with_report
-    from agl.paper import fetch, resolve
+    from agl.paper import fetch, resolve, run_source
     from agl.predictions import write_predictions
 
     OUT.mkdir(parents=True, exist_ok=True)
@@ -39,8 +39,8 @@ def main() -> int:
         url = resolve(cfg["base_url"], cfg["manifest"])
         manifest = fetch(url, cache, sha256=pins.get(url))
         for item in runs:
-            name = item["name"]
-            url = resolve(cfg["base_url"], item["path"])
+            name, path = run_source(item, cfg.get("published") or {})
+            url = resolve(cfg["base_url"], path)
             src = fetch(url, cache, sha256=pins.get(url))
             out_dir = OUT / name
             # The import keeps the authors' fields verbatim (`original`), so scoring the
@@ -53,7 +53,7 @@ def main() -> int:
                 manifest_path=manifest, out_dir=out_dir,
                 protocols=["paper"], bootstrap=int(ev["bootstrap"]), seed=int(ev["seed"]),
                 info={"model": item.get("model", name), "backend": "replay", "source": "published",
-                      "paper_name": item.get("model", name), "published_path": item["path"]},
+                      "paper_name": item.get("model", name), "published_path": path},
                 experiment=p["mlflow"].get("experiment"),
             )
             res = doc["protocols"]["paper"]

@@ -3,6 +3,7 @@
 import json
 
 import pandas as pd
+import pytest
 
 from agl import leaderboard
 from agl.paper import read_paper_leaderboard, resolve
@@ -95,3 +96,19 @@ def test_one_table_per_data_version_and_subsets_ranked_after_full_runs(tmp_path)
     assert "not comparable" not in demo_part
     page = (tmp_path / "out" / "leaderboard.html").read_text()
     assert page.count("class='leaderboard'") == 2
+
+
+def test_paper_run_named_by_its_published_short_name():
+    """`paper.runs` entries give a path, or name a pinned `paper.published` entry (whose
+    SHA-256 the stage then checks); anything else is one clear error naming the fix."""
+    from agl.errors import AglError
+    from agl.paper import run_source
+
+    published = {"qwen25-omni": {"path": "results/q/seed_42.json", "sha256": "ab" * 32}}
+    assert run_source({"published": "qwen25-omni"}, published) == ("qwen25-omni", "results/q/seed_42.json")
+    assert run_source({"published": "qwen25-omni", "name": "q"}, published) == ("q", "results/q/seed_42.json")
+    assert run_source({"name": "x", "path": "results/x.json"}, published) == ("x", "results/x.json")
+    with pytest.raises(AglError, match="published 'qwen3' is not a key of paper.published \\(qwen25-omni\\)"):
+        run_source({"published": "qwen3"}, published)
+    with pytest.raises(AglError, match="needs a name and a path"):
+        run_source({"name": "x"}, published)

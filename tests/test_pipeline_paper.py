@@ -59,7 +59,9 @@ def sh(cmd, cwd, env):
 def test_dvc_repro_paper_stages(tmp_path, mirror):
     work = copy_repo(tmp_path / "repo")
     params = yaml.safe_load((work / "params.yaml").read_text())
-    params["paper"].update(base_url=mirror, runs=[{"name": "qwen25-omni", "model": "Qwen2.5-Omni", "path": QWEN_PATH}])
+    # Named by its pinned short name: the mirror's copy must match params.yaml's SHA-256.
+    params["paper"].update(base_url=mirror, runs=[{"published": "qwen25-omni", "model": "Qwen2.5-Omni"}])
+    assert params["paper"]["published"]["qwen25-omni"]["path"] == QWEN_PATH
     params["evaluate"]["bootstrap"] = 200
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     db = tmp_path / "mlflow.db"

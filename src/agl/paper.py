@@ -113,3 +113,18 @@ def read_paper_leaderboard(path: str | Path) -> pd.DataFrame:
     if not rows:
         raise AglError(f"{path}: no leaderboard table found")
     return pd.DataFrame(rows)
+
+
+def run_source(item: dict, published: dict) -> tuple[str, str]:
+    """A `paper.runs` entry's name and path in the authors' repository: its own `path`, or
+    the pinned one of `published: <short name>` (whose SHA-256 is then checked)."""
+    short = item.get("published")
+    if short is not None:
+        if short not in published:
+            raise AglError(f"params.yaml paper.runs: published '{short}' is not a key of "
+                           f"paper.published ({', '.join(sorted(published)) or 'none'})")
+        return str(item.get("name") or short), str(published[short]["path"])
+    if not item.get("path") or not item.get("name"):
+        raise AglError(f"params.yaml paper.runs: {item!r} needs a name and a path, or "
+                       "published: <a key of paper.published>")
+    return str(item["name"]), str(item["path"])
