@@ -11,7 +11,7 @@ import pandas as pd
 
 from agl.errors import AglError
 from agl.geo import EARTH_MAX_KM
-from agl.metrics import summarize
+from agl.metrics import SUMMARY_COLUMNS, summarize
 from agl.predictions import Prediction, prediction_frame
 from agl.protocols import PROTOCOLS
 
@@ -78,9 +78,13 @@ def evaluate_frames(
     if scored.empty:
         raise AglError("no prediction matches a clip of the manifest; nothing to evaluate")
     result = summarize(scored, bootstrap=bootstrap, seed=seed)
+    # The speech parts take only the columns summarize reads: a row subset of the whole
+    # table would copy its text columns for nothing.
+    metric_inputs = scored[list(SUMMARY_COLUMNS)]
+    speech = scored["has_speech"].to_numpy(dtype=bool)
     result["by_speech"] = {
-        name: summarize(scored[mask], bootstrap=bootstrap, seed=seed)
-        for name, mask in (("speech", scored["has_speech"]), ("non_speech", ~scored["has_speech"]))
+        name: summarize(metric_inputs[mask], bootstrap=bootstrap, seed=seed)
+        for name, mask in (("speech", speech), ("non_speech", ~speech))
         if mask.any()
     }
     result["notes"] = notes

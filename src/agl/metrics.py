@@ -40,6 +40,11 @@ HEADLINE = (
 )
 
 
+# The columns of a score table that `summarize` reads.
+SUMMARY_COLUMNS = ("distance_km", "city_correct", "country_correct", "continent_correct",
+                   "refused", "failed")
+
+
 def metric_columns(scored: pd.DataFrame) -> dict[str, tuple[np.ndarray, str]]:
     """Metric name -> (per-row values with NaN = excluded, statistic)."""
     d = scored["distance_km"].to_numpy(dtype=float)
