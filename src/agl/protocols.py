@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from agl.errors import AglError
-from agl.geo import EARTH_MAX_KM, geodesic_km
+from agl.geo import EARTH_MAX_KM, geodesic_km, geodesic_km_later
 from agl.manifest import CATEGORY_COLUMNS
 
 PAPER_REFUSAL_KM = 10_000.0
@@ -184,6 +184,11 @@ class _Distinct:
     def rows(self) -> np.ndarray:
         return self.values[self.index]
 
+    def test(self, fn: Callable[[object], bool]) -> np.ndarray:
+        """`fn` of every row's value, as booleans (a boolean take: no object array)."""
+        flags = np.fromiter((bool(fn(v)) for v in self.values), dtype=bool, count=len(self.values))
+        return flags[self.index]
+
 
 def _lower_match(a: _Distinct, b: _Distinct) -> np.ndarray:
     """1.0 where the two columns' lower-cased texts are equal, 0.0 where they differ, NaN
@@ -258,6 +263,23 @@ def _paper_view(frame: pd.DataFrame, field: str, ours: str) -> pd.Series:
     return pd.Series(values, index=frame.index, dtype=object)
 
 
+def _paper_texts(f: pd.DataFrame, original: bool) -> tuple[dict, dict, dict, dict]:
+    """The three text fields as the authors' pipeline wrote them (`views`), their distinct
+    values (`texts`), which rows are refusals, and where this run gave no value (`absent`)."""
+    if original:
+        views = {name: _paper_view(f, name, f"pred_{name}").to_numpy() for name in _TEXT_FIELDS}
+        texts = {name: _Distinct.of(view) for name, view in views.items()}
+        refusals = {name: _paper_refusal(pd.Series(view)) for name, view in views.items()}
+        absent = {name: f[f"pred_{name}"].isna().to_numpy() for name in _TEXT_FIELDS}
+    else:
+        # A missing field reads "Unknown", as the authors' pipeline wrote failures.
+        texts = {name: _Distinct.of(f[f"pred_{name}"], missing="Unknown") for name in _TEXT_FIELDS}
+        views = {name: d.rows() for name, d in texts.items()}
+        refusals = {name: d.test(_is_refusal_word) for name, d in texts.items()}
+        absent = {name: d.index < 0 for name, d in texts.items()}
+    return texts, views, refusals, absent
+
+
 def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     joined = _join(manifest, preds, how="inner")
     tagged = np.any([joined[c].to_numpy() != 0 for c in CATEGORY_COLUMNS], axis=0)
@@ -265,22 +287,10 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
     f = joined if tagged.all() else joined[tagged].reset_index(drop=True)
     status = _Distinct.of(f["status"])
     has_original = f["original"].notna().to_numpy()
-    # The three text fields as the authors' pipeline wrote them (`views`), their distinct
-    # values (`texts`), and where this run gave no value at all (`absent`).
     if has_original.any():
         lat_v, lon_v = _paper_view(f, "latitude", "pred_lat"), _paper_view(f, "longitude", "pred_lon")
-        views = {name: _paper_view(f, name, f"pred_{name}").to_numpy() for name in _TEXT_FIELDS}
-        texts = {name: _Distinct.of(view) for name, view in views.items()}
-        text_refusals = {name: _paper_refusal(pd.Series(views[name])) for name in _TEXT_FIELDS}
-        absent = {name: f[f"pred_{name}"].isna().to_numpy() for name in _TEXT_FIELDS}
     else:  # fast path: this project's own predictions (a missing coordinate is a refusal)
         lat_v, lon_v = f["pred_lat"], f["pred_lon"]
-        # A missing field reads "Unknown", as the authors' pipeline wrote failures.
-        texts = {name: _Distinct.of(f[f"pred_{name}"], missing="Unknown") for name in _TEXT_FIELDS}
-        views = {name: d.rows() for name, d in texts.items()}
-        text_refusals = {name: d.map(_is_refusal_word).rows().astype(bool)
-                         for name, d in texts.items()}
-        absent = {name: d.index < 0 for name, d in texts.items()}
     ref_lat, ref_lon = _paper_refusal(lat_v), _paper_refusal(lon_v)
     lat = pd.to_numeric(lat_v.where(~ref_lat), errors="coerce").to_numpy(dtype=float)
     lon = pd.to_numeric(lon_v.where(~ref_lon), errors="coerce").to_numpy(dtype=float)
@@ -288,8 +298,9 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
     lon = np.where(np.isfinite(lon), (lon + 180.0) % 360.0 - 180.0, np.nan)
     raw_lon = pd.to_numeric(lon_v, errors="coerce").to_numpy(dtype=float)
     lon = np.where(np.isfinite(lon) & (lon == -180.0) & (raw_lon == 180.0), 180.0, lon)
-    dist = geodesic_km(f["true_lat"], f["true_lon"], lat, lon)
-    dist = np.where(ref_lat | ref_lon, PAPER_REFUSAL_KM, dist)
+    # The distances are computed in threads while the text fields are scored below.
+    distances = geodesic_km_later(f["true_lat"], f["true_lon"], lat, lon)
+    texts, views, text_refusals, absent = _paper_texts(f, has_original.any())
     # A field a run never attempts (a coordinates-only baseline has no city, country or
     # continent) is not applicable: not a refusal, and its accuracy is undefined (shown "—").
     na = _not_attempted(status, has_original, absent)
@@ -308,16 +319,17 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
     compared = {"city": (true_city, texts["city"]), "country": (true_country, pred_country),
                 "continent": (true_continent, pred_continent)}
     cols = {c: f[c].to_numpy() for c in SCORE_COLUMNS if c in f.columns}
+    for name in _TEXT_FIELDS:
+        cols[f"{name}_correct"] = (np.full(len(f), np.nan) if name in na
+                                   else _lower_match(*compared[name]))
+    dist = np.where(ref_lat | ref_lon, PAPER_REFUSAL_KM, distances())
     cols.update(
         pred_lat=lat, pred_lon=lon, distance_km=dist, refused=refused,
-        failed=status.map(lambda s: s in FAILED_STATUSES).rows().astype(bool),
+        failed=status.test(lambda s: s in FAILED_STATUSES),
         pred_city=views["city"], pred_country=pred_country.rows(),
         pred_continent=pred_continent.rows(), true_country=true_country.rows(),
         true_continent=true_continent.rows(),
     )
-    for name in _TEXT_FIELDS:
-        cols[f"{name}_correct"] = (np.full(len(f), np.nan) if name in na
-                                   else _lower_match(*compared[name]))
     # copy=False: the columns are fresh arrays; consolidating them into 2-D blocks would
     # copy every one of them once more (~0.7 s on a million rows).
     return pd.DataFrame({c: cols[c] for c in SCORE_COLUMNS}, copy=False), notes
@@ -328,7 +340,7 @@ def _not_attempted(status: _Distinct, has_original: np.ndarray,
     """Text fields that this project's run gave in none of its answered (ok/partial) rows,
     while it answered some: the run does not attempt them. A run that refuses everything
     attempts every field (its refusals count); an authors' file always has all five."""
-    answered = status.map(lambda s: s in ("ok", "partial")).rows().astype(bool) & ~has_original
+    answered = status.test(lambda s: s in ("ok", "partial")) & ~has_original
     if not answered.any():
         return set()
     return {name for name in _TEXT_FIELDS if absent[name][answered].all()}
