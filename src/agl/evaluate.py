@@ -78,17 +78,20 @@ def evaluate_frames(
     if scored.empty:
         raise AglError("no prediction matches a clip of the manifest; nothing to evaluate")
     result = summarize(scored, bootstrap=bootstrap, seed=seed)
-    # The speech parts take only the columns summarize reads: a row subset of the whole
-    # table would copy its text columns for nothing.
-    metric_inputs = scored[list(SUMMARY_COLUMNS)]
     speech = scored["has_speech"].to_numpy(dtype=bool)
     result["by_speech"] = {
-        name: summarize(metric_inputs[mask], bootstrap=bootstrap, seed=seed)
+        name: summarize(_rows(scored, mask, SUMMARY_COLUMNS), bootstrap=bootstrap, seed=seed)
         for name, mask in (("speech", speech), ("non_speech", ~speech))
         if mask.any()
     }
     result["notes"] = notes
     return result, scored
+
+
+def _rows(frame: pd.DataFrame, mask, columns) -> pd.DataFrame:
+    """Some rows of some columns, copied once: `frame[mask]` would copy every column (text
+    ones included) and consolidate them."""
+    return pd.DataFrame({c: frame[c].to_numpy()[mask] for c in columns}, copy=False)
 
 
 def evaluate_files(

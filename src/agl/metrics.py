@@ -65,8 +65,14 @@ def metric_columns(scored: pd.DataFrame) -> dict[str, tuple[np.ndarray, str]]:
     return cols
 
 
+def _finite(values: np.ndarray) -> np.ndarray:
+    """The finite values (the array itself when all are: no copy of a million rows)."""
+    finite = np.isfinite(values)
+    return values if finite.all() else values[finite]
+
+
 def _point(values: np.ndarray, stat: str) -> float:
-    v = values[np.isfinite(values)]
+    v = _finite(values)
     if v.size == 0:
         return float("nan")
     return float(np.mean(v) if stat == "mean" else np.median(v))
@@ -118,11 +124,10 @@ def bootstrap_ci(
 ) -> tuple[float, float]:
     """Percentile 95% interval of `stat` over the non-NaN values, rows resampled with NaNs."""
     values = np.asarray(values, dtype=float)
-    finite = np.isfinite(values)
-    if n <= 0 or finite.sum() == 0:
+    v = _finite(values)
+    if n <= 0 or v.size == 0:
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
-    v = values[finite]
     if stat == "mean" and np.isin(v, (0.0, 1.0)).all():
         draws = _binary_draws(int((v == 1).sum()), int((v == 0).sum()), len(values) - v.size, n, rng)
     elif len(values) <= EXACT_LIMIT:

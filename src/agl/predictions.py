@@ -346,11 +346,11 @@ def _arrow_frame(raw: bytes):
             explicit_schema=schema, unexpected_field_behavior="ignore"))
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
+    if table["sample_id"].null_count or table["status"].null_count:
+        return None
     # The ids are (nearly) all distinct, so pyarrow's object deduplication only costs time
     # there (~4x the conversion); the other text columns repeat a few values and keep it.
     frame = table.drop_columns(["sample_id"]).to_pandas()
     frame.insert(0, "sample_id", table["sample_id"].to_numpy(zero_copy_only=False))
-    if frame["sample_id"].isna().any() or frame["status"].isna().any():
-        return None
     frame["original"] = None
     return frame
