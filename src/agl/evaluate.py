@@ -11,7 +11,7 @@ import pandas as pd
 
 from agl.errors import AglError
 from agl.geo import EARTH_MAX_KM
-from agl.metrics import SUMMARY_COLUMNS, summarize
+from agl.metrics import SUMMARY_COLUMNS, summarize_later
 from agl.predictions import Prediction, prediction_frame
 from agl.protocols import PROTOCOLS
 
@@ -77,13 +77,16 @@ def evaluate_frames(
     )
     if scored.empty:
         raise AglError("no prediction matches a clip of the manifest; nothing to evaluate")
-    result = summarize(scored, bootstrap=bootstrap, seed=seed)
+    # The three summaries' bootstrap draws run at once (threads, for large tables).
+    whole = summarize_later(scored, bootstrap=bootstrap, seed=seed)
     speech = scored["has_speech"].to_numpy(dtype=bool)
-    result["by_speech"] = {
-        name: summarize(_rows(scored, mask, SUMMARY_COLUMNS), bootstrap=bootstrap, seed=seed)
+    parts = {
+        name: summarize_later(_rows(scored, mask, SUMMARY_COLUMNS), bootstrap=bootstrap, seed=seed)
         for name, mask in (("speech", speech), ("non_speech", ~speech))
         if mask.any()
     }
+    result = whole()
+    result["by_speech"] = {name: part() for name, part in parts.items()}
     result["notes"] = notes
     return result, scored
 

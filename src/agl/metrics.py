@@ -80,19 +80,30 @@ def _point(values: np.ndarray, stat: str) -> float:
 
 def summarize(scored: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0) -> dict:
     """All headline metrics of one score table, their CIs and the counts behind them."""
+    return summarize_later(scored, bootstrap=bootstrap, seed=seed)()
+
+
+def summarize_later(
+    scored: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0
+) -> Callable[[], dict]:
+    """`summarize`, with the bootstrap intervals started now (in threads for a large table);
+    calling the result waits for them. Lets a caller summarise several tables at once."""
     out: dict = {"n": int(len(scored))}
     columns = metric_columns(scored)
     intervals = _intervals_later(columns, bootstrap, seed, len(scored))
     for name, (values, stat) in columns.items():
         out[name] = _point(values, stat)
-    ci = intervals()
     d = scored["distance_km"].to_numpy(dtype=float)
     out["n_distance_scored"] = int(np.isfinite(d).sum())
     out["n_distance_excluded"] = int((~np.isfinite(d)).sum())
     for level in ("city", "country", "continent"):
         out[f"n_{level}_scored"] = int(scored[f"{level}_correct"].notna().sum())
-    out["ci95"] = ci
-    return out
+
+    def finish() -> dict:
+        out["ci95"] = intervals()
+        return out
+
+    return finish
 
 
 def _intervals_later(columns: dict[str, tuple[np.ndarray, str]], n: int, seed: int,

@@ -246,7 +246,7 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
             raise AglError(f"{path}: predictions file not found") from None
         fast = _arrow_frame(raw)
         if fast is not None:
-            return _finish_frame(fast, str(path))
+            return _finish_frame(fast, str(path), ids_are_text=True)
         lines = raw.split(b"\n")
         rows = []
         for n, line in enumerate(lines, start=1):
@@ -281,7 +281,9 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
     return _finish_frame(frame, "predictions")
 
 
-def _finish_frame(frame, source: str):
+def _finish_frame(frame, source: str, *, ids_are_text: bool = False):
+    """Checks statuses, keeps the newest record per clip, and types the columns.
+    `ids_are_text`: the ids are all `str` already (the Arrow reader's), not to be converted."""
     import numpy as np
     import pandas as pd
 
@@ -296,10 +298,13 @@ def _finish_frame(frame, source: str):
     if dup.any():
         _warn_conflicts(frame, dup, source)
         frame = frame.drop_duplicates("sample_id", keep="last").reset_index(drop=True)
-    frame["sample_id"] = frame["sample_id"].astype(str)
+    if not ids_are_text:
+        frame["sample_id"] = frame["sample_id"].astype(str)
     for c in ("latitude", "longitude", "confidence"):
         values = pd.to_numeric(frame[c], errors="coerce").astype(float)
-        frame[c] = values.where(np.isfinite(values))  # infinity is a missing value too
+        if np.isinf(values.to_numpy()).any():
+            values = values.where(np.isfinite(values))  # infinity is a missing value too
+        frame[c] = values
     frame["refused"] = frame["refused"].fillna(False).astype(bool)
     return frame
 
