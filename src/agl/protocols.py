@@ -210,6 +210,9 @@ def _map_unique(series: pd.Series, fn: Callable) -> pd.Series:
 
 
 def _join(manifest: pd.DataFrame, preds: pd.DataFrame, how: str) -> pd.DataFrame:
+    """The manifest's truth beside the predictions, one row per clip scored. With
+    how="inner" the predictions' columns are their own arrays, not copies: never written
+    into here, and copied by a caller that hands them out."""
     keys = pd.Index(manifest["key"])
     pos = keys.get_indexer(preds["sample_id"])
     if (pos < 0).any():
@@ -319,6 +322,9 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
     compared = {"city": (true_city, texts["city"]), "country": (true_country, pred_country),
                 "continent": (true_continent, pred_continent)}
     cols = {c: f[c].to_numpy() for c in SCORE_COLUMNS if c in f.columns}
+    # The join passes these two through as the predictions' own arrays: the score table
+    # gets copies, so it never shares memory with the caller's frame.
+    cols.update(status=cols["status"].copy(), confidence=cols["confidence"].copy())
     for name in _TEXT_FIELDS:
         cols[f"{name}_correct"] = (np.full(len(f), np.nan) if name in na
                                    else _lower_match(*compared[name]))
@@ -330,8 +336,8 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
         pred_continent=pred_continent.rows(), true_country=true_country.rows(),
         true_continent=true_continent.rows(),
     )
-    # copy=False: the columns are fresh arrays; consolidating them into 2-D blocks would
-    # copy every one of them once more (~0.7 s on a million rows).
+    # copy=False: the columns are the table's own arrays; consolidating them into 2-D
+    # blocks would copy every one of them once more (~0.7 s on a million rows).
     return pd.DataFrame({c: cols[c] for c in SCORE_COLUMNS}, copy=False), notes
 
 
