@@ -11,7 +11,7 @@ import pandas as pd
 
 from agl.errors import AglError
 from agl.geo import EARTH_MAX_KM
-from agl.metrics import summarize
+from agl.metrics import SUMMARY_COLUMNS, summarize_later
 from agl.predictions import Prediction, prediction_frame
 from agl.protocols import PROTOCOLS
 
@@ -77,14 +77,24 @@ def evaluate_frames(
     )
     if scored.empty:
         raise AglError("no prediction matches a clip of the manifest; nothing to evaluate")
-    result = summarize(scored, bootstrap=bootstrap, seed=seed)
-    result["by_speech"] = {
-        name: summarize(scored[mask], bootstrap=bootstrap, seed=seed)
-        for name, mask in (("speech", scored["has_speech"]), ("non_speech", ~scored["has_speech"]))
+    # The three summaries' bootstrap draws run at once (threads, for large tables).
+    whole = summarize_later(scored, bootstrap=bootstrap, seed=seed)
+    speech = scored["has_speech"].to_numpy(dtype=bool)
+    parts = {
+        name: summarize_later(_rows(scored, mask, SUMMARY_COLUMNS), bootstrap=bootstrap, seed=seed)
+        for name, mask in (("speech", speech), ("non_speech", ~speech))
         if mask.any()
     }
+    result = whole()
+    result["by_speech"] = {name: part() for name, part in parts.items()}
     result["notes"] = notes
     return result, scored
+
+
+def _rows(frame: pd.DataFrame, mask, columns) -> pd.DataFrame:
+    """Some rows of some columns, copied once: `frame[mask]` would copy every column (text
+    ones included) and consolidate them."""
+    return pd.DataFrame({c: frame[c].to_numpy()[mask] for c in columns}, copy=False)
 
 
 def evaluate_files(

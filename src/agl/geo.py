@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 EARTH_MAX_KM = 20003.93  # the longest geodesic on WGS-84: half the meridional circumference
 GEOSCORE_SCALE_KM = 1492.7  # GeoGuessr's score 5000·exp(-d/1492.7), as OSV-5M uses it
+
+# Rows per thread below which splitting the work costs more than it saves.
+_ROWS_PER_THREAD = 200_000
 
 _GEOD = None
 
@@ -21,14 +28,54 @@ def _geod():
 
 def geodesic_km(lat1, lon1, lat2, lon2) -> np.ndarray:
     """Distance in km between arrays of points (degrees). Rows with a NaN give NaN."""
+    return geodesic_km_later(lat1, lon1, lat2, lon2)()
+
+
+def geodesic_km_later(lat1, lon1, lat2, lon2) -> Callable[[], np.ndarray]:
+    """`geodesic_km`, started now; calling the returned function waits for the distances.
+
+    A large array is computed in worker threads, split across the CPUs: pyproj releases
+    the GIL in its loop over the points, so the pieces run in parallel, and the caller's
+    own work (text normalisation, in Python) runs meanwhile. Every row is computed on its
+    own, so the pieces together are exactly the one-call result.
+    """
     lat1, lon1, lat2, lon2 = (np.asarray(a, dtype=float) for a in (lat1, lon1, lat2, lon2))
     lat1, lon1, lat2, lon2 = np.broadcast_arrays(lat1, lon1, lat2, lon2)
     out = np.full(lat1.shape, np.nan)
     ok = np.isfinite(lat1) & np.isfinite(lon1) & np.isfinite(lat2) & np.isfinite(lon2)
-    if ok.any():
-        _, _, metres = _geod().inv(lon1[ok], lat1[ok], lon2[ok], lat2[ok])
-        out[ok] = np.asarray(metres) / 1000.0
-    return out
+    n = int(ok.sum())
+    if n == 0:
+        return lambda: out
+    points = [a[ok] for a in (lon1, lat1, lon2, lat2)]
+    geod = _geod()  # made here, never by two threads at once
+    threads = min(usable_cpus(), n // _ROWS_PER_THREAD)
+    if threads < 1:  # small: a thread would cost more than it saves
+        out[ok] = _inverse_metres(geod, *points) / 1000.0
+        return lambda: out
+    edges = np.linspace(0, n, threads + 1).astype(int)
+    pool = ThreadPoolExecutor(threads)
+    pieces = [pool.submit(_inverse_metres, geod, *(a[edges[i]:edges[i + 1]] for a in points))
+              for i in range(threads)]
+    pool.shutdown(wait=False)  # the threads end once their piece is done
+
+    def distances() -> np.ndarray:
+        out[ok] = np.concatenate([piece.result() for piece in pieces]) / 1000.0
+        return out
+
+    return distances
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _inverse_metres(geod, lon1: np.ndarray, lat1: np.ndarray, lon2: np.ndarray,
+                    lat2: np.ndarray) -> np.ndarray:
+    return np.asarray(geod.inv(lon1, lat1, lon2, lat2)[2])
 
 
 def geoscore(distance_km) -> np.ndarray:

@@ -18,11 +18,12 @@ row-level bootstrap by far less than its own Monte-Carlo noise, at a cost indepe
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
 
-from agl.geo import geoscore
+from agl.geo import geoscore, usable_cpus
 
 THRESHOLDS_KM: tuple[int, ...] = (1, 10, 25, 100, 200, 750, 1000, 2500)
 EXACT_LIMIT = 50_000
@@ -38,6 +39,11 @@ HEADLINE = (
     "failure_rate",
     *(f"within_{t}km" for t in THRESHOLDS_KM),
 )
+
+
+# The columns of a score table that `summarize` reads.
+SUMMARY_COLUMNS = ("distance_km", "city_correct", "country_correct", "continent_correct",
+                   "refused", "failed")
 
 
 def metric_columns(scored: pd.DataFrame) -> dict[str, tuple[np.ndarray, str]]:
@@ -59,8 +65,14 @@ def metric_columns(scored: pd.DataFrame) -> dict[str, tuple[np.ndarray, str]]:
     return cols
 
 
+def _finite(values: np.ndarray) -> np.ndarray:
+    """The finite values (the array itself when all are: no copy of a million rows)."""
+    finite = np.isfinite(values)
+    return values if finite.all() else values[finite]
+
+
 def _point(values: np.ndarray, stat: str) -> float:
-    v = values[np.isfinite(values)]
+    v = _finite(values)
     if v.size == 0:
         return float("nan")
     return float(np.mean(v) if stat == "mean" else np.median(v))
@@ -68,19 +80,54 @@ def _point(values: np.ndarray, stat: str) -> float:
 
 def summarize(scored: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0) -> dict:
     """All headline metrics of one score table, their CIs and the counts behind them."""
+    return summarize_later(scored, bootstrap=bootstrap, seed=seed)()
+
+
+def summarize_later(
+    scored: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0
+) -> Callable[[], dict]:
+    """`summarize`, with the bootstrap intervals started now (in threads for a large table);
+    calling the result waits for them. Lets a caller summarise several tables at once."""
     out: dict = {"n": int(len(scored))}
-    ci: dict[str, list[float]] = {}
-    for i, (name, (values, stat)) in enumerate(metric_columns(scored).items()):
+    columns = metric_columns(scored)
+    intervals = _intervals_later(columns, bootstrap, seed, len(scored))
+    for name, (values, stat) in columns.items():
         out[name] = _point(values, stat)
-        lo, hi = bootstrap_ci(values, stat=stat, n=bootstrap, seed=seed + i)
-        ci[name] = [lo, hi]
     d = scored["distance_km"].to_numpy(dtype=float)
     out["n_distance_scored"] = int(np.isfinite(d).sum())
     out["n_distance_excluded"] = int((~np.isfinite(d)).sum())
     for level in ("city", "country", "continent"):
         out[f"n_{level}_scored"] = int(scored[f"{level}_correct"].notna().sum())
-    out["ci95"] = ci
-    return out
+
+    def finish() -> dict:
+        out["ci95"] = intervals()
+        return out
+
+    return finish
+
+
+def _intervals_later(columns: dict[str, tuple[np.ndarray, str]], n: int, seed: int,
+                     rows: int) -> Callable[[], dict[str, list[float]]]:
+    """Each metric's interval (the i-th metric seeded `seed + i`), started now; calling the
+    result waits for them.
+
+    A large table draws them in threads: the binned draws (sorting, Poisson counts) release
+    the GIL, and every metric has its own generator, so the intervals are those drawn one
+    after the other. A small table takes the exact row bootstrap, whose warning filter is
+    process-wide, so its intervals are drawn in turn, on the first call.
+    """
+    jobs = [(name, values, stat, seed + i) for i, (name, (values, stat)) in enumerate(columns.items())]
+
+    def interval(job: tuple[str, np.ndarray, str, int]) -> list[float]:
+        _, values, stat, job_seed = job
+        return list(bootstrap_ci(values, stat=stat, n=n, seed=job_seed))
+
+    if rows <= EXACT_LIMIT:
+        return lambda: {job[0]: interval(job) for job in jobs}
+    pool = ThreadPoolExecutor(usable_cpus())
+    futures = [pool.submit(interval, job) for job in jobs]
+    pool.shutdown(wait=False)  # the threads end once the queue is done
+    return lambda: {job[0]: future.result() for job, future in zip(jobs, futures, strict=True)}
 
 
 def bootstrap_ci(
@@ -88,11 +135,10 @@ def bootstrap_ci(
 ) -> tuple[float, float]:
     """Percentile 95% interval of `stat` over the non-NaN values, rows resampled with NaNs."""
     values = np.asarray(values, dtype=float)
-    finite = np.isfinite(values)
-    if n <= 0 or finite.sum() == 0:
+    v = _finite(values)
+    if n <= 0 or v.size == 0:
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
-    v = values[finite]
     if stat == "mean" and np.isin(v, (0.0, 1.0)).all():
         draws = _binary_draws(int((v == 1).sum()), int((v == 0).sum()), len(values) - v.size, n, rng)
     elif len(values) <= EXACT_LIMIT:
