@@ -36,10 +36,11 @@ def main() -> int:
 
         # Files pinned by SHA-256 (the manifest, paper.published entries) are checked.
         pins = SourceConfig.from_params({"paper": cfg}).pinned()
+        # Every entry is checked before anything is downloaded: a typo fails at once.
+        sources = [(item, *run_source(item, cfg.get("published") or {})) for item in runs]
         url = resolve(cfg["base_url"], cfg["manifest"])
         manifest = fetch(url, cache, sha256=pins.get(url))
-        for item in runs:
-            name, path = run_source(item, cfg.get("published") or {})
+        for item, name, path in sources:
             url = resolve(cfg["base_url"], path)
             src = fetch(url, cache, sha256=pins.get(url))
             out_dir = OUT / name
