@@ -14,20 +14,9 @@ import soundfile as sf
 from tiny_models import FAMILIES
 
 from agl.inference import run_inference
-from agl.manifest import clips, load_manifest, write_manifest
+from agl.manifest import CATEGORY_COLUMNS, clips, load_manifest, write_manifest
 from agl.predictions import read_predictions
 from agl.prompts import load_prompt
-
-CATEGORIES = (
-    "human_sounds",
-    "animal",
-    "music",
-    "natural_sounds",
-    "channel",
-    "environment_and_background",
-    "sounds_of_things",
-    "source_ambiguous_sounds",
-)
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +44,7 @@ def audio_set(tmp_path_factory, real_mp3s):
                 "city": "",
                 "country": "",
                 "continent": "",
-                **dict.fromkeys(CATEGORIES, 0.0),
+                **dict.fromkeys(CATEGORY_COLUMNS, 0.0),
             }
             for k, n in rows
         ]

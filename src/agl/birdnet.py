@@ -23,7 +23,6 @@ and cut a clip into non-overlapping 3 s windows (the last one, if shorter but at
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import re
 import time
@@ -35,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from agl.errors import AglError
+from agl.errors import AglError, reject_unknown_keys
 
 RATE = 48_000
 WINDOW_S = 3.0
@@ -77,11 +76,10 @@ def model_dir() -> Path:
 
 @cache
 def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    """The model file's SHA-256, once per process (it keys the birdrange grid cache)."""
+    from agl.manifest import content_hash
+
+    return content_hash(path)
 
 
 @dataclass(frozen=True)
@@ -126,10 +124,7 @@ class BirdConfig:
     @classmethod
     def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml birds") -> BirdConfig:
         params = dict(params or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise AglError(f"{source}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
         cfg = cls(**params)
         for name in ("min_confidence", "min_confidence_other"):
             if not 0.0 < float(getattr(cfg, name)) <= 1.0:

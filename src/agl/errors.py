@@ -3,3 +3,11 @@
 
 class AglError(Exception):
     """A user-facing error. The message names the file, row or field, and what to do."""
+
+
+def reject_unknown_keys(params: dict, known: set[str], source: str) -> None:
+    """One line naming a params section's unknown keys and the known ones (a typo in
+    params.yaml must not fall back to a default silently)."""
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise AglError(f"{source}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from agl.errors import AglError
+from agl.manifest import content_hash
 
 USER_AGENT = "agl/0.1 (AGL1K benchmark reproduction; +https://github.com/)"
 
@@ -22,14 +23,6 @@ def resolve(base_url: str, relpath: str) -> str:
     if "://" not in base_url:  # a local folder
         return (Path(base_url) / relpath).resolve().as_uri()
     return base_url.rstrip("/") + "/" + relpath.lstrip("/")
-
-
-def sha256_of(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
@@ -44,7 +37,7 @@ def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
     dest = cache_dir / hashlib.sha256(url.encode()).hexdigest()[:16] / name
     want = sha256.strip().lower() if sha256 else None
     if dest.exists():
-        if want and sha256_of(dest) != want:
+        if want and content_hash(dest) != want:
             raise AglError(f"{dest}: cached copy of {url} does not match SHA-256 {want}; "
                            "delete it to download again")
         return dest
@@ -67,8 +60,9 @@ def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
         if r.status_code != 200:
             raise AglError(f"{url}: HTTP {r.status_code}; check the URL in params.yaml")
         data = r.content
-    if want and hashlib.sha256(data).hexdigest() != want:
-        raise AglError(f"{url}: SHA-256 {hashlib.sha256(data).hexdigest()} does not match the "
+    got = hashlib.sha256(data).hexdigest() if want else None
+    if want and got != want:
+        raise AglError(f"{url}: SHA-256 {got} does not match the "
                        f"expected {want}; the file differs from the pinned one (nothing cached)")
     tmp = dest.with_name(dest.name + ".part")
     tmp.write_bytes(data)

@@ -160,10 +160,10 @@ def resolve_source(
 
 
 def _check_local(path: Path, sha256: str) -> None:
-    from agl.paper import sha256_of
+    from agl.manifest import content_hash
 
     if not path.exists():
         raise AglError(f"{path}: file not found")
-    got = sha256_of(path)
+    got = content_hash(path)
     if got != sha256.strip().lower():
         raise AglError(f"{path}: SHA-256 {got} does not match the expected {sha256.strip().lower()}")

@@ -33,7 +33,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from agl.errors import AglError
+from agl.errors import AglError, reject_unknown_keys
 from agl.manifest import CATEGORY_COLUMNS
 
 DEFAULT_CHECKPOINT = "MIT/ast-finetuned-audioset-10-10-0.4593"
@@ -59,10 +59,7 @@ class TagConfig:
     @classmethod
     def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml tag") -> TagConfig:
         params = dict(params or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise AglError(f"{source}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
         cfg = cls(**params)
         if cfg.tagger not in TAGGERS:
             raise AglError(f"{source}.tagger: '{cfg.tagger}' is not one of {', '.join(TAGGERS)}")
