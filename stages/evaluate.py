@@ -35,9 +35,12 @@ def main() -> int:
         from agl.headline import run_headline, write_headline
 
         write_headline(sys.argv[5], run_headline(doc))
+    def share(x) -> str:  # a field the run never attempts is not applicable, not "nan"
+        return "n/a" if x is None or x != x else f"{x:.3f}"
+
     for protocol, res in doc["protocols"].items():
         print(f"{run} [{protocol}]: n={res['n']} mean {res['distance_error_km']:.1f} km, "
-              f"country {res['country_acc']:.3f}, continent {res['continent_acc']:.3f}")
+              f"country {share(res['country_acc'])}, continent {share(res['continent_acc'])}")
     return 0
 
 
