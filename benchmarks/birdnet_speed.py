@@ -1,6 +1,6 @@
 """BirdNET's speed on the two real AGL1K clips in ../shared, and birdrange's latency.
 
-Prints, for the acoustic model (agl.birdnet): decode + resample to 48 kHz, and inference
+Prints, for the acoustic model (agl.birds.birdnet): decode + resample to 48 kHz, and inference
 alone, as x real time (audio seconds per wall second) for each thread count and batch size;
 for birdrange: the occurrence grid's cold build (or warm load from the cache) and the
 per-clip inversion latency with a warm cache (median and p95 over repeats).
@@ -30,8 +30,8 @@ def main() -> int:
     ap.add_argument("--cache", type=Path, default=REPO / "cache" / "birdrange")
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "src"))
-    from agl.birdnet import Acoustic, BirdConfig, decode_48k, detect, windows
-    from agl.birdrange import YEAR_ROUND, invert, load_or_build
+    from agl.birds.birdnet import Acoustic, BirdConfig, decode_48k, detect, windows
+    from agl.birds.range_model import YEAR_ROUND, invert, load_or_build
 
     clips = sorted(ARCHIVE.glob("*/*.mp3"))
     if not clips:

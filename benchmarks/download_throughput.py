@@ -1,4 +1,4 @@
-"""Download throughput of `agl.download` at --jobs 1 and --jobs 8 from a local server.
+"""Download throughput of `agl.dataset.download` at --jobs 1 and --jobs 8 from a local server.
 
 A local HTTP server (127.0.0.1, threaded, keep-alive) serves N files of S MB each in the
 Archive's layout, answering every request only after a fixed latency (default 20 ms) to stand
@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from agl.download import Policy, download_clips  # noqa: E402
-from agl.manifest import Clip  # noqa: E402
+from agl.dataset.download import Policy, download_clips  # noqa: E402
+from agl.dataset.manifest import Clip  # noqa: E402
 
 
 def serve(size: int, latency_s: float) -> ThreadingHTTPServer:

@@ -1,4 +1,4 @@
-"""Throughput of one model served by several replicas (`base_url` a list, agl.endpoints).
+"""Throughput of one model served by several replicas (`base_url` a list, agl.backends.endpoints).
 
 Three fake OpenAI-compatible servers (each in its own process) answer after a fixed latency
 (default 1 s); the runner drives them through the real openai SDK with concurrency 8 per
@@ -22,8 +22,8 @@ from inference_concurrency import make_clips, serve  # noqa: E402
 
 
 def timed_run(clips, audio, out, urls, concurrency):
-    from agl.endpoints import pool_capacity
-    from agl.inference import run_inference
+    from agl.backends.endpoints import pool_capacity
+    from agl.inference.runner import run_inference
     from agl.prompts import load_prompt
 
     settings = {"base_url": urls, "endpoint_concurrency": concurrency, "temperature": 0}

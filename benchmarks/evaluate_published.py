@@ -116,7 +116,7 @@ def main() -> None:
             str(args.bootstrap),
         ]
         env = {**os.environ, "AGL_CACHE_DIR": str(Path(tmp) / "cache")}
-        timed(cmd, env)  # the first run validates the manifest and caches it (agl.manifest_cache)
+        timed(cmd, env)  # the first run validates the manifest and caches it (agl.dataset.manifest_cache)
         times = [timed(cmd, env)[0] for _ in range(args.repeats)]
         ours = min(times)
         print(

@@ -21,7 +21,7 @@ import pandas as pd
 
 
 def make_inputs(root: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
-    from agl.manifest import COLUMNS
+    from agl.dataset.manifest import COLUMNS
 
     rng = np.random.default_rng(seed)
     keys = np.char.add("clip_", np.arange(n).astype(str))
@@ -89,7 +89,7 @@ def main() -> None:
         print(f"generated {args.n:,} clips + predictions in {time.perf_counter() - t:.1f} s")
         cmd = [sys.executable, "-m", "agl.cli", "evaluate", str(preds), "--manifest", str(manifest),
                "--json", "--bootstrap", str(args.bootstrap)]
-        # The first run validates the manifest and caches it by content hash (agl.manifest_cache);
+        # The first run validates the manifest and caches it by content hash (agl.dataset.manifest_cache);
         # later runs on the same manifest read the validated table. Both are reported.
         env = {**os.environ, "AGL_CACHE_DIR": str(Path(tmp) / "cache")}
         times = []

@@ -2,7 +2,7 @@
 audio, measured as x real time (audio seconds per wall second) for
 
 * decode alone (soundfile, float32), and
-* decode + all four measures (the filter stage's per-clip work: `agl.filtering.run_filter`),
+* decode + all four measures (the filter stage's per-clip work: `agl.curation.filtering.run_filter`),
 
 each with one process and with two. Usage: python benchmarks/filter_throughput.py [--minutes 30]
 """
@@ -22,7 +22,7 @@ ARCHIVE = REPO.parent / "shared" / "data" / "agl1k" / "archive"
 
 
 def decode_seconds(path: Path) -> float:
-    from agl.filtering import decode
+    from agl.curation.filtering import decode
 
     data, sr = decode(path)
     return data.shape[0] / sr
@@ -39,7 +39,7 @@ def decode_all(paths: list[Path], jobs: int) -> tuple[float, float]:
 
 
 def filter_all(paths: list[Path], jobs: int) -> tuple[float, float]:
-    from agl.filtering import FilterConfig, run_filter
+    from agl.curation.filtering import FilterConfig, run_filter
 
     run = run_filter([(f"clip{i}", p) for i, p in enumerate(paths)], FilterConfig(), jobs=jobs)
     if not all(r.passed for r in run.results):

@@ -77,7 +77,7 @@ def make_clips(root: Path, n: int):
     import numpy as np
     import soundfile as sf
 
-    from agl.manifest import Clip
+    from agl.dataset.manifest import Clip
 
     out = []
     for i in range(n):
@@ -99,8 +99,8 @@ def main() -> int:
                     help="which real SDK talks to the fake server")
     args = ap.parse_args()
 
-    from agl.inference import run_inference
-    from agl.predictions import read_predictions
+    from agl.inference.runner import run_inference
+    from agl.predictions.records import read_predictions
     from agl.prompts import load_prompt
 
     os.environ.setdefault("OPENAI_API_KEY", "sk-benchmark-not-a-key")

@@ -33,8 +33,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
-    from agl.counterfactual import encode, read_audio
-    from agl.perturb import apply, parse_perturb, speech_segments
+    from agl.counterfactual.effects import encode, read_audio
+    from agl.counterfactual.perturb import apply, parse_perturb, speech_segments
 
     clips = sorted(SHARED.glob("*/*.mp3"))
     if len(clips) != 2:

@@ -44,8 +44,8 @@ def main() -> None:
     import torch
     from tiny_models import FAMILIES
 
-    from agl.inference import run_inference
-    from agl.manifest import clips, load_manifest, write_manifest
+    from agl.dataset.manifest import clips, load_manifest, write_manifest
+    from agl.inference.runner import run_inference
     from agl.prompts import load_prompt
 
     archive = (ROOT / ".." / "shared" / "data" / "agl1k" / "archive").resolve()

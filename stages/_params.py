@@ -27,8 +27,8 @@ def run_main(main) -> None:
     """Run a stage's main with the CLI's error handling: one line, non-zero exit."""
     import warnings
 
+    from agl.core.secrets import scrub_text  # no log line carries a key
     from agl.errors import AglError
-    from agl.secrets import scrub_text  # no log line carries a key
 
     name = Path(sys.argv[0]).name
     warnings.showwarning = lambda message, *a, **k: print(

@@ -1,4 +1,4 @@
-"""DVC stage `birds`: BirdNET on every clip that passed the filter (see agl.birdnet).
+"""DVC stage `birds`: BirdNET on every clip that passed the filter (see agl.birds.birdnet).
 
 Reads params.yaml `birds:`. Writes one row per clip (birds.csv: `birds_heard`, the species
 and non-bird classes, BirdNET's evidence per AGL1K category), every detection with its
@@ -15,10 +15,10 @@ from pathlib import Path
 
 from _params import load, run_main
 
-from agl import canonical
-from agl.birdnet import BirdConfig, detections_jsonl, frame, listen_clips, summary
-from agl.filtering import passed_keys
-from agl.manifest import clips, load_manifest
+from agl.birds.birdnet import BirdConfig, detections_jsonl, frame, listen_clips, summary
+from agl.core import canonical
+from agl.curation.filtering import passed_keys
+from agl.dataset.manifest import clips, load_manifest
 
 
 def main(argv: list[str] | None = None) -> int:

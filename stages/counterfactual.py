@@ -17,8 +17,8 @@ import _params
 def main() -> int:
     runs, listen, perturb, out = sys.argv[1:5]
     cfg = _params.load("counterfactual")["counterfactual"]
-    from agl import canonical
-    from agl.counterfactual import collect_effects
+    from agl.core import canonical
+    from agl.counterfactual.effects import collect_effects
 
     effects = collect_effects(
         runs=Path(runs),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from _params import ROOT, load, run_main
 
-from agl.dataset import from_params, prepare
+from agl.dataset.prepare import from_params, prepare
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,8 +17,8 @@ def main() -> int:
     cfg = p["evaluate"]
     from dataclasses import asdict
 
-    from agl.evaluate import evaluate_run
-    from agl.runspec import parse_models
+    from agl.inference.runspec import parse_models
+    from agl.scoring.evaluate import evaluate_run
 
     # A run outside `models:` (a human player's, say) is described by its run_summary.json.
     known = {m.name: m for m in parse_models(p["models"])}
@@ -32,7 +32,7 @@ def main() -> int:
         experiment=p["mlflow"].get("experiment"),
     )
     if len(sys.argv) > 5:
-        from agl.headline import run_headline, write_headline
+        from agl.core.headline import run_headline, write_headline
 
         write_headline(sys.argv[5], run_headline(doc))
     def share(x) -> str:  # a field the run never attempts is not applicable, not "nan"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from _params import load, run_main
 
-from agl import canonical
-from agl.filtering import FilterConfig, filter_manifest
+from agl.core import canonical
+from agl.curation.filtering import FilterConfig, filter_manifest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     canonical.write_json(args.summary, summary)
     canonical.write_timings(args.summary, timings)  # machine-dependent: kept out of DVC
     if args.headline:
-        from agl.headline import filter_headline, write_headline
+        from agl.core.headline import filter_headline, write_headline
 
         write_headline(args.headline, filter_headline(summary))
     reasons = ", ".join(f"{k} {v}" for k, v in summary["failed_by_reason"].items()) or "none"

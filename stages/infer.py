@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from agl.errors import AglError
-from agl.runspec import find_model, load_params, parse_infer, parse_models, run_spec, summary_line
+from agl.inference.runspec import find_model, load_params, parse_infer, parse_models, run_spec, summary_line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
                            out_dir=args.out, progress=sys.stderr.isatty(),
                            telemetry=args.telemetry or f"build/telemetry/{args.name}.json")
     except AglError as exc:
-        from agl.secrets import scrub_text
+        from agl.core.secrets import scrub_text
 
         print(scrub_text(f"stages/infer.py: error: {exc}"), file=sys.stderr)
         return 2

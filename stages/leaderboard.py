@@ -13,9 +13,9 @@ def main() -> int:
     out_dir = Path(sys.argv[1] if len(sys.argv) > 1 else "build")
     p = _params.load("leaderboard", "paper")
     cfg = p["leaderboard"]
-    from agl import leaderboard
+    from agl.dataset.paper import fetch, read_paper_leaderboard, resolve
     from agl.errors import AglError
-    from agl.paper import fetch, read_paper_leaderboard, resolve
+    from agl.scoring import leaderboard
 
     files = sorted(Path("build/runs").glob("*/metrics.json"))
     files += sorted(Path("build/paper").glob("*/metrics.json"))
@@ -28,7 +28,7 @@ def main() -> int:
             board = leaderboard.attach_paper(board, read_paper_leaderboard(src))
         except AglError as exc:
             # A mirror without the authors' README: the paper's numbers shipped with agl.
-            from agl.sources import paper_values
+            from agl.dataset.sources import paper_values
 
             note = (f"paper values from agl's shipped copy (src/agl/data/paper_values.csv), "
                     f"because {exc}")

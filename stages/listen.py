@@ -17,12 +17,12 @@ import _params
 def main() -> int:
     model, intervention, perturb_dir, out_dir, summary_path = sys.argv[1:6]
     p = _params.load("models", "infer", "evaluate", "mlflow", "counterfactual")
-    from agl import canonical
-    from agl.counterfactual import log_listen_run, score_level
+    from agl.core import canonical
+    from agl.counterfactual.effects import log_listen_run, score_level
     from agl.errors import AglError
-    from agl.estimate import estimate_run
-    from agl.inference import SUMMARY
-    from agl.runspec import find_model, parse_infer, parse_models, run_spec, summary_line
+    from agl.inference.estimate import estimate_run
+    from agl.inference.runner import SUMMARY
+    from agl.inference.runspec import find_model, parse_infer, parse_models, run_spec, summary_line
 
     spec = find_model(parse_models(p["models"]), model)
     infer = parse_infer(p["infer"])

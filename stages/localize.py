@@ -4,7 +4,7 @@ Reads params.yaml `localizability:` (γ, θ, judges, rating scale, target size, 
 and `reference`: the predictions file of the reference run). Writes into --out-dir:
 weights.csv (a_i, ā_i, P/N), clips.csv (l_k, split, error, x), ratings.csv (every judge's
 ratings), selected.csv (the chosen keys); the summary is the stage's metrics file. Everything
-is logged to MLflow as one run (agl.tracking), keyed by the inputs' content hashes.
+is logged to MLflow as one run (agl.core.tracking), keyed by the inputs' content hashes.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from pathlib import Path
 
 from _params import load, run_main
 
-from agl import canonical
+from agl.core import canonical
+from agl.curation.localizability import JUDGE_PROMPT, LocalizabilityConfig, ratings_frame, run_localizability
+from agl.dataset.manifest import content_hash, load_manifest
 from agl.errors import AglError
-from agl.localizability import JUDGE_PROMPT, LocalizabilityConfig, ratings_frame, run_localizability
-from agl.manifest import content_hash, load_manifest
 
 
 def read_reference(path: Path) -> dict:
     """key -> Prediction, from our predictions.jsonl or an authors' published result file."""
-    from agl.importer import import_published, is_published_file
-    from agl.predictions import read_predictions
+    from agl.predictions.importer import import_published, is_published_file
+    from agl.predictions.records import read_predictions
 
     if not path.is_file():
         raise AglError(f"{path}: reference predictions not found; run the reference model first "
@@ -70,12 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     summary = {**result.summary, "reference_file": str(args.reference)}
     canonical.write_json(args.summary, summary)
     if args.headline:
-        from agl.headline import localizability_headline, write_headline
+        from agl.core.headline import localizability_headline, write_headline
 
         write_headline(args.headline, localizability_headline(summary))
 
+    from agl.core.tracking import log_run
     from agl.prompts import load_prompt
-    from agl.tracking import log_run
 
     hashes = {name: content_hash(p)[:12] for name, p in
               (("manifest", args.manifest), ("tags", args.tags), ("reference", args.reference))}

@@ -17,13 +17,13 @@ OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/paper")
 def main() -> int:
     p = _params.load("paper", "evaluate", "mlflow")
     cfg, ev = p["paper"], p["evaluate"]
-    from agl.evaluate import evaluate_run
-    from agl.importer import import_with_report
-    from agl.paper import fetch, resolve, run_source
-    from agl.predictions import write_predictions
+    from agl.dataset.paper import fetch, resolve, run_source
+    from agl.predictions.importer import import_with_report
+    from agl.predictions.records import write_predictions
+    from agl.scoring.evaluate import evaluate_run
 
     OUT.mkdir(parents=True, exist_ok=True)
-    from agl.workspace import shared_path
+    from agl.core.workspace import shared_path
 
     cache = shared_path(cfg.get("cache_dir", "cache/paper"))
     runs = cfg.get("runs") or []
@@ -32,7 +32,7 @@ def main() -> int:
         summary["note"] = "no published runs selected (params.yaml paper.runs is empty)"
         print("paper: no published runs selected; set paper.runs in params.yaml to reproduce")
     else:
-        from agl.sources import SourceConfig
+        from agl.dataset.sources import SourceConfig
 
         # Files pinned by SHA-256 (the manifest, paper.published entries) are checked.
         pins = SourceConfig.from_params({"paper": cfg}).pinned()
@@ -62,7 +62,7 @@ def main() -> int:
                                      ("n", "distance_error_km", "continent_acc", "country_acc", "city_acc")}
             print(f"paper/{name}: mean {res['distance_error_km']:.2f} km, continent "
                   f"{res['continent_acc']:.2f}, country {res['country_acc']:.2f}, city {res['city_acc']:.2f}")
-    from agl import canonical
+    from agl.core import canonical
 
     canonical.write_json(OUT / "summary.json", summary)
     return 0

@@ -14,10 +14,10 @@ import _params
 def main() -> int:
     name, parent, out, summary_path = sys.argv[1:5]
     p = _params.load("perturb", "counterfactual")
-    from agl import canonical
-    from agl.counterfactual import Subset, derive_dataset
+    from agl.core import canonical
+    from agl.counterfactual.effects import Subset, derive_dataset
+    from agl.counterfactual.perturb import parse_perturb
     from agl.errors import AglError
-    from agl.perturb import parse_perturb
 
     levels = parse_perturb(p["perturb"])
     if name not in levels:

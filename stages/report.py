@@ -15,26 +15,26 @@ import _params
 def main() -> int:
     args = sys.argv[1:]
     birds = None
-    if args[:1] == ["--birds"]:  # the birds stage's table (agl.report_birds)
+    if args[:1] == ["--birds"]:  # the birds stage's table (agl.report.birds)
         birds, args = Path(args[1]), args[2:]
     sections = ()
     if "--counterfactual" in args:  # the section "What the models listen to"
         i = args.index("--counterfactual")
         effects = Path(args[i + 1]) / "effects.csv"
         del args[i : i + 2]
-        from agl.report_counterfactual import section
+        from agl.counterfactual.report_section import section
 
         sections = (lambda figs, tables, img: section(effects, figs, img, tables),)
     sweep = Path("metrics/sensitivity.csv")  # scripts/sensitivity-sweep; tracked in git
     if sweep.exists():  # the section "Localizability: sensitivity to γ and θ"
-        from agl.sensitivity import report_section
+        from agl.curation.sensitivity import report_section
 
         sections += (lambda figs, tables, img: report_section(sweep, figs),)
     out_dir, board, manifest, *run_dirs = args
     p = _params.load("report", "data", "mlflow")
     cfg = dict(p["report"])
     track = bool(cfg.pop("track", True))
-    from agl.report import make_report
+    from agl.report.build import make_report
 
     summary = make_report(run_dirs=[Path(d) for d in run_dirs], out_dir=Path(out_dir), cfg=cfg,
                           leaderboard_csv=Path(board), manifest=Path(manifest),

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from _params import load, run_main
 
-from agl import canonical
-from agl.filtering import passed_keys
-from agl.manifest import clips, load_manifest
-from agl.tagging import TagConfig, tag_clips
+from agl.core import canonical
+from agl.curation.filtering import passed_keys
+from agl.curation.tagging import TagConfig, tag_clips
+from agl.dataset.manifest import clips, load_manifest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     canonical.write_json(args.summary, summary)
     canonical.write_timings(args.summary, timings)  # machine-dependent: kept out of DVC
     if args.headline:
-        from agl.headline import tag_headline, write_headline
+        from agl.core.headline import tag_headline, write_headline
 
         write_headline(args.headline, tag_headline(summary))
     print(f"tag: {summary['tagged']} clip(s) tagged with {cfg.tagger}; {skipped} skipped "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from agl.manifest import CATEGORY_COLUMNS
-from agl.predictions import Prediction, Status
+from agl.dataset.manifest import CATEGORY_COLUMNS
+from agl.predictions.records import Prediction, Status
 
 
 def manifest(rows: list[dict]) -> pd.DataFrame:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from agl import acoustics
+from agl.curation import acoustics
 
 SR = 44_100
 N_FFT = acoustics.ACI_N_FFT

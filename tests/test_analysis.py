@@ -8,15 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agl import analysis
-from agl.manifest import CATEGORY_COLUMNS
+from agl.dataset.manifest import CATEGORY_COLUMNS
+from agl.report import analysis
 
 PARTITIONS = ("speech", "continent", "country", "status")
 
 
 @pytest.fixture(scope="module")
 def qwen_scored(qwen_published, agl1k_manifest) -> pd.DataFrame:
-    from agl.evaluate import evaluate_files
+    from agl.scoring.evaluate import evaluate_files
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

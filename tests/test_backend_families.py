@@ -13,9 +13,9 @@ import pytest
 import soundfile as sf
 from tiny_models import FAMILIES
 
-from agl.inference import run_inference
-from agl.manifest import CATEGORY_COLUMNS, clips, load_manifest, write_manifest
-from agl.predictions import read_predictions
+from agl.dataset.manifest import CATEGORY_COLUMNS, clips, load_manifest, write_manifest
+from agl.inference.runner import run_inference
+from agl.predictions.records import read_predictions
 from agl.prompts import load_prompt
 
 

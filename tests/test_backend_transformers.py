@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 from tiny_models import FAMILIES
 
-from agl.inference import run_inference
-from agl.manifest import clips, load_manifest, write_manifest
-from agl.predictions import Status, read_predictions
+from agl.dataset.manifest import clips, load_manifest, write_manifest
+from agl.inference.finalize import read_run
+from agl.inference.runner import run_inference
+from agl.predictions.records import Status, read_predictions
 from agl.prompts import load_prompt
-from agl.run_canonical import read_run
 
 
 def mp3_manifest(tmp_path, real_mp3s):

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agl import canonical
 from agl.backends import get_backend
 from agl.backends.base import Request
-from agl.inference import run_inference
-from agl.manifest import clips, load_manifest, write_manifest
-from agl.predictions import Status, read_predictions
+from agl.core import canonical
+from agl.dataset.manifest import clips, load_manifest, write_manifest
+from agl.inference.runner import run_inference
+from agl.predictions.records import Status, read_predictions
 from agl.prompts import load_prompt
 
 CATS = ("human_sounds", "animal", "music", "natural_sounds", "channel",
@@ -127,7 +127,7 @@ def test_knn_needs_every_clips_audio(tmp_path):
 
 
 def test_replay_serves_published_predictions(tmp_path, qwen_published, agl1k_clips):
-    from agl.importer import import_published
+    from agl.predictions.importer import import_published
 
     out = tmp_path / "run"
     summary = run_inference(backend_name="replay", model="qwen25-omni", clips=agl1k_clips,
@@ -138,7 +138,7 @@ def test_replay_serves_published_predictions(tmp_path, qwen_published, agl1k_cli
     assert len(preds) == 1444 and summary["n_failed"] == 1444 - len(published)
     for sid, p in published.items():
         got = preds[sid]
-        # Coordinates are written at the stated precision (agl.canonical, degrees: 6
+        # Coordinates are written at the stated precision (agl.core.canonical, degrees: 6
         # decimals); the authors' verbatim fields (`original`) stay exact.
         lat = None if p.latitude is None else canonical.round_value(p.latitude, "degrees")
         assert (got.status, got.latitude, got.country, got.original) == (
@@ -151,7 +151,7 @@ def test_replay_serves_published_predictions(tmp_path, qwen_published, agl1k_cli
 def test_random_baseline_draws_differ_per_clip_even_through_the_cache(tmp_path):
     """Audio-less requests of different clips must not share a cache entry."""
     from agl.backends.base import Request
-    from agl.cache import cache_key
+    from agl.inference.cache import cache_key
 
     a = cache_key("random", "uniform-latlon", {"seed": 0}, Request("clip_a", "p"))
     b = cache_key("random", "uniform-latlon", {"seed": 0}, Request("clip_b", "p"))

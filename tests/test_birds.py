@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from agl.backends import get_backend
-from agl.manifest import CATEGORY_COLUMNS, clips, load_manifest
+from agl.dataset.manifest import CATEGORY_COLUMNS, clips, load_manifest
 
 BERLIN = (
     "aporee_5201_6631",
@@ -47,8 +47,8 @@ def bird_run(tmp_path_factory, archive_dir):
     year-round grid) and white noise (dated: the week is read, but nothing is heard)."""
     import soundfile as sf
 
-    from agl.inference import run_inference
-    from agl.predictions import read_predictions
+    from agl.inference.runner import run_inference
+    from agl.predictions.records import read_predictions
     from agl.prompts import load_prompt
 
     root = tmp_path_factory.mktemp("birds")
@@ -99,7 +99,7 @@ def bird_run(tmp_path_factory, archive_dir):
 
 
 def test_berlin_hears_blackbird_and_guesses_europe(bird_run):
-    from agl.geo import geodesic_km
+    from agl.core.geo import geodesic_km
 
     p = bird_run["preds"][BERLIN[0]]
     species = [s for s, _ in p.meta["species_weights"]]
@@ -113,7 +113,7 @@ def test_berlin_hears_blackbird_and_guesses_europe(bird_run):
 
 def test_essaouira_detections_include_a_non_bird_class(bird_run):
     p = bird_run["preds"][ESSAOUIRA[0]]
-    from agl.birdnet import OTHER_CATEGORY
+    from agl.birds.birdnet import OTHER_CATEGORY
 
     assert set(p.meta["other_classes"]) & set(OTHER_CATEGORY)
 
@@ -127,7 +127,7 @@ def test_noise_abstains_never_guesses(bird_run):
 
 
 def test_grid_is_cached_and_reused(bird_run):
-    from agl.birdrange import YEAR_ROUND, load_or_build
+    from agl.birds.range_model import YEAR_ROUND, load_or_build
 
     files = sorted(bird_run["cache"].glob("*.npz"))
     assert len(files) == 1  # year-round, built once for both clips (noise needs none)
@@ -137,7 +137,7 @@ def test_grid_is_cached_and_reused(bird_run):
 
 
 def test_invert_names_the_species_that_drove_it(bird_run):
-    from agl.birdrange import YEAR_ROUND, invert, reasoning
+    from agl.birds.range_model import YEAR_ROUND, invert, reasoning
 
     grid = bird_run["backend"].grid(YEAR_ROUND)
     guess = invert(grid, [("Turdus merula", 0.9), ("Larus michahellis", 0.8)])
@@ -150,7 +150,7 @@ def test_invert_names_the_species_that_drove_it(bird_run):
 
 
 def test_week_of_dates():
-    from agl.birdrange import YEAR_ROUND, week_of
+    from agl.birds.range_model import YEAR_ROUND, week_of
     from agl.errors import AglError
 
     assert week_of("") == YEAR_ROUND and week_of("nan") == YEAR_ROUND
@@ -161,7 +161,7 @@ def test_week_of_dates():
 
 
 def test_windows_and_thresholds():
-    from agl.birdnet import BirdConfig, detect, labels, windows
+    from agl.birds.birdnet import BirdConfig, detect, labels, windows
 
     assert windows(np.zeros(48_000 * 7)).shape == (2, 144_000)  # 1 s tail dropped
     assert windows(np.zeros(48_000 * 8)).shape == (3, 144_000)  # 2 s tail padded
@@ -178,7 +178,7 @@ def test_windows_and_thresholds():
 
 
 def test_birds_breakdown_is_a_partition():
-    from agl.report_birds import by_birds
+    from agl.report.birds import by_birds
 
     scored = pd.DataFrame(
         {
@@ -203,8 +203,8 @@ def test_unknown_setting_is_one_clear_error():
 
 def test_report_section_maps_the_surface(bird_run, tmp_path):
     """The report's Birds section on the real clips: breakdown, paired table and the map."""
-    from agl.report import ReportOptions, RunInput, _img
-    from agl.report_birds import birds_section
+    from agl.report.birds import birds_section
+    from agl.report.build import ReportOptions, RunInput, _img
 
     preds = bird_run["preds"]
     truth = bird_run["clips"]

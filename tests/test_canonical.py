@@ -11,7 +11,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agl import canonical
+from agl.core import canonical
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -126,7 +126,7 @@ def test_tracked_writers_put_no_timings_in_filter_and_tag_summaries(tmp_path, re
     manifest = tmp_path / "m.csv"
     from factories import manifest as make_manifest
 
-    from agl.manifest import write_manifest
+    from agl.dataset.manifest import write_manifest
 
     write_manifest(make_manifest(rows), manifest)
     params = tmp_path / "params.yaml"

@@ -22,8 +22,8 @@ import pandas as pd
 import pytest
 from fake_llm import Answer, FakeServer, openai_completion
 
-from agl import perturb
-from agl.counterfactual import Subset, derive_dataset, paired_effects, score_level
+from agl.counterfactual import perturb
+from agl.counterfactual.effects import Subset, derive_dataset, paired_effects, score_level
 
 SR = 16000
 PLACES = [
@@ -38,7 +38,7 @@ GUESS = {"city": "Reykjavik", "country": "Iceland", "continent": "Europe", "lati
 
 
 def _clip(i: int, speech: bool) -> np.ndarray:
-    from agl import synth
+    from agl.dataset import synth
 
     rng = np.random.default_rng(100 + i)
     n = int((2.5 + 0.1 * i) * SR)  # every clip its own duration: how the fake knows it
@@ -55,8 +55,8 @@ def dataset(tmp_path_factory) -> tuple[Path, dict[float, dict]]:
     """12 clips (6 with speech) in data/'s layout; the fake's table duration -> place."""
     from factories import manifest
 
-    from agl.counterfactual import encode_mp3
-    from agl.manifest import write_manifest
+    from agl.counterfactual.effects import encode_mp3
+    from agl.dataset.manifest import write_manifest
 
     root = tmp_path_factory.mktemp("cf") / "data"
     rows, truth = [], {}
@@ -117,7 +117,7 @@ def _listener(truth: dict[float, dict]):
 
 
 def _run(server, data: Path, out: Path) -> None:
-    from agl.runspec import InferSettings, ModelSpec, run_spec
+    from agl.inference.runspec import InferSettings, ModelSpec, run_spec
 
     spec = ModelSpec(
         name="listener",
@@ -188,8 +188,8 @@ def test_mask_speech_costs_the_listener_only_on_speech_clips(experiment):
 
 
 def test_derived_dataset_is_complete_and_deterministic(dataset, experiment, tmp_path):
-    from agl.counterfactual import read_audio
-    from agl.lock import file_digest, read_lock, read_source
+    from agl.counterfactual.effects import read_audio
+    from agl.dataset.checksums import file_digest, read_lock, read_source
 
     root, _ = dataset
     work, _, _ = experiment
@@ -246,8 +246,8 @@ def test_dry_run_prints_requests_minutes_and_cost(dataset, tmp_path, capsys):
 
 
 def test_listen_run_is_linked_in_mlflow(dataset, experiment, tmp_path, monkeypatch):
-    from agl.counterfactual import log_listen_run
-    from agl.runspec import ModelSpec
+    from agl.counterfactual.effects import log_listen_run
+    from agl.inference.runspec import ModelSpec
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     work, scores, _ = experiment
@@ -266,7 +266,7 @@ def test_listen_run_is_linked_in_mlflow(dataset, experiment, tmp_path, monkeypat
     import mlflow
 
     run = mlflow.tracking.MlflowClient().get_run(run_id)
-    from agl.manifest import content_hash
+    from agl.dataset.manifest import content_hash
 
     root, _ = dataset
     assert run.data.tags["parent_data_version"] == content_hash(root / "manifest.csv")
@@ -278,8 +278,8 @@ def test_listen_run_is_linked_in_mlflow(dataset, experiment, tmp_path, monkeypat
 def test_report_section_renders(experiment, tmp_path):
     import pandas as pd
 
-    from agl.report import ReportOptions, RunInput, build_report
-    from agl.report_counterfactual import section
+    from agl.counterfactual.report_section import section
+    from agl.report.build import ReportOptions, RunInput, build_report
 
     work, _, effects = experiment
     table = pd.concat(

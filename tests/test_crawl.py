@@ -10,9 +10,9 @@ import pytest
 from fake_archive import FakeArchive
 
 from agl.cli import main
-from agl.crawl import CrawlConfig, list_items, parse_item, reverse_geocode
-from agl.download import Policy, make_client
-from agl.manifest import CATEGORY_COLUMNS, COLUMNS, load_manifest
+from agl.dataset.crawl import CrawlConfig, list_items, parse_item, reverse_geocode
+from agl.dataset.download import Policy, make_client
+from agl.dataset.manifest import CATEGORY_COLUMNS, COLUMNS, load_manifest
 
 
 def _item(ident, md, files):

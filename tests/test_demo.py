@@ -15,11 +15,11 @@ import pytest
 import soundfile as sf
 import yaml
 
-from agl import demo
 from agl.cli import main
+from agl.dataset import demo
+from agl.dataset.checksums import file_digest, read_lock
+from agl.dataset.manifest import CATEGORY_COLUMNS, COLUMNS, clips, load_manifest
 from agl.errors import AglError
-from agl.lock import file_digest, read_lock
-from agl.manifest import CATEGORY_COLUMNS, COLUMNS, clips, load_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -126,7 +126,7 @@ def test_rewrite_is_byte_identical_and_touches_nothing(demo_dir, capsys):
 def test_download_on_an_unchanged_demo_set_is_a_quick_no_op(demo_dir, tmp_path, capsys):
     import time
 
-    from agl.dataset import _demo_matches_lock
+    from agl.dataset.prepare import _demo_matches_lock
 
     files = sorted(p for p in demo_dir.rglob("*") if p.is_file())
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
@@ -166,7 +166,7 @@ def test_refuses_to_mix_into_a_folder_with_other_audio(tmp_path):
 
 
 def test_generators_are_unit_rms_and_finite():
-    from agl.synth import GENERATORS
+    from agl.dataset.synth import GENERATORS
 
     rng = np.random.default_rng(0)
     for name, gen in GENERATORS.items():

@@ -15,8 +15,8 @@ import yaml
 from test_inference_api import make_clips
 
 from agl.backends.baselines import UniformRandom
-from agl.inference import run_inference
-from agl.manifest import clips, load_manifest, write_manifest
+from agl.dataset.manifest import clips, load_manifest, write_manifest
+from agl.inference.runner import run_inference
 from agl.prompts import load_prompt
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,11 +15,11 @@ import yaml
 from fake_archive import FakeArchive
 
 from agl.cli import main
-from agl.dataset import DatasetSpec, from_params, prepare
-from agl.download import Policy, download_clips
+from agl.dataset.checksums import read_lock, read_source
+from agl.dataset.download import Policy, download_clips
+from agl.dataset.manifest import Clip, ManifestWarning, clips, load_manifest, write_manifest
+from agl.dataset.prepare import DatasetSpec, from_params, prepare
 from agl.errors import AglError
-from agl.lock import read_lock, read_source
-from agl.manifest import Clip, ManifestWarning, clips, load_manifest, write_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 KEYS = ("aporee_26839_30948", "aporee_5201_6631")
@@ -186,7 +186,7 @@ def test_a_source_that_changed_since_the_lock_is_an_error(
     lock = read_lock(out / "lock.json")
     rel = f"{key}/{src.name}"
     lock[rel] = type(lock[rel])(size=lock[rel].size, sha256="0" * 64)
-    from agl.lock import write_lock
+    from agl.dataset.checksums import write_lock
 
     write_lock(out / "lock.json", lock)
     with pytest.raises(AglError, match=f"{rel}: downloaded .*the source changed"):

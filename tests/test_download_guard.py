@@ -11,8 +11,8 @@ import test_download
 from fake_archive import FakeArchive
 from test_download import cli, policy, rows
 
-from agl.download import download_clips
-from agl.lock import Entry, read_lock, write_lock
+from agl.dataset.checksums import Entry, read_lock, write_lock
+from agl.dataset.download import download_clips
 
 # The two real clips and the fake Archive serving them, as test_download sets them up.
 archive = test_download.archive
@@ -72,7 +72,7 @@ def test_a_second_download_into_the_same_folder_refuses(
         [
             sys.executable,
             "-c",
-            "import sys\nfrom agl.folder_lock import exclusive\n"
+            "import sys\nfrom agl.core.single_writer import exclusive\n"
             f"with exclusive({str(out)!r}, 'test'):\n"
             "    print('held', flush=True)\n    sys.stdin.read()\n",
         ],

@@ -11,11 +11,11 @@ import pytest
 from fake_llm import Answer, FakeServer, openai_completion
 from test_inference_api import FAST, GOOD, make_clips
 
-from agl.endpoints import Endpoint, EndpointPool, parse_endpoints, pool_capacity
+from agl.backends.endpoints import Endpoint, EndpointPool, parse_endpoints, pool_capacity
+from agl.dataset.manifest import clips, load_manifest
 from agl.errors import AglError
-from agl.inference import run_inference
-from agl.manifest import clips, load_manifest
-from agl.predictions import Status, read_predictions
+from agl.inference.runner import run_inference
+from agl.predictions.records import Status, read_predictions
 from agl.prompts import load_prompt
 
 

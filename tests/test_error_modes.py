@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 from fake_llm import Answer, FakeServer, openai_completion
 
-from agl import error_modes as em
-from agl.manifest import CATEGORY_COLUMNS
-from agl.predictions import Prediction, Status
+from agl.dataset.manifest import CATEGORY_COLUMNS
+from agl.predictions.records import Prediction, Status
+from agl.report import error_modes as em
 
 
 def _scored() -> pd.DataFrame:

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from agl.cli import main
-from agl.importer import import_with_report
-from agl.predictions import Status, read_predictions
+from agl.predictions.importer import import_with_report
+from agl.predictions.records import Status, read_predictions
 
 
 def run_json(capsys, *argv):

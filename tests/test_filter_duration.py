@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from agl.curation.filtering import FilterConfig, run_filter
 from agl.errors import AglError
-from agl.filtering import FilterConfig, run_filter
 
 ESSAOUIRA = "aporee_26839_30948/20020207EssaouiraRempartsMuezzin.mp3"
 ESSAOUIRA_S = 128.09496598639456  # the AGL1K manifest's mp3seconds

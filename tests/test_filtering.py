@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from agl.curation.filtering import FilterConfig, filter_clip, passed_keys, run_filter
 from agl.errors import AglError
-from agl.filtering import FilterConfig, filter_clip, passed_keys, run_filter
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -87,11 +87,11 @@ def test_each_threshold_fails_for_its_reason(tmp_path, signal, reason):
 
 
 def test_demo_bad_clips_fail_for_the_right_reason(tmp_path):
-    demo = pytest.importorskip("agl.demo")
+    demo = pytest.importorskip("agl.dataset.demo")
     out = tmp_path / "demo"
     demo.write_demo(out)
     truth = json.loads((out / "demo_truth.json").read_text())["clips"]
-    from agl.filtering import filter_manifest
+    from agl.curation.filtering import filter_manifest
 
     run = filter_manifest(out / "manifest.csv", out / "audio", FilterConfig(), jobs=2)
     code = {"silence": "near_silence", "clipping": "clipping", "flat_noise": "flat_noise"}
@@ -118,7 +118,7 @@ def test_config_from_params_names_bad_keys():
 
 
 def test_stage_writes_table_and_summary(tmp_path, real_mp3s, agl1k_manifest):
-    from agl.manifest import load_manifest, write_manifest
+    from agl.dataset.manifest import load_manifest, write_manifest
 
     with pytest.warns(UserWarning):
         frame = load_manifest(agl1k_manifest)
@@ -152,7 +152,7 @@ def test_stage_writes_table_and_summary(tmp_path, real_mp3s, agl1k_manifest):
 
 def test_cli_filter_and_bad_input(tmp_path, real_mp3s, agl1k_manifest, capsys):
     from agl.cli import main
-    from agl.manifest import load_manifest, write_manifest
+    from agl.dataset.manifest import load_manifest, write_manifest
 
     with pytest.warns(UserWarning):
         frame = load_manifest(agl1k_manifest)

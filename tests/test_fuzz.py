@@ -27,10 +27,10 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from agl.dataset.manifest import Clip, parse_manifest, write_manifest
 from agl.errors import AglError
-from agl.manifest import Clip, parse_manifest, write_manifest
-from agl.parse import parse_reply
-from agl.predictions import Prediction, Status, _line, prediction_frame, read_predictions
+from agl.predictions.parse import parse_reply
+from agl.predictions.records import Prediction, Status, _line, prediction_frame, read_predictions
 
 settings.register_profile(
     "agl-ci",
@@ -154,7 +154,7 @@ def test_reply_parser_on_mutated_replies(data):
 def _manifest_text(tmp: Path) -> str:
     import pandas as pd
 
-    from agl.manifest import CATEGORY_COLUMNS
+    from agl.dataset.manifest import CATEGORY_COLUMNS
 
     rows = [
         {
@@ -179,7 +179,7 @@ def _manifest_text(tmp: Path) -> str:
 
 
 def _check_manifest(text: str, path: Path | None = None) -> None:
-    from agl.manifest import load_manifest
+    from agl.dataset.manifest import load_manifest
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -311,7 +311,7 @@ GOOD_PUBLISHED = json.dumps(
 
 
 def _check_published(path: Path) -> None:
-    from agl.evaluate import load_predictions_any
+    from agl.scoring.evaluate import load_predictions_any
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

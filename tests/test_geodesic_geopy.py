@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from geopy.distance import geodesic
 
-from agl.geo import geodesic_km
+from agl.core.geo import geodesic_km
 
 
 def _pairs(seed: int = 0) -> np.ndarray:

@@ -7,9 +7,9 @@ import json
 import pandas as pd
 import pytest
 
+from agl.core.headline import localizability_headline, run_headline, write_headline
+from agl.curation.sensitivity import add_to_report, compare, sweep_table
 from agl.errors import AglError
-from agl.headline import localizability_headline, run_headline, write_headline
-from agl.sensitivity import add_to_report, compare, sweep_table
 
 
 def test_run_headline_is_compact_and_rounded(tmp_path):

@@ -11,11 +11,11 @@ import pytest
 from factories import manifest, prediction
 
 from agl.cli import main
+from agl.dataset.manifest import load_manifest, write_manifest
 from agl.errors import AglError
-from agl.evaluate import score_with_notes
-from agl.manifest import load_manifest, write_manifest
-from agl.predictions import PredictionWriter, Status, prediction_frame, read_predictions
-from agl.protocols import EARTH_MAX_KM
+from agl.predictions.records import PredictionWriter, Status, prediction_frame, read_predictions
+from agl.scoring.evaluate import score_with_notes
+from agl.scoring.protocols import EARTH_MAX_KM
 
 
 @pytest.fixture
@@ -116,7 +116,7 @@ def test_strict_counts_a_coordinate_off_the_globe_as_a_failure(lat, lon):
     assert notes["n_invalid_coordinates"] == 1
     assert np.isfinite(scored["distance_km"]).all()
     # paper keeps the authors' behaviour: an out-of-range latitude leaves the distance mean,
-    # a longitude is wrapped (documented in agl.protocols).
+    # a longitude is wrapped (documented in agl.scoring.protocols).
     paper, _ = score_with_notes(m, preds, "paper")
     prow = paper.set_index("sample_id").loc["k0"]
     if abs(lat) > 90:

@@ -100,7 +100,7 @@ def test_a_key_echoed_everywhere_is_stored_nowhere(tmp_path, monkeypatch, capfd)
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    from agl.tracking import log_run
+    from agl.core.tracking import log_run
 
     # A hand-written file holding the key, logged as an artifact: MLflow gets a clean copy.
     (tmp_path / "run" / "notes.txt").write_text(f"debug {KEY}\n")
@@ -215,7 +215,7 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capfd, extra, says):
 
 
 def test_env_secret_names(monkeypatch):
-    from agl.secrets import known_secrets, scrub
+    from agl.core.secrets import known_secrets, scrub
 
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-0123456789")
     monkeypatch.setenv("GATEWAY", "gw-0123456789abc")

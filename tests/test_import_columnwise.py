@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from agl.cli import main
-from agl.importer import from_published_row, import_published, published_frame, read_published
-from agl.predictions import prediction_frame
+from agl.predictions.importer import from_published_row, import_published, published_frame, read_published
+from agl.predictions.records import prediction_frame
 
 # Every value a published field was seen to hold, and the odd ones a file could hold.
 ODD_VALUES = [

@@ -19,11 +19,11 @@ from fake_llm import Answer, FakeServer, gemini_response, openai_completion
 
 from agl.backends import get_backend
 from agl.backends.base import Request
-from agl.inference import Backoff, complete, run_inference
-from agl.manifest import clips, write_manifest
-from agl.predictions import Status
+from agl.dataset.manifest import clips, write_manifest
+from agl.inference.finalize import read_run
+from agl.inference.runner import Backoff, complete, run_inference
+from agl.predictions.records import Status
 from agl.prompts import load_prompt
-from agl.run_canonical import read_run
 
 GOOD = ('{"reasoning": "blackbird song, German speech", "city": "Berlin", "country": "Germany",'
         ' "continent": "Europe", "latitude": 52.52, "longitude": 13.40, "confidence": 0.6}')
@@ -76,7 +76,7 @@ def keys(monkeypatch):
 
 def run_one(tmp_path: Path, api: str, answer, *, n: int = 1, timeout_s: float = 10,
             max_retries: int = 3, cache: bool = False):
-    from agl.manifest import load_manifest
+    from agl.dataset.manifest import load_manifest
 
     manifest, audio = make_clips(tmp_path, n)
     with FakeServer(answer) as server:
@@ -229,7 +229,7 @@ def test_sampled_replies_are_not_cached(tmp_path):
     with FakeServer(answer) as server:
         backend = get_backend("openai")("m", base_url=server.url + "/v1", temperature=0.7)
         assert not backend.deterministic
-        from agl.inference import complete_sync
+        from agl.inference.runner import complete_sync
 
         req = [Request("clip_000", "where?", audio / "clip_000" / "a.wav")]
         for _ in range(2):

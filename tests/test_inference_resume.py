@@ -141,7 +141,7 @@ def test_api_keys_appear_nowhere(tmp_path, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    from agl.tracking import log_run
+    from agl.core.tracking import log_run
 
     for r in runs:
         summary = json.loads((r / "run_summary.json").read_text())

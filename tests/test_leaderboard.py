@@ -5,8 +5,8 @@ import json
 import pandas as pd
 import pytest
 
-from agl import leaderboard
-from agl.paper import read_paper_leaderboard, resolve
+from agl.dataset.paper import read_paper_leaderboard, resolve
+from agl.scoring import leaderboard
 
 README_TABLE = """
 ### Open-Source Models
@@ -101,8 +101,8 @@ def test_one_table_per_data_version_and_subsets_ranked_after_full_runs(tmp_path)
 def test_paper_run_named_by_its_published_short_name():
     """`paper.runs` entries give a path, or name a pinned `paper.published` entry (whose
     SHA-256 the stage then checks); anything else is one clear error naming the fix."""
+    from agl.dataset.paper import run_source
     from agl.errors import AglError
-    from agl.paper import run_source
 
     published = {"qwen25-omni": {"path": "results/q/seed_42.json", "sha256": "ab" * 32}}
     assert run_source({"published": "qwen25-omni"}, published) == ("qwen25-omni", "results/q/seed_42.json")

@@ -1,5 +1,5 @@
 """Localizability: the regression recovers known weights, selection honours θ/size/balance,
-judges (lexical and backends through agl.inference, cached) and their agreement, the stage."""
+judges (lexical and backends through agl.inference.runner, cached) and their agreement, the stage."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ import pytest
 import yaml
 
 from agl.backends.base import Backend, Reply, ReplyStatus, register
-from agl.errors import AglError
-from agl.localizability import (
+from agl.curation.localizability import (
     JUDGE_PROMPT,
     LexicalJudge,
     LocalizabilityConfig,
@@ -30,8 +29,9 @@ from agl.localizability import (
     select,
     targets,
 )
-from agl.manifest import CATEGORY_COLUMNS
-from agl.predictions import Prediction, Status
+from agl.dataset.manifest import CATEGORY_COLUMNS
+from agl.errors import AglError
+from agl.predictions.records import Prediction, Status
 
 REPO = Path(__file__).resolve().parents[1]
 GAMMA, CAP = 2500.0, 20003.93
@@ -169,7 +169,7 @@ class CountingJudge(Backend):
 
 
 def test_backend_judges_are_cached_and_agreement_reported(tmp_path):
-    from agl.localizability import agreement
+    from agl.curation.localizability import agreement
 
     cfg = LocalizabilityConfig.from_params({
         "judges": [{"name": "j1", "backend": "test-judge", "model": "m"},
@@ -284,8 +284,8 @@ def test_config_validation():
 
 @pytest.mark.slow
 def test_localize_stage_logs_to_mlflow(tmp_path):
-    from agl.manifest import write_manifest
-    from agl.predictions import write_predictions
+    from agl.dataset.manifest import write_manifest
+    from agl.predictions.records import write_predictions
 
     manifest, tags, preds, _ = synthetic_pool(120)
     full = manifest.assign(mp3name="x.mp3", mp3seconds=30.0, city="c", country="c",
@@ -335,8 +335,8 @@ def test_localize_stage_logs_to_mlflow(tmp_path):
 def test_agl1k_published_tags_predict_qwen_error(agl1k_manifest, qwen_published):
     """Real data: weights fitted on AGL1K's published tags and the authors' Qwen2.5-Omni
     errors; l_k ranks the held-out clips' errors (negative rank correlation)."""
-    from agl.importer import import_published
-    from agl.manifest import load_manifest
+    from agl.dataset.manifest import load_manifest
+    from agl.predictions.importer import import_published
 
     with pytest.warns(UserWarning):
         manifest = load_manifest(agl1k_manifest)

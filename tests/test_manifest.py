@@ -3,8 +3,8 @@ is an error that names the row and field."""
 
 import pytest
 
+from agl.dataset.manifest import CATEGORY_COLUMNS, COLUMNS, ManifestWarning, load_manifest, write_manifest
 from agl.errors import AglError
-from agl.manifest import CATEGORY_COLUMNS, COLUMNS, ManifestWarning, load_manifest, write_manifest
 
 HEADER = ",".join(COLUMNS)
 

@@ -8,8 +8,8 @@ import warnings
 import pandas as pd
 import pytest
 
-from agl import manifest_cache
-from agl.manifest import ManifestWarning, load_manifest
+from agl.dataset import manifest_cache
+from agl.dataset.manifest import ManifestWarning, load_manifest
 
 
 @pytest.fixture

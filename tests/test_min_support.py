@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 from factories import manifest, prediction
 
-from agl import analysis, demo
-from agl.evaluate import score_run
-from agl.report import ReportOptions, RunInput, build_report
+from agl.dataset import demo
+from agl.report import analysis
+from agl.report.build import ReportOptions, RunInput, build_report
+from agl.scoring.evaluate import score_run
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ import math
 import pandas as pd
 from factories import manifest, prediction
 
-from agl.evaluate import evaluate_frames
-from agl.leaderboard import render_rows
-from agl.predictions import Status, prediction_frame
+from agl.predictions.records import Status, prediction_frame
+from agl.scoring.evaluate import evaluate_frames
+from agl.scoring.leaderboard import render_rows
 
 
 def _result(preds):

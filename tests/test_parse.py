@@ -2,8 +2,8 @@
 
 import pytest
 
-from agl.parse import parse_reply
-from agl.predictions import Status
+from agl.predictions.parse import parse_reply
+from agl.predictions.records import Status
 
 GOOD = '{"reasoning": "Gulls and an adhan", "city": "Essaouira", "country": "Morocco", ' \
        '"continent": "Africa", "latitude": 31.51, "longitude": -9.77, "confidence": 0.8}'

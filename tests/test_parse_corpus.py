@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from agl.importer import from_published_row
-from agl.parse import parse_reply
-from agl.predictions import Status
+from agl.predictions.importer import from_published_row
+from agl.predictions.parse import parse_reply
+from agl.predictions.records import Status
 
 GEMINI = Path(__file__).resolve().parents[1] / "../shared/data/agl1k/published/gemini-3-pro-preview/seed_42_ABCD.jsonl"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agl import perturb
+from agl.counterfactual import perturb
 from agl.errors import AglError
 
 SR = 16000
@@ -70,7 +70,7 @@ def test_reverb_keeps_length_and_level():
 
 def _speech_clip(seed: int = 0) -> tuple[np.ndarray, slice]:
     """3 s of a stream, 4 s of synthetic speech over it, 3 s of stream: 10 s at 16 kHz."""
-    from agl import synth
+    from agl.dataset import synth
 
     rng = np.random.default_rng(seed)
     n = 10 * SR

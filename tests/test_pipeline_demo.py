@@ -47,7 +47,7 @@ def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
         assert (work / "build" / "runs" / name / "metrics.json").exists()
 
     # Each clip gets its own draw (a shared cache entry would repeat one guess).
-    from agl.predictions import read_predictions
+    from agl.predictions.records import read_predictions
 
     random_run = read_predictions(work / "build" / "runs" / "random" / "predictions.jsonl")
     assert len({(p.latitude, p.longitude) for p in random_run.values()}) == len(random_run) == 32

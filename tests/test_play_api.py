@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 
 from agl.cli import main
+from agl.core.gamemap import great_circle, world_svg
+from agl.core.geo import geodesic_km
+from agl.dataset.manifest import ManifestWarning, clips, load_manifest, write_manifest
 from agl.errors import AglError
 from agl.game.server import MAX_BODY_BYTES, GameServer
 from agl.game.session import GameSession
-from agl.game.worldmap import great_circle, world_svg
-from agl.geo import geodesic_km
-from agl.manifest import ManifestWarning, clips, load_manifest, write_manifest
-from agl.predictions import Status, read_predictions
+from agl.predictions.records import Status, read_predictions
 
 BERLIN = "aporee_5201_6631"
 ESSAOUIRA = "aporee_26839_30948"
@@ -292,8 +292,8 @@ def test_world_map_comes_from_the_wheel():
 def test_a_human_run_is_evaluated_and_tracked_like_a_model_run(
     tmp_path, game_manifest, archive_dir, monkeypatch
 ):
-    from agl.evaluate import evaluate_run
-    from agl.tracking import _mlflow
+    from agl.core.tracking import _mlflow
+    from agl.scoring.evaluate import evaluate_run
 
     session = _open(game_manifest, archive_dir, tmp_path / "runs" / "human-ada")
     session.guess({"clip_id": BERLIN, "latitude": 52.52, "longitude": 13.40, "city": "Berlin",

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from agl.geo import geodesic_km
-from agl.manifest import clips, load_manifest
-from agl.predictions import Status, read_predictions
+from agl.core.geo import geodesic_km
+from agl.dataset.manifest import clips, load_manifest
+from agl.predictions.records import Status, read_predictions
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -45,7 +45,7 @@ def chromium_path() -> Path:
 
 @pytest.fixture(scope="module")
 def demo_set(tmp_path_factory) -> Path:
-    from agl.demo import write_demo
+    from agl.dataset.demo import write_demo
 
     out = tmp_path_factory.mktemp("demo")
     write_demo(out)

@@ -10,8 +10,8 @@ from fake_llm import Answer, FakeServer, openai_completion
 from test_inference_api import GOOD, make_clips
 
 from agl.backends.base import Reply, ReplyStatus, Request
-from agl.cache import ResponseCache, cache_key, generation_settings, public_settings
 from agl.errors import AglError
+from agl.inference.cache import ResponseCache, cache_key, generation_settings, public_settings
 from agl.prompts import load_prompt, unescape_published
 
 # The exact text sent for one sample with the default prompt. Changing the prompt must be a
@@ -44,8 +44,8 @@ PAPER_PROMPT_SHA256 = "c04233477186b67a36770dcf67a6253afb0a020b8cd966e9ab5d42d2b
 
 
 def test_default_prompt_snapshot_is_exactly_what_is_sent(tmp_path, monkeypatch):
-    from agl.inference import run_inference
-    from agl.manifest import clips, load_manifest
+    from agl.dataset.manifest import clips, load_manifest
+    from agl.inference.runner import run_inference
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000000000")
     manifest, audio = make_clips(tmp_path, 1)
@@ -122,7 +122,7 @@ def test_cache_roundtrip_atomic_files_and_refusals(tmp_path):
 
 
 def test_complete_sync_for_text_only_judges(tmp_path, monkeypatch):
-    from agl.inference import complete_sync
+    from agl.inference.runner import complete_sync
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000000000")
     with FakeServer(lambda c: Answer(200, openai_completion(f"echo {c.prompt}"))) as server:
@@ -139,7 +139,7 @@ def test_complete_sync_for_text_only_judges(tmp_path, monkeypatch):
 
 
 def test_params_models_are_validated(tmp_path):
-    from agl.runspec import parse_infer, parse_models
+    from agl.inference.runspec import parse_infer, parse_models
 
     ok = parse_models([{"name": "g", "backend": "gemini", "model": "x",
                         "settings": {"temperature": 0}, "price_in_per_m": 1}])
@@ -157,7 +157,7 @@ def test_params_models_are_validated(tmp_path):
 
 def test_repo_params_default_models_are_offline():
     from agl.backends import get_backend
-    from agl.runspec import load_params, parse_infer, parse_models
+    from agl.inference.runspec import load_params, parse_infer, parse_models
 
     repo = Path(__file__).resolve().parents[1]
     params = load_params(repo / "params.yaml")
@@ -173,7 +173,7 @@ def test_backoff_and_retry_after_parsing():
     import time
 
     from agl.backends._http import retry_after_s, retryable_status
-    from agl.inference import Backoff
+    from agl.inference.runner import Backoff
 
     b = Backoff(base_s=1.0, cap_s=8.0)
     for attempt in range(6):

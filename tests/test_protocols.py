@@ -7,9 +7,9 @@ import pytest
 from factories import manifest, prediction
 
 from agl.errors import AglError
-from agl.evaluate import evaluate_frames, score_run
-from agl.metrics import bootstrap_ci, summarize
-from agl.predictions import Prediction, Status, prediction_frame
+from agl.predictions.records import Prediction, Status, prediction_frame
+from agl.scoring.evaluate import evaluate_frames, score_run
+from agl.scoring.metrics import bootstrap_ci, summarize
 
 PARIS = (48.8566, 2.3522)
 LONDON = (51.5074, -0.1278)
@@ -125,7 +125,7 @@ def test_bootstrap_ci_is_seeded_and_covers_the_mean():
 
 
 def test_binned_bootstrap_agrees_with_row_bootstrap_on_large_inputs():
-    from agl import metrics
+    from agl.scoring import metrics
 
     rng = np.random.default_rng(2)
     v = rng.exponential(3000, size=60_000)

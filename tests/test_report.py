@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agl.predictions import write_predictions
+from agl.predictions.records import write_predictions
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -22,8 +22,8 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
 @pytest.fixture(scope="module")
 def run_dirs(tmp_path_factory, qwen_published, agl1k_manifest) -> Path:
     """Two evaluated runs: the authors' Qwen2.5-Omni and a copy moved 3 degrees east."""
-    from agl.evaluate import evaluate_run
-    from agl.importer import import_published
+    from agl.predictions.importer import import_published
+    from agl.scoring.evaluate import evaluate_run
 
     root = tmp_path_factory.mktemp("runs")
     preds = import_published(qwen_published)
@@ -49,7 +49,7 @@ def _leaderboard(run_dirs: Path, shared, out: Path) -> Path:
     """The lead's leaderboard over the two runs, with the paper's values for Qwen2.5-Omni."""
     import pandas as pd
 
-    from agl import leaderboard
+    from agl.scoring import leaderboard
 
     board = leaderboard.collect(sorted((run_dirs / "runs").glob("*/metrics.json")), "paper")
     board.loc[board["run"] == "qwen", "paper_name"] = "Qwen2.5-Omni"
@@ -59,7 +59,7 @@ def _leaderboard(run_dirs: Path, shared, out: Path) -> Path:
 
 
 def test_report_is_self_contained_and_renders(tmp_path, run_dirs, agl1k_manifest, shared):
-    from agl.report import make_report
+    from agl.report.build import make_report
 
     board = _leaderboard(run_dirs, shared, tmp_path)
     summary = make_report(run_dirs=[run_dirs / "runs"], out_dir=tmp_path / "report", cfg=CFG,
@@ -120,7 +120,7 @@ def test_agl_report_cli_logs_to_mlflow(tmp_path, run_dirs, agl1k_manifest, monke
     assert rc == 0 and (out / "report.html").exists()
     import mlflow
 
-    from agl.manifest import content_hash
+    from agl.dataset.manifest import content_hash
 
     runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
     key = "report/paper/" + content_hash(agl1k_manifest)[:12]

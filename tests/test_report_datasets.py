@@ -13,8 +13,8 @@ import pytest
 from factories import manifest, prediction
 from test_report import ARGS, CHROMIUM
 
-from agl.manifest import write_manifest
-from agl.predictions import write_predictions
+from agl.dataset.manifest import write_manifest
+from agl.predictions.records import write_predictions
 
 CITIES = [
     ("Paris", "France", "Europe", 48.86, 2.35),
@@ -48,8 +48,8 @@ def _dataset(root: Path, name: str, n: int, title: str) -> Path:
 
 
 def _run(root: Path, name: str, manifest_path: Path, keys: list[str], shift: float) -> None:
-    from agl.evaluate import evaluate_run
-    from agl.manifest import load_manifest
+    from agl.dataset.manifest import load_manifest
+    from agl.scoring.evaluate import evaluate_run
 
     m = load_manifest(manifest_path).set_index("key")
     preds = [
@@ -93,8 +93,8 @@ def two_datasets(tmp_path_factory):
 
 
 def test_report_has_one_section_per_data_version(tmp_path, two_datasets):
-    from agl import leaderboard
-    from agl.report import make_report
+    from agl.report.build import make_report
+    from agl.scoring import leaderboard
 
     root, real, _ = two_datasets
     board = leaderboard.collect(sorted((root / "runs").glob("*/metrics.json")), "paper", full_coverage=0.99)

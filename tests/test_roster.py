@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 
 from agl.backends.base import available_backends
-from agl.roster import load_roster
+from agl.inference.roster import load_roster
 
 
 def test_roster_covers_the_papers_leaderboard(shared):

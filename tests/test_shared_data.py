@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from agl.cli import main
-from agl.lock import file_digest
-from agl.shared_data import FILES
+from agl.dataset.checksums import file_digest
+from agl.dataset.shared_data import FILES
 
 
 class Handler(http.server.SimpleHTTPRequestHandler):

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from agl.cli import main
+from agl.dataset.sources import SourceConfig, paper_values, resolve_source
 from agl.errors import AglError
-from agl.sources import SourceConfig, paper_values, resolve_source
 
 QWEN_PATH = "results/audio_localization/qwen25-omni/seed_42_progress_fixed.json"
 QWEN_SHA = "640190737106d95abed554a88783dfe2a50e8d18866ec67dc46bd8d2732c3e08"

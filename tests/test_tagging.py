@@ -13,16 +13,16 @@ import pandas as pd
 import pytest
 import yaml
 
-from agl.errors import AglError
-from agl.manifest import CATEGORY_COLUMNS
-from agl.ontology import (
+from agl.curation.ontology import (
     column_membership,
     load_ontology,
     multi_root_classes,
     rollup,
     tagger_classes,
 )
-from agl.tagging import TagConfig, tag_clips, window_bounds
+from agl.curation.tagging import TagConfig, tag_clips, window_bounds
+from agl.dataset.manifest import CATEGORY_COLUMNS
+from agl.errors import AglError
 
 REPO = Path(__file__).resolve().parents[1]
 SPEECH, CHURCH_BELL, RADIO, HUBBUB = "/m/09x0r", "/m/03w41f", "/m/06bz3", "/m/07qfr4h"
@@ -142,8 +142,8 @@ def test_transformers_tagger_on_a_real_mp3(tiny_ast, real_mp3s, shared):
 
 
 def test_speech_detector_on_synthetic_speech():
-    from agl import synth
-    from agl.tagging import SpeechDetector
+    from agl.curation.tagging import SpeechDetector
+    from agl.dataset import synth
 
     rng = np.random.default_rng(0)
     sr, n = 16_000, 16_000 * 6
@@ -156,7 +156,7 @@ def test_speech_detector_on_synthetic_speech():
 
 def test_tag_stage_end_to_end(tmp_path, tiny_ast, real_mp3s, agl1k_manifest, shared):
     """stages/tag.py with the tiny AST and silero-vad on a real MP3, after a filter table."""
-    from agl.manifest import load_manifest, write_manifest
+    from agl.dataset.manifest import load_manifest, write_manifest
 
     with pytest.warns(UserWarning):
         frame = load_manifest(agl1k_manifest)
@@ -192,7 +192,7 @@ def test_tag_stage_end_to_end(tmp_path, tiny_ast, real_mp3s, agl1k_manifest, sha
 
 
 def test_precomputed_tagger_reads_the_manifest(tmp_path, agl1k_manifest):
-    from agl.manifest import load_manifest
+    from agl.dataset.manifest import load_manifest
 
     with pytest.warns(UserWarning):
         frame = load_manifest(agl1k_manifest)
@@ -219,7 +219,7 @@ def test_fetch_ontology_pinned_and_cached(tmp_path, shared):
     import http.server
     import threading
 
-    from agl.ontology import fetch_ontology
+    from agl.curation.ontology import fetch_ontology
 
     source = shared("data/audioset/ontology.json")
     hits: list[str] = []
@@ -253,7 +253,7 @@ def test_fetch_ontology_pinned_and_cached(tmp_path, shared):
 
 
 def test_checkpoint_labels_map_by_name_or_audioset_index(ontology):
-    from agl.tagging import _class_ids
+    from agl.curation.tagging import _class_ids
 
     classes = tagger_classes()
     labels = {i: ontology.classes[c].name for i, c in enumerate(classes)}

@@ -9,7 +9,7 @@ import mlflow
 
 
 def test_evaluated_run_logs_its_dataset_once(tmp_path, monkeypatch, qwen_published, agl1k_manifest):
-    from agl.evaluate import evaluate_run
+    from agl.scoring.evaluate import evaluate_run
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setenv("AGL_CACHE_DIR", str(tmp_path / "cache"))

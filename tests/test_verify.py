@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agl.verify import compare_locks
+from agl.core.verify import compare_locks
 
 ENV = {
     **os.environ,

@@ -11,8 +11,8 @@ from fake_llm import FakeServer
 from fake_vllm import check_request, vllm_answer
 
 from agl.backends.base import Request, get_backend
-from agl.parse import parse_reply
-from agl.roster import load_roster
+from agl.inference.roster import load_roster
+from agl.predictions.parse import parse_reply
 
 GOOD = json.dumps(
     {

@@ -36,7 +36,7 @@ def _one_line_warnings(prefix: str) -> None:
     import warnings
 
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
-        from agl.secrets import scrub_text
+        from agl.core.secrets import scrub_text
 
         print(scrub_text(f"{prefix}: warning: {message}"), file=sys.stderr)
 
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except AglError as exc:
-        from agl.secrets import scrub_text
+        from agl.core.secrets import scrub_text
 
         print(scrub_text(f"agl {args.command}: error: {exc}"), file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """The backend interface and its registry.
 
 A backend answers one request at a time with `async generate(request) -> Reply`. Retries,
-concurrency, caching and resume live in the runner (`agl.inference`), not in backends, so a
+concurrency, caching and resume live in the runner (`agl.inference.runner`), not in backends, so a
 new backend is one small file: a class decorated with `@register("name")`.
 
 Failures are statuses, never values: a call that failed returns `Reply(status=FAILED,
@@ -81,7 +81,7 @@ class Backend(abc.ABC):
 
     def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:
         """Called once by the runner before a run with the whole manifest (a list of
-        `agl.manifest.Clip`). Baselines that learn from or summarise the manifest use it;
+        `agl.dataset.manifest.Clip`). Baselines that learn from or summarise the manifest use it;
         the default does nothing."""
         return None
 

@@ -1,8 +1,8 @@
 """`birdrange`: an expert ear alone. BirdNET hears the species; their ranges place the clip.
 
 Per clip: BirdNET's acoustic model lists the species heard above `min_confidence`
-(`agl.birdnet`), and the inversion of its range meta-model over a land grid picks the place
-where they most plausibly occur together (`agl.birdrange`), in the week of the clip's
+(`agl.birds.birdnet`), and the inversion of its range meta-model over a land grid picks the place
+where they most plausibly occur together (`agl.birds.range_model`), in the week of the clip's
 manifest `date` when there is one, year-round otherwise. Non-species classes (Engine, Siren,
 Human vocal, ...) say nothing about a place and are not used. When no species is heard the
 backend abstains: a structured refusal with the reason, which `paper` scores as 10,000 km
@@ -52,8 +52,8 @@ class BirdRange(Backend):
 
     def __init__(self, model: str = "birdnet-v2.4-range", **settings: Any):
         super().__init__(model, **settings)
-        from agl.birdnet import BirdConfig
-        from agl.birdrange import SCORINGS
+        from agl.birds.birdnet import BirdConfig
+        from agl.birds.range_model import SCORINGS
 
         unknown = sorted(set(settings) - _KNOWN)
         if unknown:
@@ -81,13 +81,13 @@ class BirdRange(Backend):
         self._lock = threading.Lock()  # one interpreter: one clip at a time
 
     def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:
-        from agl.birdrange import YEAR_ROUND, week_of
+        from agl.birds.range_model import YEAR_ROUND, week_of
 
         self._weeks = {c.key: (week_of(getattr(c, "date", "")) if self.use_dates else YEAR_ROUND) for c in clips}
 
     def grid(self, week: int):
         """The occurrence grid of a week, loaded from (or built into) the cache once."""
-        from agl.birdrange import load_or_build
+        from agl.birds.range_model import load_or_build
 
         if week not in self._grids:
             self._grids[week], _ = load_or_build(
@@ -100,7 +100,7 @@ class BirdRange(Backend):
         return self._grids[week]
 
     def listener(self):
-        from agl.birdnet import Listener
+        from agl.birds.birdnet import Listener
 
         if self._listener is None:
             self._listener = Listener(self.cfg)
@@ -108,7 +108,7 @@ class BirdRange(Backend):
 
     def answer(self, key: str, path: Path, week: int) -> Reply:
         """Listen, then invert (synchronous; `generate` runs it off the event loop)."""
-        from agl.birdrange import invert, reasoning
+        from agl.birds.range_model import invert, reasoning
 
         with self._lock:
             t0 = time.perf_counter()
@@ -162,7 +162,7 @@ class BirdRange(Backend):
     async def generate(self, request: Request) -> Reply:
         if request.audio_path is None:
             return Reply(ReplyStatus.FAILED, error="birdrange listens to the audio; none given")
-        from agl.birdrange import YEAR_ROUND
+        from agl.birds.range_model import YEAR_ROUND
 
         week = self._weeks.get(request.sample_id, YEAR_ROUND)
         return await asyncio.to_thread(self.answer, request.sample_id, request.audio_path, week)

@@ -67,7 +67,7 @@ def logmel_features(samples: np.ndarray) -> np.ndarray:
 
 
 def clip_features(path: Path, max_seconds: float) -> np.ndarray:
-    from agl.backends._audio import load_mono
+    from agl.core.decode import load_mono
 
     return logmel_features(load_mono(path, SAMPLING_RATE, max_seconds))
 

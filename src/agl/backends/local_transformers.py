@@ -144,7 +144,7 @@ class LocalTransformers(Backend):
         sr = int(fe.sampling_rate)
         wave, heard = None, {}
         if request.audio_path is not None:
-            from agl.backends._audio import clip_seconds, load_mono
+            from agl.core.decode import clip_seconds, load_mono
 
             window = window_seconds(family(config.model_type), processor, fe)
             max_s = self.settings.get("max_seconds")

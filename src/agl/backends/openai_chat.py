@@ -10,7 +10,7 @@ key is sent the token "EMPTY" (the SDK refuses none), as vLLM documents. Setting
   json_schema: true        request `response_format` with `agl.prompts.ANSWER_SCHEMA`
   base_url, api_key_env    endpoint and key variable
   extra_body               passed through to servers with their own options (vLLM)
-  base_url: [url, ...]     (openai-compatible) replicas of one model: see agl.endpoints
+  base_url: [url, ...]     (openai-compatible) replicas of one model: see agl.backends.endpoints
 
 The SDK's own retries are off (`max_retries=0`): the runner retries with jitter and honours
 Retry-After. A `refusal` in the reply, or finish reason `content_filter`, is a refusal.
@@ -122,7 +122,7 @@ class OpenAICompatible(OpenAIChat):
                            f"{settings['api_key_env']} is not set")
         self._pool = None
         if isinstance(settings["base_url"], list):
-            from agl.endpoints import pooled_client
+            from agl.backends.endpoints import pooled_client
 
             self._pool, self._client = pooled_client(settings, self._key or "EMPTY")
 

@@ -2,7 +2,7 @@
 
 The authors' outputs then go through the same runner, files and scorer as fresh runs, so
 they sit in the same leaderboard. Settings: `source` (path of the published file, read by
-`agl.importer.import_published`) and `reparse` (run this project's parser on the raw text
+`agl.predictions.importer.import_published`) and `reparse` (run this project's parser on the raw text
 instead of keeping the authors' parsed fields). A clip the file has no row for is a
 failure that says so, never a made-up answer.
 """
@@ -28,7 +28,7 @@ class Replay(Backend):
         self._served: dict[str, dict[str, Any]] | None = None
 
     def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:
-        from agl.importer import import_published
+        from agl.predictions.importer import import_published
 
         preds = import_published(self.settings["source"],
                                  reparse=bool(self.settings.get("reparse", False)))

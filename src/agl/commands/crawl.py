@@ -31,10 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.crawl import CrawlConfig, crawl, print_report, write_report
-    from agl.download import Policy
+    from agl.dataset.crawl import CrawlConfig, crawl, print_report, write_report
+    from agl.dataset.download import Policy
+    from agl.dataset.manifest import write_manifest
     from agl.errors import AglError
-    from agl.manifest import write_manifest
 
     if args.page_size <= 0 or args.jobs <= 0 or (args.limit is not None and args.limit <= 0):
         raise AglError("--page-size, --jobs and --limit must be positive")

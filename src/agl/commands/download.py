@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from agl.dataset import from_params, prepare
+    from agl.dataset.prepare import from_params, prepare
     from agl.errors import AglError
 
     params: dict = {}

@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_source_options(p: argparse.ArgumentParser, *, manifest: bool = True) -> None:
-    """Checksums and cache for inputs given as URLs or paper:<name> (see agl.sources)."""
+    """Checksums and cache for inputs given as URLs or paper:<name> (see agl.dataset.sources)."""
     p.add_argument("--sha256", help="expected SHA-256 of the predictions file (refused if it "
                    "differs); pinned files are checked without it")
     if manifest:
@@ -38,11 +38,11 @@ def add_source_options(p: argparse.ArgumentParser, *, manifest: bool = True) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.evaluate import evaluate_files
-    from agl.jsonutil import dumps
-    from agl.outpaths import input_file, output_file
-    from agl.report_text import metrics_table
-    from agl.sources import resolve_source
+    from agl.core.jsonutil import dumps
+    from agl.core.outpaths import input_file, output_file
+    from agl.dataset.sources import resolve_source
+    from agl.scoring.evaluate import evaluate_files
+    from agl.scoring.text import metrics_table
 
     if args.scores_out:
         output_file(args.scores_out, "--scores-out")

@@ -30,10 +30,10 @@ def run(args: argparse.Namespace) -> int:
 
     import yaml
 
+    from agl.core.jsonutil import dumps
+    from agl.core.outpaths import input_file, output_file
+    from agl.curation.filtering import FilterConfig, filter_manifest
     from agl.errors import AglError
-    from agl.filtering import FilterConfig, filter_manifest
-    from agl.jsonutil import dumps
-    from agl.outpaths import input_file, output_file
 
     input_file(args.manifest, "--manifest", "manifest CSV")
     output_file(args.out, "--out")

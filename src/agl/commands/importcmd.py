@@ -24,8 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.importer import import_with_report, write_imported
-    from agl.sources import resolve_source
+    from agl.dataset.sources import resolve_source
+    from agl.predictions.importer import import_with_report, write_imported
 
     src = resolve_source(args.src, cache_dir=args.cache_dir, sha256=args.sha256)
     predictions, report = import_with_report(src, reparse=args.reparse)

@@ -68,7 +68,7 @@ def parse_settings(pairs: list[str]) -> dict:
 
 
 def _looks_like_key(name: str) -> bool:
-    from agl.cache import _SECRET
+    from agl.inference.cache import _SECRET
 
     return bool(_SECRET.search(name)) and not name.endswith("_env")
 
@@ -97,10 +97,10 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.runspec import InferSettings, ModelSpec, run_spec, summary_line
+    from agl.inference.runspec import InferSettings, ModelSpec, run_spec, summary_line
 
     _check_numbers(args)
-    from agl.outpaths import input_file, output_dir
+    from agl.core.outpaths import input_file, output_dir
 
     input_file(args.manifest, "--manifest", "manifest CSV")
     output_dir(args.out, "--out")
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
         raise AglError("--concurrency must be at least 1")
     if args.dry_run:
-        from agl.estimate import estimate_run
+        from agl.inference.estimate import estimate_run
 
         est = estimate_run(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                            out_dir=args.out, limit=args.limit)

@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     from agl.errors import AglError
-    from agl.roster import load_roster
+    from agl.inference.roster import load_roster
 
     roster = load_roster()
     if args.yaml:

@@ -56,10 +56,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agl.dataset.manifest import clips, load_manifest
     from agl.errors import AglError
     from agl.game.server import serve
     from agl.game.session import GameSession, check_player, run_name
-    from agl.manifest import clips, load_manifest
 
     player = check_player(args.player if args.player is not None else _default_player())
     if not args.idle_timeout > 0:

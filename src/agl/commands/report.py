@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     from agl.errors import AglError
-    from agl.report import make_report
+    from agl.report.build import make_report
 
     cfg: dict = {}
     params = Path(args.params)

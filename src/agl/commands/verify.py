@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.verify import render, verify
+    from agl.core.verify import render, verify
 
     verdict = verify(args.repo, args.rev)
     print(render(verdict))

@@ -28,9 +28,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from agl.core.gamemap import world_svg
+from agl.core.jsonutil import dumps
 from agl.game.session import GameSession, RequestError
-from agl.game.worldmap import world_svg
-from agl.jsonutil import dumps
 
 MAX_BODY_BYTES = 4096  # a guess is ~200 bytes; anything near this is not from the page
 # A connection that sends nothing (or half a request) for this long is closed: each

@@ -22,11 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agl.core.gamemap import great_circle
+from agl.core.jsonutil import dumps
+from agl.dataset.manifest import Clip
 from agl.errors import AglError
-from agl.game.worldmap import great_circle
-from agl.jsonutil import dumps
-from agl.manifest import Clip
-from agl.predictions import PLACE_FIELDS, Prediction, PredictionWriter, Status, read_predictions
+from agl.predictions.records import PLACE_FIELDS, Prediction, PredictionWriter, Status, read_predictions
 
 BACKEND = "human"
 CONTINENTS = ("Africa", "Antarctica", "Asia", "Europe", "North America", "Oceania", "South America")
@@ -185,7 +185,7 @@ class GameSession:
     def _scored(self, clip_id: str, p: Prediction) -> tuple[float | None, float]:
         """(distance km or None, GeoGuessr score 0-5000) of an answer; a skip scores 0."""
         if clip_id not in self._scores:
-            from agl.geo import geodesic_km, geoscore
+            from agl.core.geo import geodesic_km, geoscore
 
             clip = self.by_id[clip_id]
             if p.has_coordinates:

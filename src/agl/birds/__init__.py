@@ -1,0 +1,1 @@
+"""BirdNET species detection and the bird-range model behind the birdrange backend."""

@@ -1,0 +1,1 @@
+"""Shared plumbing: canonical writers, tracking, geodesy, audio decoding, secrets, the world map."""

@@ -1,0 +1,191 @@
+"""MLflow tracking: one run per (model, data version), updated in place when re-evaluated.
+
+The tracking URI is `MLFLOW_TRACKING_URI` or `sqlite:///mlflow.db` in the repository root
+(the file store is refused by MLflow >= 3.13). A run is found again by its `agl.run_key`
+tag, so re-logging the same inputs updates that run instead of adding a duplicate.
+Secrets never reach MLflow: params and tags are checked against the environment's API keys.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_EXPERIMENT = "agl1k"
+
+
+def tracking_uri() -> str:
+    """`MLFLOW_TRACKING_URI`, else the repository's mlflow.db (the real repository's when in a
+    queued experiment's temporary workspace: see agl.core.workspace)."""
+    from agl.core.workspace import shared_root
+
+    root = shared_root() or REPO_ROOT
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{root / 'mlflow.db'}"
+
+
+def git_commit(cwd: Path | None = None) -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd or REPO_ROOT, capture_output=True, text=True,
+            timeout=10,
+        )
+        commit = out.stdout.strip() if out.returncode == 0 else "unknown"
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd or REPO_ROOT,
+            capture_output=True, text=True, timeout=10,
+        ).stdout.strip()
+        return commit + ("-dirty" if dirty and commit != "unknown" else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def scrub(value: Any) -> Any:
+    """Replace any secret this process knows (see `agl.core.secrets`) by a marker, recursively."""
+    from agl.core.secrets import scrub as scrub_secrets
+
+    return scrub_secrets(value)
+
+
+def _clean_artifacts(paths: Iterable[Path], tmp: Path) -> list[Path]:
+    """The paths to log: a file (or folder) holding a secret is logged as a scrubbed copy,
+    so an artifact never carries a key whatever wrote it."""
+    from agl.core.secrets import contains_secret, known_secrets, scrub_text
+
+    secrets = known_secrets()
+    out = []
+    for path in map(Path, paths):
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()) \
+            if path.is_dir() else []
+        dirty = [f for f in files if secrets and contains_secret(f.read_bytes(), secrets)]
+        if not dirty:
+            out.append(path)
+            continue
+        copy = tmp / path.name
+        for f in files:
+            dest = copy if f == path else copy / f.relative_to(path)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            data = f.read_bytes()
+            if f in dirty:
+                data = scrub_text(data.decode("utf-8", "surrogateescape"), secrets).encode(
+                    "utf-8", "surrogateescape")
+            dest.write_bytes(data)
+        out.append(copy)
+    return out
+
+
+def _mlflow():
+    import logging
+
+    import mlflow
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    mlflow.set_tracking_uri(tracking_uri())
+    return mlflow
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def log_run(
+    *,
+    run_key: str,
+    run_name: str,
+    params: dict[str, Any],
+    metrics: dict[str, Any],
+    artifacts: Iterable[Path] = (),
+    tags: dict[str, str] | None = None,
+    experiment: str | None = None,
+    dataset: dict[str, Any] | None = None,
+) -> str:
+    """Create or update the MLflow run identified by `run_key`; returns its run id.
+
+    `dataset` ({name, digest, source, frame}) is logged with `mlflow.data` / `log_input`, so the
+    UI's dataset column and filter show which data a run was scored on (see `log_dataset`).
+
+    Non-finite and non-numeric metric values are skipped (MLflow cannot store NaN
+    meaningfully); nested dicts are flattened with dots (`ci95.country_acc.lo`).
+    """
+    mlflow = _mlflow()
+    client = mlflow.tracking.MlflowClient()
+    name = experiment or os.environ.get("AGL_MLFLOW_EXPERIMENT") or DEFAULT_EXPERIMENT
+    exp = client.get_experiment_by_name(name)
+    exp_id = exp.experiment_id if exp else client.create_experiment(name)
+    found = client.search_runs(
+        [exp_id], filter_string=f"tags.`agl.run_key` = '{run_key}'", max_results=1
+    )
+    run_id = found[0].info.run_id if found else None
+    flat_params = {k: str(v)[:6000] for k, v in _flatten(scrub(params)).items()}
+    flat_metrics = {
+        k: float(v)
+        for k, v in _flatten(metrics).items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    }
+    all_tags = {"agl.run_key": run_key, "git_commit": git_commit(), **scrub(tags or {})}
+    run_name = scrub(run_name)
+    with mlflow.start_run(run_id=run_id, experiment_id=exp_id, run_name=run_name) as run:
+        # Params are immutable in MLflow; a changed value means a different run key upstream.
+        existing = client.get_run(run.info.run_id).data.params if run_id else {}
+        new_params = {k: v for k, v in flat_params.items() if k not in existing}
+        if new_params:
+            mlflow.log_params(new_params)
+        changed = {k: v for k, v in flat_params.items() if k in existing and existing[k] != v}
+        for k, v in changed.items():
+            mlflow.set_tag(f"param_update.{k}", v)
+        if flat_metrics:
+            mlflow.log_metrics(flat_metrics)
+        mlflow.set_tags(all_tags)
+        if dataset is not None:
+            log_dataset(mlflow, client, run.info.run_id, **dataset)
+        with tempfile.TemporaryDirectory() as tmp:
+            for path in _clean_artifacts(artifacts, Path(tmp)):
+                if path.is_dir():
+                    mlflow.log_artifacts(str(path), artifact_path=path.name)
+                elif path.exists():
+                    mlflow.log_artifact(str(path))
+        return run.info.run_id
+
+
+# MLflow's dataset table holds a digest of at most 36 characters (String(36)); the full SHA-256
+# stays in the run's `data_version` tag.
+DIGEST_CHARS = 36
+
+
+def log_dataset(mlflow: Any, client: Any, run_id: str, *, name: str, digest: str, source: str,
+                frame: Any, context: str = "evaluation") -> None:
+    """Log the dataset once per run: name, digest (the manifest's content hash), source."""
+    digest = str(digest)[:DIGEST_CHARS]
+    logged = client.get_run(run_id).inputs.dataset_inputs
+    if any(d.dataset.name == name and d.dataset.digest == digest for d in logged):
+        return  # re-evaluating the same data updates the run without a second input
+    import warnings
+
+    with warnings.catch_warnings():  # "source can be interpreted in multiple ways": it is a file
+        warnings.simplefilter("ignore", UserWarning)
+        data = mlflow.data.from_pandas(frame, source=source, name=name, digest=digest)
+    mlflow.log_input(data, context=context)
+
+
+def log_artifacts(run_id: str, paths: Iterable[Path], artifact_path: str | None = None) -> None:
+    mlflow = _mlflow()
+    client = mlflow.tracking.MlflowClient()
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in _clean_artifacts(paths, Path(tmp)):
+            if path.is_dir():
+                client.log_artifacts(run_id, str(path), artifact_path=artifact_path or path.name)
+            elif path.exists():
+                client.log_artifact(run_id, str(path), artifact_path=artifact_path)

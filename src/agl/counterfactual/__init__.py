@@ -1,0 +1,1 @@
+"""Counterfactual listening: audio interventions, paired effects, the report section."""

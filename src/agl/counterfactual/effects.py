@@ -1,0 +1,430 @@
+"""Counterfactual listening: derived datasets, and the paired effect of each intervention.
+
+`derive_dataset` writes, for every level of one intervention, a complete dataset folder in
+`data/`'s layout (`manifest.csv`, `audio/<key>/<mp3name>`, `lock.json`) plus `perturb.csv`
+(what was measured per clip), so inference reads it exactly like `data/`. `stratified_subset`
+keeps paid runs affordable. `paired_effects` compares a model on the perturbed clips with the
+same model on the same original clips: the change in mean km and in country / continent
+accuracy, with paired bootstrap CIs and sign-flip permutation p-values, overall, by speech
+and by continent.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from agl.core import canonical
+from agl.counterfactual.perturb import Intervention
+from agl.errors import AglError
+
+SPEECH_THRESHOLD = 0.1  # the paper's "has speech": human_sounds >= 0.1 (agl.scoring.protocols)
+MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
+
+
+@dataclass(frozen=True)
+class Subset:
+    size: int | None = None  # None: every clip
+    seed: int = 0
+
+
+def strata(frame: pd.DataFrame) -> pd.Series:
+    """continent x speech, the two axes the paper's findings split on."""
+    speech = pd.to_numeric(frame["human_sounds"], errors="coerce").fillna(0) >= SPEECH_THRESHOLD
+    continent = frame["continent"].fillna("").astype(str).replace("", "unknown")
+    return continent + "|" + np.where(speech, "speech", "non_speech")
+
+
+def stratified_subset(frame: pd.DataFrame, subset: Subset) -> pd.DataFrame:
+    """`size` clips spread as evenly as possible over the continent x speech strata (round
+    robin over strata in sorted order, each stratum shuffled by `seed`); manifest order kept."""
+    if subset.size is None or subset.size >= len(frame):
+        return frame.reset_index(drop=True)
+    if subset.size < 1:
+        raise AglError(f"perturb subset size must be at least 1, not {subset.size}")
+    rng = np.random.default_rng(subset.seed)
+    groups = {s: list(rng.permutation(idx)) for s, idx in sorted(frame.groupby(strata(frame)).indices.items())}
+    chosen: list[int] = []
+    while len(chosen) < subset.size:
+        for s in groups:
+            if groups[s] and len(chosen) < subset.size:
+                chosen.append(int(groups[s].pop(0)))
+    return frame.iloc[sorted(chosen)].reset_index(drop=True)
+
+
+def read_audio(path: Path) -> tuple[np.ndarray, int]:
+    import soundfile as sf
+
+    data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    return data, int(sr)
+
+
+def encode_mp3(x: np.ndarray, sr: int) -> bytes:
+    """16-bit PCM into MP3 through libsndfile (LAME). Byte-deterministic for the same samples
+    and libsndfile build (checked: two encodes, two processes, identical SHA-256), so a derived
+    dataset keeps the original's container and the API sees the same kind of file."""
+    import soundfile as sf
+
+    if sr not in MP3_RATES:
+        raise AglError(f"MP3 cannot hold {sr} Hz audio")
+    pcm = np.round(np.clip(x, -1.0, 1.0) * 32767).astype(np.int16)
+    buf = io.BytesIO()
+    sf.write(buf, pcm, sr, format="MP3")
+    return buf.getvalue()
+
+
+FORMATS = ("mp3", "flac", "wav")
+
+
+def encode(x: np.ndarray, sr: int, fmt: str) -> bytes:
+    """The derived clip's file. mp3 (default): what every backend accepts (OpenAI's audio
+    input takes only mp3 and wav), but libsndfile's LAME encodes at only ~6-30x real time;
+    flac: lossless, ~40x faster to write, accepted by Gemini and the local backends; wav: no
+    encoding at all, ~10 MB per stereo minute. All three are byte-deterministic."""
+    if fmt == "mp3":
+        return encode_mp3(x, sr)
+    import soundfile as sf
+
+    if fmt not in FORMATS:
+        raise AglError(f"counterfactual.format '{fmt}': choose one of {', '.join(FORMATS)}")
+    buf = io.BytesIO()
+    pcm = np.round(np.clip(x, -1.0, 1.0) * 32767).astype(np.int16)
+    sf.write(buf, pcm, sr, format=fmt.upper(), subtype="PCM_16")
+    return buf.getvalue()
+
+
+def file_name(mp3name: str, fmt: str) -> str:
+    """The derived file's name: the original's stem with the format's suffix."""
+    if fmt == "mp3" and mp3name.lower().endswith(".mp3"):
+        return mp3name
+    return f"{Path(mp3name).stem}.{fmt}"
+
+
+def _mp3_rate(sr: int) -> int:
+    return sr if sr in MP3_RATES else min(MP3_RATES, key=lambda r: (abs(r - sr), r))
+
+
+def derive_dataset(
+    parent: Path,
+    out: Path,
+    levels: list[Intervention],
+    *,
+    subset: Subset = Subset(),
+    fmt: str = "mp3",
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Write `out/<level>/` for every level; returns a summary (deterministic values only)."""
+    from tqdm import tqdm
+
+    from agl.counterfactual.perturb import KINDS, apply, resample, speech_segments
+    from agl.dataset.checksums import file_digest, write_lock
+    from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest, write_manifest
+
+    parent, out = Path(parent), Path(out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ManifestWarning)
+        frame = stratified_subset(load_manifest(parent / "manifest.csv"), subset)
+    if out.exists():
+        shutil.rmtree(out)
+    parent_version = content_hash(parent / "manifest.csv")
+    per_level: dict[str, list[dict[str, Any]]] = {iv.level: [] for iv in levels}
+    locks: dict[str, dict[str, Any]] = {iv.level: {} for iv in levels}
+    iv0 = levels[0]
+    vad = KINDS[iv0.kind].needs_vad
+    for row in tqdm(list(frame.itertuples(index=False)), desc=f"perturb {iv0.name}", disable=not progress, unit="clip"):
+        rel = f"{row.key}/{row.mp3name}"
+        src = parent / "audio" / rel
+        if not src.is_file():
+            raise AglError(f"{src}: missing; fill {parent} first (agl download)")
+        x, sr = read_audio(src)
+        segments = speech_segments(x, sr, threshold=float(iv0.params["vad_threshold"])) if vad else None
+        for iv in levels:
+            y, rate, info = apply(iv, x, sr, key=row.key, segments=segments)
+            target = _mp3_rate(rate) if fmt == "mp3" else rate
+            if target != rate:
+                y, rate = resample(y, rate, target), target
+            name = file_name(row.mp3name, fmt)
+            path = out / iv.level / "audio" / row.key / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(encode(y, rate, fmt))
+            locks[iv.level][f"{row.key}/{name}"] = file_digest(path)
+            per_level[iv.level].append(
+                {
+                    "key": row.key,
+                    "seconds_in": round(x.shape[0] / sr, 3),
+                    "seconds_out": round(y.shape[0] / rate, 3),
+                    "rate_out": rate,
+                    **info,
+                }
+            )
+    summary: dict[str, Any] = {
+        "intervention": iv0.name,
+        "kind": iv0.kind,
+        "parent_manifest_sha256": parent_version,
+        "clips": len(frame),
+        "subset": {"size": subset.size, "seed": subset.seed},
+        "format": fmt,
+        "levels": {},
+    }
+    for iv in levels:
+        folder = out / iv.level
+        folder.mkdir(parents=True, exist_ok=True)
+        measured = pd.DataFrame(per_level[iv.level])
+        derived = frame.copy()
+        if not measured.empty:
+            derived["mp3seconds"] = measured["seconds_out"].to_numpy()
+            derived["mp3name"] = [file_name(n, fmt) for n in derived["mp3name"]]
+            canonical.write_csv(measured, folder / "perturb.csv")
+        write_manifest(derived, folder / "manifest.csv")
+        write_lock(
+            folder / "lock.json",
+            locks[iv.level],
+            source={
+                "parent_manifest_sha256": parent_version,
+                "intervention": iv.describe(),
+                "subset": {"size": subset.size, "seed": subset.seed},
+                "format": fmt,
+            },
+        )
+        summary["levels"][iv.level] = {
+            "value": iv.value,
+            "manifest_sha256": content_hash(folder / "manifest.csv"),
+            "audio_minutes": round(float(measured["seconds_out"].sum()) / 60, 3) if not measured.empty else 0.0,
+        }
+    return summary
+
+
+# --- paired analysis -----------------------------------------------------------------------------
+
+EFFECT_COLUMNS = (
+    "model",
+    "intervention",
+    "kind",
+    "level",
+    "value",
+    "group",
+    "metric",
+    "n",
+    "mean_original",
+    "mean_perturbed",
+    "diff",
+    "ci_lo",
+    "ci_hi",
+    "p_value",
+    "note",
+)
+METRICS = (("distance_km", 3), ("country_correct", 6), ("continent_correct", 6))
+
+
+def groups(joined: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    speech = joined["has_speech"].astype(str).str.lower().eq("true")
+    out = [("all", joined), ("speech", joined[speech]), ("non_speech", joined[~speech])]
+    continent = joined["true_continent"].fillna("unknown").astype(str)
+    out += [(f"continent={c}", joined[continent == c]) for c in sorted(continent.unique())]
+    return out
+
+
+def paired_effects(
+    original: pd.DataFrame,
+    perturbed: pd.DataFrame,
+    *,
+    n_boot: int = 2000,
+    n_perm: int = 10000,
+    seed: int = 0,
+    min_support: int = 1,
+) -> pd.DataFrame:
+    """perturbed - original, per group and metric, on the clips both score.
+
+    Positive `diff` in km is a loss; negative `diff` in accuracy is a loss. Rounded per
+    quantity (km 3 decimals, shares and p-values 6) so the table's bytes are stable. A group
+    with fewer than `min_support` paired clips (a continent of three clips, the speech clips
+    of a small subset) keeps its row and n, with `note` "insufficient data (n = k, needs m)"
+    and no estimate."""
+    from agl.report.analysis import paired_test
+
+    cols = ["sample_id", "has_speech", "true_continent", *(m for m, _ in METRICS)]
+    joined = perturbed[[c for c in cols if c in perturbed]].merge(
+        original[[m for m, _ in METRICS] + ["sample_id"]], on="sample_id", suffixes=("_pert", "_orig")
+    )
+    rows = []
+    for group, part in groups(joined):
+        if part.empty:
+            continue
+        for i, (metric, digits) in enumerate(METRICS):
+            r = paired_test(
+                part[f"{metric}_pert"],
+                part[f"{metric}_orig"],
+                metric=metric,
+                n_boot=n_boot,
+                n_perm=n_perm,
+                seed=seed + i,
+                min_n=min_support,
+            )
+            rows.append(
+                {
+                    "group": group,
+                    "metric": metric,
+                    "n": r.n,
+                    "mean_original": round(r.mean_b, digits),
+                    "mean_perturbed": round(r.mean_a, digits),
+                    "diff": round(r.diff, digits),
+                    "ci_lo": round(r.ci_lo, digits),
+                    "ci_hi": round(r.ci_hi, digits),
+                    "p_value": round(r.p_value, 6),
+                    "note": r.note,
+                }
+            )
+    return pd.DataFrame(rows, columns=list(EFFECT_COLUMNS[EFFECT_COLUMNS.index("group"):]))
+
+
+def read_scores(path: Path) -> pd.DataFrame:
+    if not Path(path).exists():
+        raise AglError(f"{path}: no scores; run the evaluate stage of that model first")
+    return pd.read_csv(path)
+
+
+# --- one level's run: score it, log it -----------------------------------------------------------
+
+
+def score_level(
+    data: Path, run_dir: Path, *, protocol: str = "paper", bootstrap: int = 1000, seed: int = 0
+) -> dict[str, Any]:
+    """Score `run_dir/predictions.jsonl` against the derived manifest; writes
+    `run_dir/scores_<protocol>.csv` (rounded, sorted) and returns the headline metrics."""
+    from agl.dataset.manifest import ManifestWarning, load_manifest
+    from agl.scoring.evaluate import evaluate_frames, load_predictions_any
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ManifestWarning)
+        manifest = load_manifest(Path(data) / "manifest.csv", columns=["title"])
+    preds = load_predictions_any(Path(run_dir) / "predictions.jsonl")
+    result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=bootstrap, seed=seed)
+    scored = scored.sort_values("sample_id").round(
+        {"distance_km": 3, "pred_lat": 6, "pred_lon": 6, "true_lat": 6, "true_lon": 6}
+    )
+    canonical.write_csv(scored, Path(run_dir) / f"scores_{protocol}.csv")
+    return result
+
+
+def _find_run_id(key: str, experiment: str | None) -> str | None:
+    from agl.core.tracking import DEFAULT_EXPERIMENT, _mlflow
+
+    mlflow = _mlflow()
+    client = mlflow.tracking.MlflowClient()
+    exp = client.get_experiment_by_name(experiment or DEFAULT_EXPERIMENT)
+    if exp is None:
+        return None
+    found = client.search_runs([exp.experiment_id], f"tags.`agl.run_key` = '{key}'", max_results=1)
+    return found[0].info.run_id if found else None
+
+
+def log_listen_run(
+    spec: Any,
+    intervention: str,
+    level: str,
+    data: Path,
+    run_dir: Path,
+    result: dict[str, Any],
+    run: dict[str, Any],
+    *,
+    protocol: str,
+    experiment: str | None,
+) -> str:
+    """One MLflow run per (model, intervention, level), tagged with its parent dataset and
+    intervention and nested under the model's run on the original data when it exists."""
+    from agl.core.tracking import log_run
+    from agl.dataset.checksums import read_source
+    from agl.dataset.manifest import content_hash
+
+    source = read_source(Path(data) / "lock.json") or {}
+    iv = dict(source.get("intervention") or {})
+    parent_version = str(source.get("parent_manifest_sha256", ""))
+    version = content_hash(Path(data) / "manifest.csv")
+    parent_run = _find_run_id(f"{spec.name}@{parent_version[:16]}", experiment)
+    metrics = {k: v for k, v in result.items() if isinstance(v, int | float)}
+    metrics.update(
+        {f"ci95.{k}.{i}": b for k, (lo, hi) in result.get("ci95", {}).items() for i, b in (("lo", lo), ("hi", hi))}
+    )
+    metrics.update({f"run.{k}": v for k, v in run.items() if isinstance(v, int | float) and not isinstance(v, bool)})
+    tags = {
+        "data_version": version,
+        "parent_data_version": parent_version,
+        "intervention": intervention,
+        "intervention_kind": str(iv.get("kind", "")),
+        "intervention_level": level,
+        "model": spec.model,
+        "backend": spec.backend,
+        "parent_model_run": spec.name,
+    }
+    if parent_run:
+        tags["mlflow.parentRunId"] = parent_run
+    return log_run(
+        run_key=f"listen/{spec.name}/{intervention}/{level}@{version[:16]}",
+        run_name=f"{spec.name} x {intervention}/{level}",
+        params={
+            "model": spec.name,
+            "backend": spec.backend,
+            "protocol": protocol,
+            **{f"intervention.{k}": v for k, v in iv.items()},
+            "subset": source.get("subset"),
+        },
+        metrics=metrics,
+        tags=tags,
+        experiment=experiment,
+        artifacts=[Path(run_dir) / "predictions.jsonl", Path(run_dir) / f"scores_{protocol}.csv"],
+    )
+
+
+def collect_effects(
+    *,
+    runs: Path,
+    listen: Path,
+    perturb: Path,
+    models: list[str],
+    interventions: list[str],
+    protocol: str = "paper",
+    n_boot: int = 2000,
+    n_perm: int = 10000,
+    seed: int = 0,
+    min_support: int = 1,
+) -> pd.DataFrame:
+    """Every (model, intervention, level) against the model's run on the original clips."""
+    from agl.dataset.checksums import read_source
+
+    frames = []
+    for model in models:
+        original = read_scores(Path(runs) / model / f"scores_{protocol}.csv")
+        for name in interventions:
+            folder = Path(listen) / model / name
+            levels = sorted(d for d in folder.iterdir() if d.is_dir()) if folder.is_dir() else []
+            if not levels:
+                raise AglError(f"{folder}: no runs; run listen@{model}-{name} first")
+            for level_dir in levels:
+                iv = (read_source(Path(perturb) / name / level_dir.name / "lock.json") or {}).get("intervention") or {}
+                table = paired_effects(
+                    original,
+                    read_scores(level_dir / f"scores_{protocol}.csv"),
+                    n_boot=n_boot,
+                    n_perm=n_perm,
+                    seed=seed,
+                    min_support=min_support,
+                )
+                value = iv.get("value")
+                table.insert(0, "value", float("nan") if value is None else float(value))
+                table.insert(0, "level", level_dir.name)
+                table.insert(0, "kind", iv.get("kind", ""))
+                table.insert(0, "intervention", name)
+                table.insert(0, "model", model)
+                frames.append(table)
+    if not frames:  # no model or no intervention chosen: an empty table with its columns
+        return pd.DataFrame(columns=list(EFFECT_COLUMNS))
+    with warnings.catch_warnings():  # an all-NaN `value` (ungraded) is a float column as meant
+        warnings.simplefilter("ignore", FutureWarning)
+        return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,1 @@
+"""Curation: acoustic filtering, sound tagging, localizability selection and its sensitivity."""

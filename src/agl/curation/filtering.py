@@ -1,0 +1,308 @@
+"""The acoustic filter: decode every clip once, measure it, and keep or drop it with a reason.
+
+Each clip is decoded once (soundfile, float32) and measured by the four functions of
+`agl.curation.acoustics`: clipping on the decoded channels (a clipped channel is clipped even if the
+other is not), the other three on the mono mix (mean of channels). Clips are measured in
+parallel by a process pool (`jobs`). A missing, empty or undecodable file is a row with its
+status and the decoder's message, never a crash, and it does not pass.
+
+Thresholds (defaults in `FilterConfig`, values in params.yaml `filter:`; the paper does not
+publish its own), each with the reason code a failing clip gets:
+
+* `near_silence`: rms_dbfs < min_rms_dbfs (-60). Leaves room for very quiet ambiences (a
+  recording at -50 dBFS passes); the two real AGL1K clips are -19 and -28, the demo's
+  near-silent clips -72.
+* `clipping`: clipping_ratio > max_clipping_ratio (0.01). 1% of samples at full scale is
+  audible distortion; the real clips have none; the demo's clipped clips 0.22 and 0.26.
+* `flat_noise`: spectral_flatness > max_flatness (0.92). White noise is ~0.99 (also after
+  MP3), pink noise ~0.6, synthetic streams and surf 0.5-0.84, the real clips 0.10 and 0.29.
+* `steady`: aci_norm < min_aci (0.2): mean ACI per (bin, 5 s cluster) within 60 dB of the
+  loudest. A constant tone (after MP3) scores ~0, a mains hum 0.25; the real clips 0.60 and
+  0.64, the demo's scenes at least 0.52.
+
+* `truncated`: the clip decodes to less than (1 - duration_tolerance) x the manifest's
+  `mp3seconds` (0.1: a cut download still decodes and would pass the four measures);
+  `too_short`: under `min_seconds` (5 s, one ACI cluster).
+
+A measure that is undefined (NaN: a clip shorter than one analysis frame, or silence for
+flatness) fails as `flatness_undefined` / `aci_undefined`, unless the clip already failed
+`near_silence`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from agl.core import canonical
+from agl.errors import AglError
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    min_rms_dbfs: float = -60.0
+    max_clipping_ratio: float = 0.01
+    clip_level: float = 0.999
+    max_flatness: float = 0.92
+    flatness_band_hz: tuple[float, float] = (100.0, 6000.0)
+    flatness_n_fft: int = 2048
+    min_aci: float = 0.2
+    aci_n_fft: int = 512
+    aci_cluster_s: float = 5.0
+    aci_floor_db: float = -60.0
+    # Duration: `truncated` when the clip decodes to less than (1 - duration_tolerance) x the
+    # manifest's mp3seconds (a cut file still decodes, and would pass every measure above);
+    # `too_short` under min_seconds (one 5 s ACI cluster: shorter is not a soundscape).
+    duration_tolerance: float = 0.1
+    min_seconds: float = 5.0
+    jobs: int = 2
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml filter") -> FilterConfig:
+        """Build from a params section; an unknown key or a wrong type names the key."""
+        params = dict(params or {})
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise AglError(f"{source}: unknown key(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        kw: dict[str, Any] = {}
+        for name, value in params.items():
+            default = getattr(cls, name)
+            try:
+                if isinstance(default, tuple):
+                    lo, hi = (float(v) for v in value)
+                    kw[name] = (lo, hi)
+                elif isinstance(default, int):
+                    kw[name] = int(value)
+                else:
+                    kw[name] = float(value)
+            except (TypeError, ValueError):
+                raise AglError(f"{source}.{name}: '{value}' is not a valid value") from None
+        cfg = cls(**kw)
+        if cfg.jobs < 1:
+            raise AglError(f"{source}.jobs: must be at least 1, got {cfg.jobs}")
+        if not 0 <= cfg.duration_tolerance < 1:
+            raise AglError(f"{source}.duration_tolerance: a fraction in [0, 1), got "
+                           f"{cfg.duration_tolerance}")
+        if not cfg.min_seconds >= 0:
+            raise AglError(f"{source}.min_seconds: must be 0 or more, got {cfg.min_seconds}")
+        return cfg
+
+
+@dataclass(frozen=True)
+class ClipFilterResult:
+    """One clip's row of the filter table. `status`: ok | missing | empty | unreadable."""
+
+    key: str
+    status: str
+    passed: bool
+    reason: str  # ';'-joined reason codes, '' when passed
+    detail: str  # the same in words, with the values that failed
+    seconds: float | None = None
+    sample_rate: int | None = None
+    channels: int | None = None
+    rms_dbfs: float | None = None
+    spectral_flatness: float | None = None
+    clipping_ratio: float | None = None
+    aci: float | None = None
+    aci_norm: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Measures:
+    seconds: float
+    sample_rate: int
+    channels: int
+    rms_dbfs: float
+    spectral_flatness: float
+    clipping_ratio: float
+    aci: float
+    aci_norm: float
+
+
+def decode(path: Path):
+    """(samples[frames, channels] float32, sample rate). Raises what soundfile raises."""
+    import soundfile as sf
+
+    data, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    return data, int(sr)
+
+
+def measure_signal(data, sr: int, cfg: FilterConfig) -> Measures:
+    """All four measures of a decoded (frames, channels) signal."""
+    import numpy as np
+
+    from agl.curation import acoustics
+
+    # A matrix-vector product mixes channels several times faster than mean(axis=1).
+    channels = data.shape[1]
+    mono = data @ np.full(channels, 1.0 / channels, dtype=data.dtype) if channels > 1 else data[:, 0]
+    aci, aci_norm = acoustics.aci_per_bin_cluster(
+        mono, sr, n_fft=cfg.aci_n_fft, cluster_s=cfg.aci_cluster_s, floor_db=cfg.aci_floor_db
+    )
+    return Measures(
+        seconds=data.shape[0] / sr,
+        sample_rate=sr,
+        channels=int(data.shape[1]),
+        rms_dbfs=acoustics.rms_dbfs(mono),
+        spectral_flatness=acoustics.spectral_flatness(
+            mono, sr, n_fft=cfg.flatness_n_fft, band_hz=cfg.flatness_band_hz
+        ),
+        clipping_ratio=acoustics.clipping_ratio(data, cfg.clip_level),
+        aci=aci,
+        aci_norm=aci_norm,
+    )
+
+
+def judge(m: Measures, cfg: FilterConfig) -> tuple[list[str], list[str]]:
+    """(reason codes, words) for the thresholds a clip fails; empty lists when it passes."""
+    codes: list[str] = []
+    words: list[str] = []
+
+    def fail(code: str, text: str) -> None:
+        codes.append(code)
+        words.append(text)
+
+    silent = m.rms_dbfs < cfg.min_rms_dbfs
+    if silent:
+        fail("near_silence", f"rms {m.rms_dbfs:.1f} dBFS < {cfg.min_rms_dbfs:g}")
+    if m.clipping_ratio > cfg.max_clipping_ratio:
+        fail("clipping", f"clipping ratio {m.clipping_ratio:.4f} > {cfg.max_clipping_ratio:g}")
+    if math.isnan(m.spectral_flatness):
+        if not silent:
+            fail("flatness_undefined", "spectral flatness undefined (clip shorter than a frame?)")
+    elif m.spectral_flatness > cfg.max_flatness:
+        fail("flat_noise", f"spectral flatness {m.spectral_flatness:.3f} > {cfg.max_flatness:g}")
+    if math.isnan(m.aci_norm):
+        if not silent:
+            fail("aci_undefined", "ACI undefined (clip shorter than two FFT frames?)")
+    elif m.aci_norm < cfg.min_aci:
+        fail("steady", f"ACI per bin and cluster {m.aci_norm:.3f} < {cfg.min_aci:g}")
+    return codes, words
+
+
+def filter_clip(key: str, path: Path, cfg: FilterConfig,
+                expected_s: float | None = None) -> ClipFilterResult:
+    """Decode, measure and judge one clip; every failure is a row, never an exception.
+    `expected_s`: the manifest's mp3seconds, for the `truncated` check."""
+    path = Path(path)
+    if not path.is_file():
+        return ClipFilterResult(key, "missing", False, "missing", f"{path} not found",
+                                error="file not found; download the audio first (agl download)")
+    try:
+        data, sr = decode(path)
+    except Exception as exc:  # soundfile raises LibsndfileError, RuntimeError, ValueError...
+        msg = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+        return ClipFilterResult(key, "unreadable", False, "unreadable", f"cannot decode {path.name}",
+                                error=msg)
+    if data.shape[0] == 0:
+        return ClipFilterResult(key, "empty", False, "empty", "the file decodes to no samples",
+                                sample_rate=sr, channels=int(data.shape[1]), seconds=0.0)
+    m = measure_signal(data, sr, cfg)
+    # Judged at the precision the table states (agl.core.canonical), so a last-digit difference
+    # between machines cannot flip a decision that the written values do not show.
+    m = Measures(**{k: canonical.round_value(v, canonical.quantity_of(k)) if isinstance(v, float)
+                    else v for k, v in asdict(m).items()})
+    codes, words = judge(m, cfg)
+    from agl.core.audio import duration_problem
+
+    short = duration_problem(m.seconds, expected_s, cfg.duration_tolerance, cfg.min_seconds)
+    if short:
+        codes.insert(0, short[0])
+        words.insert(0, short[1])
+    return ClipFilterResult(
+        key=key, status="ok", passed=not codes, reason=";".join(codes), detail="; ".join(words),
+        **asdict(m),
+    )
+
+
+def _filter_star(args: tuple) -> ClipFilterResult:
+    key, path, cfg, *expected = args
+    return filter_clip(key, path, cfg, *expected)
+
+
+@dataclass
+class FilterRun:
+    results: list[ClipFilterResult]
+    wall_s: float
+    jobs: int
+    reasons: Counter = field(default_factory=Counter)
+
+    def frame(self):
+        import pandas as pd
+
+        return pd.DataFrame([asdict(r) for r in self.results],
+                            columns=[f.name for f in fields(ClipFilterResult)])
+
+    def summary(self, cfg: FilterConfig) -> dict[str, Any]:
+        audio_s = sum(r.seconds or 0.0 for r in self.results)
+        reasons: Counter = Counter()
+        for r in self.results:
+            reasons.update(c for c in r.reason.split(";") if c)
+        statuses = Counter(r.status for r in self.results)
+        return {
+            "clips": len(self.results),
+            "passed": sum(r.passed for r in self.results),
+            "failed": sum(not r.passed for r in self.results),
+            "failed_by_reason": dict(sorted(reasons.items())),
+            "status": dict(sorted(statuses.items())),
+            "audio_seconds": round(audio_s, 3),
+            "wall_s": round(self.wall_s, 3),
+            "x_real_time": round(audio_s / self.wall_s, 2) if self.wall_s > 0 else None,
+            "jobs": self.jobs,
+            "thresholds": {k: (list(v) if isinstance(v, tuple) else v)
+                           for k, v in asdict(cfg).items() if k != "jobs"},
+        }
+
+
+def run_filter(items: Sequence[tuple], cfg: FilterConfig,
+               jobs: int | None = None) -> FilterRun:
+    """Filter (key, path) or (key, path, manifest seconds) items in order; `jobs` processes
+    (default cfg.jobs)."""
+    jobs = max(1, min(jobs or cfg.jobs, len(items) or 1, os.cpu_count() or 1))
+    t0 = time.perf_counter()
+    args = [(k, Path(p), cfg, *rest) for k, p, *rest in items]
+    results = list(_map(_filter_star, args, jobs))
+    return FilterRun(results=results, wall_s=time.perf_counter() - t0, jobs=jobs)
+
+
+def _map(fn, args: list, jobs: int) -> Iterable:
+    if jobs == 1:
+        return map(fn, args)
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn, not fork: the parent may hold torch/OpenMP threads (tagging, tests), and a
+    # forked child of a multi-threaded process can deadlock.
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+        return list(pool.map(fn, args, chunksize=1))
+
+
+def filter_manifest(manifest: Path, audio_root: Path, cfg: FilterConfig,
+                    jobs: int | None = None) -> FilterRun:
+    """Filter every clip of a manifest, audio at `<audio_root>/<key>/<mp3name>`."""
+    from agl.dataset.manifest import clips, load_manifest
+
+    items = [(c.key, Path(audio_root) / c.relpath, c.seconds)
+             for c in clips(load_manifest(manifest))]
+    return run_filter(items, cfg, jobs)
+
+
+def passed_keys(filter_csv: Path) -> list[str]:
+    """Keys of the clips that passed, from a filter table, in table order."""
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(filter_csv, dtype={"key": str}, keep_default_na=False)
+    except FileNotFoundError:
+        raise AglError(f"{filter_csv}: filter table not found; run the filter stage first") from None
+    if "passed" not in frame or "key" not in frame:
+        raise AglError(f"{filter_csv}: not a filter table (needs 'key' and 'passed' columns)")
+    return [k for k, p in zip(frame["key"], frame["passed"], strict=True) if str(p) == "True"]

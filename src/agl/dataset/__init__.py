@@ -1,0 +1,1 @@
+"""The data phase: the manifest, downloading and pinning clips, the demo set, published sources."""

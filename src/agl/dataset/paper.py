@@ -1,0 +1,124 @@
+"""The paper's published artefacts: its prediction files, its manifest and its leaderboard.
+
+Everything is fetched from pinned public URLs (a commit of the authors' repository), or from
+a mirror given as `base_url` (an http(s) or file URL, or a local folder), and cached by URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import urllib.parse
+from pathlib import Path
+
+import pandas as pd
+
+from agl.dataset.manifest import content_hash
+from agl.errors import AglError
+
+USER_AGENT = "agl/0.1 (AGL1K benchmark reproduction; +https://github.com/)"
+
+
+def resolve(base_url: str, relpath: str) -> str:
+    if "://" not in base_url:  # a local folder
+        return (Path(base_url) / relpath).resolve().as_uri()
+    return base_url.rstrip("/") + "/" + relpath.lstrip("/")
+
+
+def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
+          sha256: str | None = None) -> Path:
+    """The file at `url`, cached under `cache_dir` by a hash of the URL.
+
+    With `sha256`, the download must match it before it enters the cache (a mismatch is an
+    error and nothing is kept), and a cached copy is checked again on every use, so a file
+    changed on disk is never read as the pinned one."""
+    cache_dir = Path(cache_dir)
+    name = Path(urllib.parse.urlparse(url).path).name or "file"
+    dest = cache_dir / hashlib.sha256(url.encode()).hexdigest()[:16] / name
+    want = sha256.strip().lower() if sha256 else None
+    if dest.exists():
+        if want and content_hash(dest) != want:
+            raise AglError(f"{dest}: cached copy of {url} does not match SHA-256 {want}; "
+                           "delete it to download again")
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme == "file":
+        src = Path(urllib.parse.unquote(parsed.path))
+        if not src.exists():
+            raise AglError(f"{url}: file not found; check the base URL in params.yaml")
+        data = src.read_bytes()
+    else:
+        import httpx
+
+        try:
+            r = httpx.get(url, timeout=timeout, follow_redirects=True,
+                          headers={"User-Agent": USER_AGENT})
+        except httpx.HTTPError as exc:
+            raise AglError(f"{url}: cannot fetch ({type(exc).__name__}: {exc}); check the "
+                           "network or point the base URL in params.yaml at a mirror") from None
+        if r.status_code != 200:
+            raise AglError(f"{url}: HTTP {r.status_code}; check the URL in params.yaml")
+        data = r.content
+    got = hashlib.sha256(data).hexdigest() if want else None
+    if want and got != want:
+        raise AglError(f"{url}: SHA-256 {got} does not match the "
+                       f"expected {want}; the file differs from the pinned one (nothing cached)")
+    tmp = dest.with_name(dest.name + ".part")
+    tmp.write_bytes(data)
+    tmp.replace(dest)
+    return dest
+
+
+_ROW = re.compile(r"^\|(.+)\|\s*$")
+
+
+def read_paper_leaderboard(path: str | Path) -> pd.DataFrame:
+    """The paper's reported values: a CSV (model, source, distance_error_km, continent_acc,
+    country_acc, city_acc) or the authors' README, whose markdown tables hold the same."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".csv":
+        frame = pd.read_csv(path)
+        need = {"model", "distance_error_km", "continent_acc", "country_acc", "city_acc"}
+        if not need <= set(frame.columns):
+            raise AglError(f"{path}: needs columns {', '.join(sorted(need))}")
+        return frame
+    rows = []
+    for line in text.splitlines():
+        m = _ROW.match(line.strip())
+        if not m:
+            continue
+        cells = [c.strip().strip("*").strip() for c in m.group(1).split("|")]
+        if not cells or set("".join(cells)) <= set("-: "):
+            continue
+        model = re.sub(r"^[^\w]+", "", cells[0]).strip()  # drop medal emoji
+        nums = []
+        for c in cells[1:]:
+            try:
+                nums.append(float(c.replace("*", "")))
+            except ValueError:
+                nums = []
+                break
+        if model and nums:
+            rows.append({"model": model, "distance_error_km": nums[0],
+                         **dict(zip(("continent_acc", "country_acc", "city_acc"), nums[1:],
+                                    strict=False))})
+    if not rows:
+        raise AglError(f"{path}: no leaderboard table found")
+    return pd.DataFrame(rows)
+
+
+def run_source(item: dict, published: dict) -> tuple[str, str]:
+    """A `paper.runs` entry's name and path in the authors' repository: its own `path`, or
+    the pinned one of `published: <short name>` (whose SHA-256 is then checked)."""
+    short = item.get("published")
+    if short is not None:
+        if short not in published:
+            raise AglError(f"params.yaml paper.runs: published '{short}' is not a key of "
+                           f"paper.published ({', '.join(sorted(published)) or 'none'})")
+        return str(item.get("name") or short), str(published[short]["path"])
+    if not item.get("path") or not item.get("name"):
+        raise AglError(f"params.yaml paper.runs: {item!r} needs a name and a path, or "
+                       "published: <a key of paper.published>")
+    return str(item["name"]), str(item["path"])

@@ -1,0 +1,311 @@
+"""The dataset folder (`data/`): which dataset, where its manifest comes from, how it is filled.
+
+`data.dataset` in params.yaml picks one of:
+- `demo`: the SYNTHETIC demo set, generated offline (agl.dataset.demo);
+- `agl1k`: the published AGL1K manifest, fetched from its pinned URL and checked against its
+  pinned SHA-256, then every clip from the Internet Archive (agl.dataset.download);
+- a path (or http(s) URL) to any manifest CSV in the AGL1K schema, e.g. one `agl crawl` wrote.
+
+Whatever the source, the folder has one layout: `manifest.csv` (the full 20-column AGL1K
+layout, header defect repaired), `audio/<key>/<mp3name>`, and `lock.json` (size and SHA-256 of
+every clip, plus where the manifest came from).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agl.core.jsonutil import dumps
+from agl.dataset.checksums import read_lock, read_source, write_lock
+from agl.errors import AglError
+
+if TYPE_CHECKING:
+    import httpx
+
+    from agl.dataset.download import Policy
+
+AGL1K_MANIFEST_URL = (
+    "https://raw.githubusercontent.com/Rising0321/AGL1K/"
+    "ab53ad0a78ec4306f2d9437aae3da6984f45403f/data/geoLocalization_schema.csv"
+)
+AGL1K_MANIFEST_SHA256 = "4f5c09b9336b5cfe689cc76f04eb8eabb794e53763ef6d81eb150bfce08b4f3b"
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """What to put in the dataset folder."""
+
+    dataset: str = "demo"  # demo | agl1k | path or URL of a manifest CSV
+    out: Path = Path("data")
+    manifest_url: str = AGL1K_MANIFEST_URL
+    manifest_sha256: str | None = AGL1K_MANIFEST_SHA256  # None: accept whatever is served
+    demo_seed: int | None = None  # None: agl.dataset.demo.DEFAULT_SEED
+    prune: bool = True  # remove audio the manifest does not name (DVC's cache keeps it)
+
+
+def prepare(
+    spec: DatasetSpec,
+    policy: Policy,
+    client: httpx.Client | None = None,
+    summary_path: Path | None = None,
+) -> dict:
+    """Fill `spec.out` for `spec.dataset`; returns the run's summary (printed, and written to
+    `summary_path` even when the run then fails past its failure budget)."""
+    from agl.core.single_writer import exclusive
+
+    with exclusive(spec.out, "agl download"):  # a second run refuses: no racing .part files
+        return _prepare(spec, policy, client, summary_path)
+
+
+def _prepare(spec: DatasetSpec, policy: Policy, client: httpx.Client | None,
+             summary_path: Path | None) -> dict:
+    out = Path(spec.out)
+    if spec.dataset == "demo":
+        result = _prepare_demo(spec, out)
+        if summary_path:
+            write_summary(summary_path, result)
+        return result
+    from agl.dataset.download import download_clips
+    from agl.dataset.manifest import clips
+
+    frame, source = _manifest(spec, out, policy, client)
+    rows = clips(frame)
+    _prune(out, {c.key for c in rows}, {c.relpath for c in rows}, spec.prune)
+    _write_manifest(frame, out / "manifest.csv")
+    write_lock(out / "lock.json", read_lock(out / "lock.json"), source=source)
+    summary = download_clips(rows, out, policy, client=client, check=False)
+    print(f"agl download: {out}: {summary.line()}", file=sys.stderr)
+    for r in summary.failed:
+        print(f"agl download: {r.status} {r.relpath}: {r.reason}", file=sys.stderr)
+    result = {"dataset": spec.dataset, "out": str(out), **source, **summary.as_dict()}
+    if summary_path:
+        write_summary(summary_path, result)
+    summary.check(policy.failure_budget, out / "lock.json")
+    return result
+
+
+def _prepare_demo(spec: DatasetSpec, out: Path) -> dict:
+    from agl.dataset.demo import DEFAULT_SEED, RECIPES, key_of, write_demo
+
+    keys = {key_of(i) for i in range(len(RECIPES))}
+    _prune(out, keys, None, spec.prune)
+    seed = DEFAULT_SEED if spec.demo_seed is None else spec.demo_seed
+    if _demo_matches_lock(out, seed, keys):
+        print(f"agl download: {out}: the SYNTHETIC demo set (seed {seed}) already matches "
+              f"{out / 'lock.json'}; nothing to do", file=sys.stderr)  # fmt: skip
+        return {"dataset": "demo", "out": str(out), "synthetic": True, "seed": seed,
+                "clips": len(keys), "generated": 0, "failed": 0, "missing": {}}  # fmt: skip
+    made = write_demo(out, seed=seed)
+    print(f"agl download: {out}: generated {len(made)} SYNTHETIC demo clips (seed {seed})",
+          file=sys.stderr)  # fmt: skip
+    return {"dataset": "demo", "out": str(out), "synthetic": True, "seed": seed,
+            "clips": len(made), "generated": len(made), "failed": 0, "missing": {}}  # fmt: skip
+
+
+def _demo_matches_lock(out: Path, seed: int, keys: set[str]) -> bool:
+    """True when `out` already holds the demo set of `seed`: the lock names the generator and
+    seed, one clip per demo key, and every clip has the lock's size and SHA-256 (about 0.1 s
+    instead of ~11 s of generation). The generator is deterministic, so this is the set it
+    would write; after editing agl.dataset.demo itself, delete data/ to regenerate."""
+    from agl.dataset.checksums import file_digest
+    from agl.dataset.demo import GENERATOR_LABEL
+
+    lock_path = out / "lock.json"
+    if read_source(lock_path) != {"generator": GENERATOR_LABEL, "seed": seed}:
+        return False
+    if not all((out / name).is_file() for name in ("manifest.csv", "demo_truth.json")):
+        return False
+    try:
+        entries = read_lock(lock_path)
+    except AglError:  # a broken lock: regenerate, which rewrites it
+        return False
+    if sorted(rel.split("/", 1)[0] for rel in entries) != sorted(keys):
+        return False
+    for rel, entry in entries.items():
+        path = out / "audio" / rel
+        if not path.is_file() or path.stat().st_size != entry.size or file_digest(path) != entry:
+            return False
+    return True
+
+
+def _manifest(spec: DatasetSpec, out: Path, policy, client):
+    """The manifest as a validated frame, written to `<out>/manifest.csv` in AGL1K layout."""
+    from agl.dataset.download import fetch_document, sha256_hex
+    from agl.dataset.manifest import ManifestWarning, load_manifest, parse_manifest
+
+    target = out / "manifest.csv"
+    if spec.dataset == "agl1k":
+        where, pinned = spec.manifest_url, spec.manifest_sha256
+    else:
+        where, pinned = spec.dataset, None
+    remote = where.startswith(("http://", "https://"))
+    recorded = read_source(out / "lock.json") or {}
+    if (
+        remote
+        and pinned
+        and target.exists()
+        and recorded.get("manifest") == where
+        and recorded.get("manifest_sha256") == pinned
+    ):
+        # fetched and verified before: the pin says it cannot have changed, so stay offline
+        return load_manifest(target), recorded
+    if remote:
+        raw = fetch_document(where, policy, client)
+    else:
+        path = Path(where)
+        if not path.is_file():
+            raise AglError(
+                f"data.dataset: {where!r} is not demo, agl1k, or an existing manifest file; "
+                "fix params.yaml (or pass --dataset)"
+            )
+        raw = path.read_bytes()
+    digest = sha256_hex(raw)
+    if pinned and digest != pinned:
+        raise AglError(
+            f"{where}: SHA-256 {digest} differs from the pinned {pinned}; the published "
+            "manifest changed: check it, then update download.manifest_sha256 if intended"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AglError(f"{where}: not UTF-8 text ({exc.reason})") from None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ManifestWarning)
+        frame = parse_manifest(text, source=where)
+    for w in caught:
+        print(f"agl download: note: {w.message}", file=sys.stderr)
+    return frame, {"manifest": where, "manifest_sha256": digest}
+
+
+def _write_manifest(frame, target: Path) -> None:
+    """AGL1K's 20-column layout, atomically; an identical file is left untouched."""
+    from agl.dataset.manifest import write_manifest
+
+    staged = target.with_name(".manifest.csv.part")
+    write_manifest(frame, staged)
+    if target.exists() and target.read_bytes() == staged.read_bytes():
+        staged.unlink()
+    else:
+        staged.replace(target)
+
+
+def _prune(out: Path, keys: set[str], relpaths: set[str] | None, prune: bool) -> None:
+    """Make the folder hold only the manifest's clips (and their .part files)."""
+    audio = out / "audio"
+    foreign = sorted(p for p in audio.iterdir() if p.name not in keys) if audio.is_dir() else []
+    if foreign and not prune:
+        raise AglError(
+            f"{audio} holds {len(foreign)} clip folder(s) the manifest does not name "
+            f"({foreign[0].name}, ...); set download.prune: true or use another download.out"
+        )
+    for path in foreign:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    if foreign:
+        print(
+            f"agl download: removed {len(foreign)} clip folder(s) not in the manifest from "
+            f"{audio} (the previous version stays in DVC's cache: `dvc checkout` restores it)",
+            file=sys.stderr,
+        )
+    truth = out / "demo_truth.json"
+    if relpaths is not None and truth.exists():
+        truth.unlink()  # the synthetic set's sidecar must not sit beside real data
+    lock_path = out / "lock.json"
+    if relpaths is not None and lock_path.exists():
+        lock = read_lock(lock_path)
+        kept = {rel: e for rel, e in lock.items() if rel in relpaths}
+        if len(kept) != len(lock):
+            write_lock(lock_path, kept)
+
+
+DOWNLOAD_KEYS = {
+    "out": str,
+    "manifest_url": str,
+    "manifest_sha256": (str, type(None)),
+    "base_url": str,
+    "metadata_url": (str, type(None)),
+    "jobs": int,
+    "timeout_s": (int, float),
+    "retries": int,
+    "backoff_s": (int, float),
+    "max_backoff_s": (int, float),
+    "failure_budget": int,
+    "duration_tolerance": (int, float, type(None)),
+    "prune": bool,
+    "demo_seed": (int, type(None)),
+    "summary": (str, type(None)),
+}
+
+
+def from_params(
+    params: dict,
+    source: str = "params.yaml",
+    dataset: str | None = None,
+    progress: bool = True,
+    **overrides,
+):
+    """(DatasetSpec, Policy, summary path) from params.yaml's `data` and `download` sections.
+
+    `overrides` (command-line flags) replace `download` keys and `dataset` replaces
+    `data.dataset`; None keeps the params value. Errors name the file and the key.
+    """
+    from agl.dataset.download import Policy
+
+    data = params.get("data") or {}
+    section = dict(params.get("download") or {})
+    for key, value in overrides.items():
+        if value is not None:
+            section[key] = value
+    for key, value in section.items():
+        if key not in DOWNLOAD_KEYS:
+            raise AglError(f"{source}: download.{key} is not a known key "
+                           f"(known: {', '.join(sorted(DOWNLOAD_KEYS))})")  # fmt: skip
+        kind = DOWNLOAD_KEYS[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise AglError(f"{source}: download.{key}: {value!r} has the wrong type")
+    for key in ("jobs", "timeout_s"):
+        if key in section and section[key] <= 0:
+            raise AglError(f"{source}: download.{key} must be positive, not {section[key]}")
+    tol = section.get("duration_tolerance")
+    if tol is not None and not 0 <= tol < 1:
+        raise AglError(f"{source}: download.duration_tolerance must be a fraction in [0, 1) "
+                       f"(0.1 accepts 10% shorter than mp3seconds) or null, not {tol}")
+    for key in ("retries", "backoff_s", "max_backoff_s", "failure_budget"):
+        if key in section and section[key] < 0:
+            raise AglError(f"{source}: download.{key} must be >= 0, not {section[key]}")
+    dataset = dataset or data.get("dataset", "demo")
+    if not isinstance(dataset, str) or not dataset:
+        raise AglError(f"{source}: data.dataset must be demo, agl1k or a manifest path")
+    spec = DatasetSpec(
+        dataset=dataset,
+        out=Path(section.get("out", "data")),
+        manifest_url=section.get("manifest_url", AGL1K_MANIFEST_URL),
+        manifest_sha256=section.get("manifest_sha256", AGL1K_MANIFEST_SHA256),
+        demo_seed=section.get("demo_seed"),
+        prune=section.get("prune", True),
+    )
+    defaults = Policy()
+    policy = Policy(
+        base_url=section.get("base_url", defaults.base_url),
+        metadata_url=section.get("metadata_url", defaults.metadata_url),
+        jobs=section.get("jobs", defaults.jobs),
+        timeout_s=float(section.get("timeout_s", defaults.timeout_s)),
+        retries=section.get("retries", defaults.retries),
+        backoff_s=float(section.get("backoff_s", defaults.backoff_s)),
+        max_backoff_s=float(section.get("max_backoff_s", defaults.max_backoff_s)),
+        failure_budget=section.get("failure_budget", defaults.failure_budget),
+        duration_tolerance=section.get("duration_tolerance", defaults.duration_tolerance),
+        progress=progress,
+    )
+    summary = section.get("summary")
+    return spec, policy, Path(summary) if summary else None
+
+
+def write_summary(path: Path, summary: dict) -> None:
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -1,0 +1,169 @@
+"""Where input files come from: a local path, an http(s)/file URL, or a `paper:<name>` short name.
+
+`agl evaluate` and `agl import` accept any of the three for the predictions and the manifest.
+A URL is downloaded once into a cache (`paper.fetch`: one folder per URL hash) and read from
+there afterwards, offline. Its SHA-256 is checked when one is given (`--sha256`) or pinned in
+`params.yaml` (the AGL1K manifest's `download.manifest_sha256`, and `paper.published` entries);
+a mismatch is refused with one line and nothing is cached.
+
+`paper:<name>` names one of the authors' published files in their repository at the pinned
+commit (`paper.base_url`, a mirror works too): the entries of `params.yaml: paper.published`
+(with their checksums), `paper:manifest` (the benchmark manifest), and, unchecked, every model
+of the paper's leaderboard by the folder its predictions lie in (the `published_predictions`
+column of `src/agl/data/paper_values.csv`, e.g. `paper:gemini-2.5-pro`).
+
+Without a `params.yaml` in the working directory the pinned defaults below are used, so the
+commands work from any folder.
+"""
+
+from __future__ import annotations
+
+import difflib
+import urllib.parse
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from agl.errors import AglError
+
+PAPER_TITLE = "The Sonar Moment"
+AUTHORS_REPO = "https://github.com/Rising0321/AGL1K"
+PINNED_COMMIT = "ab53ad0a78ec4306f2d9437aae3da6984f45403f"
+PINNED_BASE_URL = f"https://raw.githubusercontent.com/Rising0321/AGL1K/{PINNED_COMMIT}"
+MANIFEST_PATH = "data/geoLocalization_schema.csv"
+MANIFEST_SHA256 = "4f5c09b9336b5cfe689cc76f04eb8eabb794e53763ef6d81eb150bfce08b4f3b"
+DEFAULT_CACHE = "cache/sources"
+PAPER_VALUES = "paper_values.csv"  # in agl/data: the paper's leaderboard, public numbers
+SCHEME = "paper:"
+
+
+@dataclass(frozen=True)
+class Published:
+    path: str  # inside the authors' repository
+    sha256: str | None = None
+
+
+@dataclass
+class SourceConfig:
+    """What resolving a source needs from params.yaml (`paper:` and `download:`)."""
+
+    base_url: str = PINNED_BASE_URL
+    manifest: str = MANIFEST_PATH
+    manifest_sha256: str | None = MANIFEST_SHA256
+    manifest_url: str = f"{PINNED_BASE_URL}/{MANIFEST_PATH}"
+    published: dict[str, Published] = field(default_factory=dict)
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any] | None) -> SourceConfig:
+        params = params or {}
+        paper, download = params.get("paper") or {}, params.get("download") or {}
+        cfg = cls()
+        cfg.base_url = str(paper.get("base_url") or cfg.base_url)
+        cfg.manifest = str(paper.get("manifest") or cfg.manifest)
+        cfg.manifest_url = str(download.get("manifest_url") or cfg.manifest_url)
+        cfg.manifest_sha256 = download.get("manifest_sha256", cfg.manifest_sha256)
+        for name, entry in (paper.get("published") or {}).items():
+            if not isinstance(entry, dict) or not entry.get("path"):
+                raise AglError(f"params.yaml paper.published.{name}: needs a 'path' (and optionally 'sha256')")
+            cfg.published[str(name)] = Published(str(entry["path"]), entry.get("sha256"))
+        return cfg
+
+    @classmethod
+    def load(cls, params_path: str | Path = "params.yaml") -> SourceConfig:
+        """From `params_path` when it exists (a checkout), else the pinned defaults."""
+        path = Path(params_path)
+        if not path.exists():
+            return cls()
+        import yaml
+
+        try:
+            return cls.from_params(yaml.safe_load(path.read_text(encoding="utf-8")))
+        except yaml.YAMLError as exc:
+            raise AglError(f"{path}: not valid YAML ({exc})") from None
+
+    def names(self) -> dict[str, Published]:
+        """Every short name: params entries win over the leaderboard's folder names."""
+        out = {"manifest": Published(self.manifest, self.manifest_sha256)}
+        for rel in paper_values()["published_predictions"].dropna():
+            out.setdefault(Path(str(rel)).parent.name, Published(str(rel)))
+        out.update(self.published)
+        return out
+
+    def pinned(self) -> dict[str, str]:
+        """URL -> SHA-256 of every file whose content is pinned."""
+        from agl.dataset.paper import resolve
+
+        pins = {}
+        if self.manifest_sha256:
+            pins[self.manifest_url] = self.manifest_sha256
+            pins[resolve(self.base_url, self.manifest)] = self.manifest_sha256
+            pins[f"{PINNED_BASE_URL}/{MANIFEST_PATH}"] = self.manifest_sha256
+        for entry in self.published.values():
+            if entry.sha256:
+                pins[resolve(self.base_url, entry.path)] = entry.sha256
+                pins[f"{PINNED_BASE_URL}/{entry.path}"] = entry.sha256
+        return pins
+
+
+def paper_values():
+    """The paper's leaderboard as shipped in this package (`agl/data/paper_values.csv`)."""
+    import pandas as pd
+
+    with resources.as_file(resources.files("agl") / "data" / PAPER_VALUES) as path:
+        return pd.read_csv(path)
+
+
+def paper_values_path() -> Path:
+    return Path(str(resources.files("agl") / "data" / PAPER_VALUES))
+
+
+def is_url(spec: str) -> bool:
+    return urllib.parse.urlparse(str(spec)).scheme in ("http", "https", "file")
+
+
+def resolve_source(
+    spec: str | Path,
+    *,
+    cache_dir: str | Path = DEFAULT_CACHE,
+    sha256: str | None = None,
+    config: SourceConfig | None = None,
+) -> Path:
+    """A local path for `spec`: a path as is; a URL or `paper:<name>` fetched into the cache.
+
+    Never passes a URL through `Path` (which would merge `https://` into `https:/`)."""
+    text = str(spec)
+    if not text.startswith(SCHEME) and not is_url(text):
+        path = Path(text)
+        if sha256:
+            _check_local(path, sha256)
+        return path
+    from agl.dataset.paper import fetch, resolve
+
+    config = config or SourceConfig.load()
+    if text.startswith(SCHEME):
+        name = text[len(SCHEME) :]
+        names = config.names()
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f"did you mean 'paper:{close[0]}'? " if close else ""
+            raise AglError(
+                f"{text}: unknown published file; {hint}known: " + ", ".join(f"paper:{n}" for n in sorted(names))
+            )
+        entry = names[name]
+        url = resolve(config.base_url, entry.path)
+        sha256 = sha256 or entry.sha256
+    else:
+        url = text
+    sha256 = sha256 or config.pinned().get(url)
+    return fetch(url, cache_dir, sha256=sha256)
+
+
+def _check_local(path: Path, sha256: str) -> None:
+    from agl.dataset.manifest import content_hash
+
+    if not path.exists():
+        raise AglError(f"{path}: file not found")
+    got = content_hash(path)
+    if got != sha256.strip().lower():
+        raise AglError(f"{path}: SHA-256 {got} does not match the expected {sha256.strip().lower()}")

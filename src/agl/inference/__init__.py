@@ -1,0 +1,1 @@
+"""Running a model over a dataset: runner, response cache, run specs, cost estimates, roster."""

@@ -1,0 +1,165 @@
+"""A content-addressed, crash-safe cache of model replies.
+
+The key is the SHA-256 of everything that decides a reply: backend name, model id, the
+normalised generation settings, the prompt's hash, the system prompt's hash and the audio's
+SHA-256. Secrets never enter it: settings whose names look like credentials are dropped
+before hashing and nothing but the reply is stored, so the cache can be shared or committed
+to a DVC remote without leaking a key.
+
+Each entry is one small JSON file `<dir>/<key[:2]>/<key>.json`, written to a temporary file,
+fsync'd and renamed into place, so a killed process leaves either the whole entry or none.
+Only deterministic, successful replies are cached (the runner decides; see
+`agl.inference.runner`): a sampled reply replayed from a cache would not be a fresh sample.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from agl.backends.base import Reply, ReplyStatus, Request
+from agl.core.jsonutil import dumps
+
+# Setting names that may hold a credential, and settings that steer the call but not the
+# reply (where a file is uploaded, how long to wait, which host serves the model): neither
+# belongs in a cache key. The endpoint is transport: a model id is taken to name the same
+# weights wherever it is served (a proxy, a vLLM box, a fake server in tests).
+_SECRET = re.compile(r"(api_?key|secret|token(?!s)|password|passwd|credential|auth)", re.I)
+_NOT_GENERATION = frozenset(
+    {"api_key_env", "timeout", "timeout_s", "upload_above_bytes",
+     "concurrency", "max_retries", "price_in_per_m", "price_out_per_m", "http_options",
+     "base_url", "api_version", "cache", "endpoint_concurrency", "endpoint_backoff_s",
+     "endpoint_backoff_cap_s",
+     # transformers: where timings go and how long a partial batch waits; `batch_size`
+     # stays in the key (bfloat16 kernels may round a padded batch differently).
+     "efficiency_log", "batch_wait_s"}
+)
+CACHE_VERSION = 2
+
+
+def public_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """Settings with every credential-looking entry removed and URLs stripped of userinfo
+    and query strings (where keys are sometimes passed); safe to log, hash and store."""
+    out: dict[str, Any] = {}
+    for k, v in settings.items():
+        if _SECRET.search(k) and not k.endswith("_env"):
+            continue
+        if isinstance(v, str) and "://" in v:
+            v = _strip_url(v)
+        elif isinstance(v, dict):
+            v = public_settings(v)
+        out[k] = v
+    return out
+
+
+def _strip_url(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def generation_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings that decide a reply, normalised (sorted keys, JSON types, every number a
+    float so that `temperature: 0` and `temperature: 0.0` are one setting)."""
+    kept = {k: v for k, v in public_settings(settings).items() if k not in _NOT_GENERATION}
+    return _numbers_as_float(json.loads(json.dumps(kept, sort_keys=True, default=str)))
+
+
+def _numbers_as_float(v: Any) -> Any:
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return v
+    if isinstance(v, int | float):
+        return float(v)
+    if isinstance(v, dict):
+        return {k: _numbers_as_float(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_numbers_as_float(x) for x in v]
+    return v
+
+
+def sha256_text(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def cache_key(backend: str, model: str, settings: dict[str, Any], request: Request) -> str:
+    """The content address of one call. `request.audio_sha256` must be set for audio."""
+    if request.audio_path is not None and not request.audio_sha256:
+        raise ValueError("a request with audio needs audio_sha256 for its cache key")
+    material = {
+        "v": CACHE_VERSION,
+        "backend": backend,
+        "model": model,
+        "settings": generation_settings(settings),
+        "prompt_sha256": sha256_text(request.prompt),
+        "system_sha256": sha256_text(request.system),
+        "audio_sha256": request.audio_sha256,
+        # Without audio, a backend's reply may still depend on the clip (the random
+        # baselines draw per clip), so the clip id is part of the address.
+        "sample_id": request.sample_id if request.audio_sha256 is None else None,
+    }
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """One JSON file per key under `root`; `get` returns a Reply or None."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> Reply | None:
+        try:
+            entry = json.loads(self._path(key).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None  # an unreadable entry is a miss; the next `put` replaces it
+        if entry.get("v") != CACHE_VERSION:
+            return None
+        return Reply(
+            status=ReplyStatus(entry["status"]),
+            text=entry.get("text"),
+            input_tokens=entry.get("input_tokens"),
+            output_tokens=entry.get("output_tokens"),
+            latency_s=entry.get("latency_s"),
+            extra=dict(entry.get("extra") or {}),
+        )
+
+    def put(self, key: str, reply: Reply) -> None:
+        if reply.status is ReplyStatus.FAILED:
+            raise ValueError("failed replies are never cached")
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        entry = {
+            "v": CACHE_VERSION,
+            "status": reply.status.value,
+            "text": reply.text,
+            "input_tokens": reply.input_tokens,
+            "output_tokens": reply.output_tokens,
+            "latency_s": reply.latency_s,
+            "extra": reply.extra,
+        }
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(dumps(entry, ensure_ascii=False, default=str))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.root.glob("*/*.json")) if self.root.exists() else 0

@@ -1,0 +1,121 @@
+"""What a run will cost before it runs: requests, audio minutes, tokens, USD.
+
+Audio-language APIs bill audio by duration: Gemini documents 32 tokens per second of audio,
+OpenAI's audio models about 10 per second (their price pages); the rate is a model setting
+(`audio_tokens_per_s`, default 32), as is the expected reply length (`est_output_tokens`,
+default 400). Text tokens are estimated as characters / 4. Clips already finished in the
+run folder are not requested again, so they are not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_AUDIO_TOKENS_PER_S = 32.0
+DEFAULT_OUTPUT_TOKENS = 400
+
+
+@dataclass(frozen=True)
+class Estimate:
+    requests: int
+    audio_minutes: float
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+    def line(self) -> str:
+        return (
+            f"{self.requests} request(s), {self.audio_minutes:.2f} audio minutes, "
+            f"~{self.input_tokens:,} input + ~{self.output_tokens:,} output tokens, "
+            f"estimated ${self.cost_usd:.4f}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "audio_minutes": round(self.audio_minutes, 3),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+        }
+
+
+def clip_seconds(clip: Any, audio_root: Path | None) -> float:
+    """The file's own duration where it is readable, else the manifest's mp3seconds."""
+    if audio_root is not None:
+        path = Path(audio_root) / clip.relpath
+        if path.is_file():
+            import soundfile as sf
+
+            try:
+                return float(sf.info(str(path)).duration)
+            except RuntimeError:
+                pass
+    return float(clip.seconds or 0.0)
+
+
+def estimate(
+    clips: list[Any],
+    *,
+    audio_root: Path | None,
+    prompt_text: str,
+    settings: dict[str, Any],
+    price_in_per_m: float,
+    price_out_per_m: float,
+    finished: set[str] = frozenset(),
+    listens: bool = True,
+) -> Estimate:
+    pending = [c for c in clips if c.key not in finished]
+    seconds = sum(clip_seconds(c, audio_root) for c in pending) if listens else 0.0
+    rate = float(settings.get("audio_tokens_per_s", DEFAULT_AUDIO_TOKENS_PER_S))
+    out_each = int(settings.get("est_output_tokens", DEFAULT_OUTPUT_TOKENS))
+    tokens_in = int(round(seconds * rate + len(pending) * len(prompt_text) / 4))
+    tokens_out = out_each * len(pending)
+    cost = (tokens_in * price_in_per_m + tokens_out * price_out_per_m) / 1e6
+    return Estimate(len(pending), seconds / 60, tokens_in, tokens_out, cost)
+
+
+def estimate_run(
+    spec: Any,
+    infer: Any,
+    *,
+    manifest: str | Path,
+    audio_root: str | Path | None,
+    out_dir: str | Path,
+    limit: int | None = None,
+) -> Estimate:
+    """The estimate for `agl infer --dry-run` and the stages: what `run_spec` would request."""
+    import warnings
+
+    from agl.backends.base import get_backend
+    from agl.dataset.manifest import ManifestWarning, clips, load_manifest
+    from agl.inference.runner import PREDICTIONS, run_fingerprint
+    from agl.predictions.records import iter_records
+    from agl.prompts import load_prompt
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ManifestWarning)
+        rows = clips(load_manifest(manifest))
+    limit = limit if limit is not None else infer.limit
+    rows = rows[:limit] if limit is not None else rows
+    prompt = load_prompt(spec.prompt or infer.prompt, source=infer.prompt_source)
+    fingerprint = run_fingerprint(spec.backend, spec.model, spec.settings, prompt.sha256)
+    pred_path = Path(out_dir) / PREDICTIONS
+    finished = set()
+    if pred_path.exists():
+        finished = {
+            p.sample_id for p in iter_records(pred_path) if p.finished and p.meta.get("run_fingerprint") == fingerprint
+        }
+    listens = bool(getattr(get_backend(spec.backend), "needs_audio", True))
+    return estimate(
+        rows,
+        audio_root=Path(audio_root) if audio_root else None,
+        prompt_text=prompt.text,
+        settings=spec.settings,
+        price_in_per_m=spec.price_in_per_m,
+        price_out_per_m=spec.price_out_per_m,
+        finished=finished,
+        listens=listens,
+    )

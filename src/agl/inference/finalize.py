@@ -1,0 +1,111 @@
+"""The tracked files of an inference run, made canonical once the run is over.
+
+During a run `predictions.jsonl` is an append-only log in arrival order (durable, resumable);
+arrival order follows concurrency and network timing, and each record carries its latency,
+attempts and whether it came from the cache. None of that is decided by data, params and
+code, so at the end the run folder is rewritten as DVC should hash it:
+
+* `predictions.jsonl`: one record per clip, in manifest order (clips outside the manifest
+  after, by key), floats at `agl.core.canonical` precision, keys sorted, without the volatile
+  meta fields below;
+* `run_summary.json`: the run's counts, tokens, cost, prompt and settings, without timings;
+* `run_summary.timings.json` (ignored by DVC): the run's latency statistics, wall time,
+  session request and cache counts, and each clip's volatile meta (kept across reruns).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agl.core import canonical
+
+# Per-clip meta that depends on the machine, the network or the run's history.
+VOLATILE_META = (
+    "latency_s",
+    "attempts",
+    "cached",
+    "load_s",
+    "prefill_s",
+    "decode_s",
+    "tokens_per_s",
+    "submitted_at",
+    "listened_s",
+)
+# run_summary.json keys of the same kind.
+VOLATILE_SUMMARY = (
+    "latency_s",
+    "cached",
+    "attempts",
+    "local_prefill_s",
+    "local_decode_s",
+    "local_tokens_per_s",
+    "wall_s",
+    "session_requests",
+    "session_cache_hits",
+)
+# The authors' verbatim fields stay verbatim.
+QUANTITIES = {"original": canonical.EXACT}
+
+
+def canonical_records(latest: Mapping[str, Any], order: Sequence[str]) -> tuple[str, dict]:
+    """(predictions.jsonl text, {sample_id: volatile meta}) for the newest record per clip."""
+    rank = {k: i for i, k in enumerate(order)}
+    records = sorted(latest.values(), key=lambda p: (rank.get(p.sample_id, len(rank)), p.sample_id))
+    lines, volatile = [], {}
+    for p in records:
+        d = p.to_json()
+        meta = dict(d.get("meta") or {})
+        moved = {k: meta.pop(k) for k in VOLATILE_META if k in meta}
+        if moved:
+            volatile[p.sample_id] = moved
+        d["meta"] = meta
+        lines.append(canonical.jsonl_line(d, quantities=QUANTITIES))
+    return "".join(lines), volatile
+
+
+def write_canonical_run(
+    out_dir: Path, pred_path: Path, latest: Mapping[str, Any], order: Sequence[str], summary: Mapping[str, Any]
+) -> None:
+    from agl.inference.runner import SUMMARY
+
+    out_dir = Path(out_dir)
+    text, volatile = canonical_records(latest, order)
+    tmp = pred_path.with_name(pred_path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, pred_path)
+
+    from agl.core.secrets import known_secrets, scrub
+
+    # No secret in a summary (it echoes settings and errors), whatever its source.
+    stable, timings = canonical.split(scrub(dict(summary), known_secrets()), VOLATILE_SUMMARY)
+    canonical.write_json(out_dir / SUMMARY, stable)
+    # Clips answered in an earlier session keep the timings recorded then.
+    old_path = canonical.timings_path(out_dir / SUMMARY)
+    clips: dict[str, Any] = {}
+    if old_path.exists():
+        try:
+            clips = dict(json.loads(old_path.read_text(encoding="utf-8")).get("clips") or {})
+        except (json.JSONDecodeError, AttributeError):
+            clips = {}
+    clips.update(volatile)
+    canonical.write_timings(out_dir / SUMMARY, {**timings, "clips": clips})
+
+
+def read_run(out_dir: str | Path) -> dict[str, Any]:
+    """A run's newest prediction per clip with each clip's volatile meta (latency, attempts,
+    cached, ...) merged back from the timings file: what a reader of the live log saw."""
+    from agl.inference.runner import PREDICTIONS, SUMMARY
+    from agl.predictions.records import read_predictions
+
+    out_dir = Path(out_dir)
+    preds = read_predictions(out_dir / PREDICTIONS)
+    path = canonical.timings_path(out_dir / SUMMARY)
+    clips = json.loads(path.read_text(encoding="utf-8")).get("clips", {}) if path.exists() else {}
+    return {k: p.with_meta(**clips.get(k, {})) for k, p in preds.items()}

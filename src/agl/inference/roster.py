@@ -1,0 +1,53 @@
+"""The paper's 16 models as `models:` entries (`src/agl/data/roster.yaml`), validated.
+
+Each entry is a `params.yaml` `models:` entry (checked by `agl.inference.runspec.parse_models`) plus
+`needs`: what running it takes (an API key variable, GPU memory, a server to start).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from agl.errors import AglError
+from agl.inference.runspec import ModelSpec, parse_models
+
+
+@dataclass(frozen=True)
+class RosterEntry:
+    spec: ModelSpec
+    key: str | None  # environment variable holding the API key, if any
+    gpu_gb: float | None  # planning figure for bfloat16 weights + one batch
+    server: str | None  # the command that starts its OpenAI-compatible server
+
+
+def load_roster(path: Path | None = None) -> list[RosterEntry]:
+    import yaml
+
+    source = path or resources.files("agl") / "data" / "roster.yaml"
+    label = str(path or "agl/data/roster.yaml")
+    doc = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+    models = doc.get("models")
+    if not isinstance(models, dict):
+        raise AglError(f"{label}: models: expected a mapping of name -> entry")
+    needs: dict[str, dict[str, Any]] = {}
+    entries: dict[str, Any] = {}
+    for name, e in models.items():
+        if not isinstance(e, dict):
+            raise AglError(f"{label}: models.{name}: expected a mapping")
+        n = e.get("needs") or {}
+        if not isinstance(n, dict) or set(n) - {"key", "gpu_gb", "server"}:
+            raise AglError(f"{label}: models.{name}.needs: only key, gpu_gb, server")
+        needs[name] = n
+        # The authors' prompt is the default for the paper's rows.
+        entries[name] = {"prompt": "agl1k-paper", **{k: v for k, v in e.items() if k != "needs"}}
+    specs = parse_models(entries, source=label)
+    out = []
+    for spec in specs:
+        n = needs[spec.name]
+        if spec.paper_name is None:
+            raise AglError(f"{label}: models.{spec.name}.paper_name: required in the roster")
+        out.append(RosterEntry(spec, n.get("key"), n.get("gpu_gb"), n.get("server")))
+    return out

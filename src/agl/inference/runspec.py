@@ -1,0 +1,213 @@
+"""The `models:` and `infer:` sections of params.yaml, validated into frozen records.
+
+Errors name the file and the key (`params.yaml: models[2].backend: ...`), so a typo is one
+clear line instead of a traceback from deep inside a run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agl.dataset.manifest import is_plain_name
+from agl.errors import AglError
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str  # the run's folder: build/runs/<name>/
+    backend: str
+    model: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    price_in_per_m: float = 0.0  # USD per million input tokens
+    price_out_per_m: float = 0.0  # USD per million output tokens
+    prompt: str | None = None  # overrides infer.prompt for this model
+    concurrency: int | None = None  # overrides infer.concurrency for this model
+    paper_name: str | None = None  # the paper's name for this model, for the leaderboard
+
+
+@dataclass(frozen=True)
+class InferSettings:
+    prompt: str = "default"
+    prompt_source: str | None = None  # the published file `agl1k-paper` reads its text from
+    concurrency: int = 4
+    timeout_s: float = 120.0
+    max_retries: int = 5
+    # The longest server Retry-After honoured, seconds; past it the clip fails with the
+    # server's request named (a 429 asking for a day must not stall the run).
+    retry_after_cap_s: float = 120.0
+    cache_dir: str | None = "cache/responses"
+    limit: int | None = None
+
+
+def _fields(cls) -> set[str]:
+    return set(cls.__dataclass_fields__)
+
+
+def parse_models(entries: Any, source: str = "params.yaml") -> list[ModelSpec]:
+    """`models:` as a mapping name -> {backend, model, ...} (what dvc.yaml's foreach uses:
+    stages are named `infer@<name>`), or as a list of entries that each carry `name`."""
+    if isinstance(entries, dict) and entries:
+        items = []
+        for name, e in entries.items():
+            if not isinstance(e, dict):
+                raise AglError(f"{source}: models.{name}: expected a mapping with backend, model")
+            if "name" in e and e["name"] != name:
+                raise AglError(f"{source}: models.{name}.name: differs from its key")
+            items.append((f"models.{name}", {**e, "name": str(name)}))
+    elif isinstance(entries, list) and entries:
+        items = [(f"models[{i}]", e) for i, e in enumerate(entries)]
+    else:
+        raise AglError(f"{source}: models: expected a non-empty mapping of name -> model")
+    out, seen = [], set()
+    for label, e in items:
+        where = f"{source}: {label}"
+        if not isinstance(e, dict):
+            raise AglError(f"{where}: expected a mapping with name, backend, model")
+        unknown = set(e) - _fields(ModelSpec)
+        if unknown:
+            raise AglError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: "
+                           f"{', '.join(sorted(_fields(ModelSpec)))}")
+        for key in ("name", "backend"):
+            if not isinstance(e.get(key), str) or not e[key]:
+                raise AglError(f"{where}.{key}: required text")
+        name = e["name"]
+        if not is_plain_name(name):
+            raise AglError(f"{where}.name: '{name}' must be a plain folder name (no '/')")
+        if name in seen:
+            raise AglError(f"{where}.name: '{name}' is used twice")
+        seen.add(name)
+        settings = e.get("settings") or {}
+        if not isinstance(settings, dict):
+            raise AglError(f"{where}.settings: expected a mapping")
+        for k in settings:
+            if k.lower() in ("api_key", "apikey", "key", "token", "secret", "password"):
+                raise AglError(f"{where}.settings.{k}: keys never go in params.yaml; put the "
+                               "key in an environment variable and name it with api_key_env")
+        try:
+            prices = [float(e.get(k, 0) or 0) for k in ("price_in_per_m", "price_out_per_m")]
+            concurrency = None if e.get("concurrency") is None else int(e["concurrency"])
+        except (TypeError, ValueError) as exc:
+            raise AglError(f"{where}: prices and concurrency must be numbers ({exc})") from None
+        out.append(ModelSpec(name=name, backend=e["backend"], model=str(e.get("model") or ""),
+                             settings=dict(settings), price_in_per_m=prices[0],
+                             price_out_per_m=prices[1], prompt=e.get("prompt"),
+                             concurrency=concurrency, paper_name=e.get("paper_name")))
+    return out
+
+
+def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
+    section = section or {}
+    if not isinstance(section, dict):
+        raise AglError(f"{source}: infer: expected a mapping")
+    unknown = set(section) - _fields(InferSettings)
+    if unknown:
+        raise AglError(f"{source}: infer: unknown key(s) {', '.join(sorted(unknown))}; known: "
+                       f"{', '.join(sorted(_fields(InferSettings)))}")
+    try:
+        s = InferSettings(**section)
+        int(s.concurrency), float(s.timeout_s), int(s.max_retries), float(s.retry_after_cap_s)
+    except (TypeError, ValueError) as exc:
+        raise AglError(f"{source}: infer: {exc}") from None
+    if int(s.concurrency) < 1:
+        raise AglError(f"{source}: infer.concurrency: must be at least 1")
+    if not float(s.timeout_s) > 0 or not math.isfinite(float(s.timeout_s)):
+        raise AglError(f"{source}: infer.timeout_s: must be a positive number of seconds")
+    if int(s.max_retries) < 0:
+        raise AglError(f"{source}: infer.max_retries: must be 0 or more")
+    if not float(s.retry_after_cap_s) >= 0:
+        raise AglError(f"{source}: infer.retry_after_cap_s: must be 0 or more seconds")
+    if s.limit is not None and int(s.limit) < 1:
+        raise AglError(f"{source}: infer.limit: must be at least 1 (or null for all clips)")
+    return s
+
+
+def find_model(models: list[ModelSpec], name: str, source: str = "params.yaml") -> ModelSpec:
+    for m in models:
+        if m.name == name:
+            return m
+    raise AglError(f"{source}: no model named '{name}' under models: "
+                   f"({', '.join(m.name for m in models)})")
+
+
+def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    import yaml
+
+    path = Path(path)
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise AglError(f"{path}: not found; run from the repository root") from None
+    except yaml.YAMLError as exc:
+        raise AglError(f"{path}: not valid YAML ({exc})") from None
+
+
+def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
+             audio_root: str | Path | None, out_dir: str | Path, limit: int | None = None,
+             progress: bool = True, telemetry: str | Path | None = None) -> dict[str, Any]:
+    """Run one model of params.yaml over a manifest; returns the run summary.
+
+    A model served by several replicas (`base_url` a list, see agl.backends.endpoints) runs with the
+    replicas' total concurrency unless the entry sets its own; the returned summary (not the
+    file) gains `endpoints` (requests, failures, latency per endpoint), also written to
+    `telemetry` when given: timings stay out of DVC's outputs."""
+    import warnings
+
+    from agl.dataset.manifest import ManifestWarning, clips, load_manifest
+    from agl.inference.runner import Backoff, run_inference
+    from agl.prompts import load_prompt
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", ManifestWarning)
+        frame = load_manifest(manifest)
+    prompt = load_prompt(spec.prompt or infer.prompt, source=infer.prompt_source)
+    from agl.backends.endpoints import pool_capacity
+    from agl.core.workspace import shared_path
+
+    capacity = pool_capacity(spec.settings) if spec.backend == "openai-compatible" else None
+    backend = None
+    if capacity is not None:
+        from agl.backends.base import get_backend
+
+        backend = get_backend(spec.backend)(spec.model, **spec.settings)
+    summary = run_inference(
+        backend_name=spec.backend, model=spec.model, clips=clips(frame),
+        audio_root=Path(audio_root) if audio_root else None, out_dir=Path(out_dir),
+        prompt=prompt, settings=spec.settings,
+        cache_dir=shared_path(infer.cache_dir) if infer.cache_dir else None,
+        concurrency=int(spec.concurrency or capacity or infer.concurrency),
+        timeout_s=float(infer.timeout_s),
+        max_retries=int(infer.max_retries), price_in_per_m=spec.price_in_per_m,
+        price_out_per_m=spec.price_out_per_m,
+        limit=limit if limit is not None else infer.limit, progress=progress,
+        backoff=Backoff(retry_after_cap_s=float(infer.retry_after_cap_s)),
+        backend=backend,
+    )
+    if backend is not None:
+        summary = {**summary, "endpoints": backend.endpoint_report()}
+        if telemetry is not None:
+            import json
+
+            Path(telemetry).parent.mkdir(parents=True, exist_ok=True)
+            Path(telemetry).write_text(json.dumps({"run": spec.name,
+                                                   "endpoints": summary["endpoints"]},
+                                                  indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    s = summary
+    line = (f"{s['backend']}:{s['model'] or '-'}: {s['n_recorded']}/{s['n']} clips "
+            f"(ok {s['n_ok']}, partial {s['n_partial']}, refused {s['n_refused']}, "
+            f"unparseable {s['n_unparseable']}, failed {s['n_failed']}); "
+            f"{s['session_requests']} request(s) this time, {s['session_cache_hits']} from cache; "
+            f"${s['cost_usd']:.4f}")
+    if s["n_failed"]:
+        line += "; rerun the same command to retry the failures"
+    for e in s.get("endpoints") or []:
+        lat = e["latency_s"]["p50"] if e["latency_s"] else None
+        line += (f"\n  {e['url']}: {e['requests']} request(s), {e['failures']} failed"
+                 + (f", p50 {lat:.3f} s" if lat is not None else ""))
+    return line

@@ -1,0 +1,1 @@
+"""Prediction records, reply parsing and importing published predictions."""

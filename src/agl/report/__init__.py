@@ -1,0 +1,1 @@
+"""The HTML report: build, breakdowns, plots, error modes, the birds section."""

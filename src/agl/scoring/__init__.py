@@ -1,0 +1,1 @@
+"""Scoring: protocols, metrics with confidence intervals, evaluate, leaderboard."""

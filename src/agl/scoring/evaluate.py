@@ -1,0 +1,226 @@
+"""Evaluate a run: predictions + manifest -> per-clip scores and headline metrics."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from agl.core.geo import EARTH_MAX_KM
+from agl.errors import AglError
+from agl.predictions.records import Prediction, prediction_frame
+from agl.scoring.metrics import SUMMARY_COLUMNS, summarize_later
+from agl.scoring.protocols import PROTOCOLS
+
+
+def load_predictions_any(path: str | Path, *, reparse: bool = False) -> pd.DataFrame:
+    """A predictions frame from this project's JSONL or an authors' published file."""
+    from agl.predictions.importer import import_published, is_published_file, published_frame
+
+    path = Path(path)
+    if not path.exists():
+        raise AglError(f"{path}: predictions file not found")
+    if path.is_dir():
+        raise AglError(f"{path}: is a folder; give the predictions file (predictions.jsonl)")
+    try:
+        if is_published_file(path):
+            if not reparse:  # column-wise: no Prediction object per row
+                return published_frame(path)
+            return prediction_frame(import_published(path, reparse=reparse))
+        return prediction_frame(path)
+    except UnicodeDecodeError as exc:  # a binary or non-UTF-8 file, whichever reader saw it
+        raise AglError(f"{path}: not UTF-8 text at byte {exc.start} ({exc.reason}); give a "
+                       "predictions JSONL or a published results file") from None
+
+
+def score_run(
+    manifest: pd.DataFrame,
+    predictions: pd.DataFrame | dict[str, Prediction] | list[Prediction],
+    protocol: str = "paper",
+    *,
+    strict_refusal_km: float = EARTH_MAX_KM,
+) -> pd.DataFrame:
+    """One row per scored clip under `protocol` (columns: agl.scoring.protocols.SCORE_COLUMNS)."""
+    return score_with_notes(manifest, predictions, protocol, strict_refusal_km=strict_refusal_km)[0]
+
+
+def score_with_notes(
+    manifest: pd.DataFrame,
+    predictions: pd.DataFrame | dict[str, Prediction] | list[Prediction],
+    protocol: str = "paper",
+    *,
+    strict_refusal_km: float = EARTH_MAX_KM,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The score table and the protocol's notes (rows it dropped, clips without predictions)."""
+    if protocol not in PROTOCOLS:
+        raise AglError(f"unknown protocol '{protocol}'; choose one of {', '.join(PROTOCOLS)}")
+    frame = predictions if isinstance(predictions, pd.DataFrame) else prediction_frame(predictions)
+    if protocol == "strict":
+        return PROTOCOLS[protocol](manifest, frame, strict_refusal_km=strict_refusal_km)
+    return PROTOCOLS[protocol](manifest, frame)
+
+
+def evaluate_frames(
+    manifest: pd.DataFrame,
+    predictions: pd.DataFrame,
+    protocol: str = "paper",
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    strict_refusal_km: float = EARTH_MAX_KM,
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    scored, notes = score_with_notes(
+        manifest, predictions, protocol, strict_refusal_km=strict_refusal_km
+    )
+    if scored.empty:
+        raise AglError("no prediction matches a clip of the manifest; nothing to evaluate")
+    # The three summaries' bootstrap draws run at once (threads, for large tables).
+    whole = summarize_later(scored, bootstrap=bootstrap, seed=seed)
+    speech = scored["has_speech"].to_numpy(dtype=bool)
+    parts = {
+        name: summarize_later(_rows(scored, mask, SUMMARY_COLUMNS), bootstrap=bootstrap, seed=seed)
+        for name, mask in (("speech", speech), ("non_speech", ~speech))
+        if mask.any()
+    }
+    result = whole()
+    result["by_speech"] = {name: part() for name, part in parts.items()}
+    result["notes"] = notes
+    return result, scored
+
+
+def _rows(frame: pd.DataFrame, mask, columns) -> pd.DataFrame:
+    """Some rows of some columns, copied once: `frame[mask]` would copy every column (text
+    ones included) and consolidate them."""
+    return pd.DataFrame({c: frame[c].to_numpy()[mask] for c in columns}, copy=False)
+
+
+def evaluate_files(
+    predictions_path: str | Path,
+    manifest_path: str | Path,
+    protocol: str = "paper",
+    **opts: Any,
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    from agl.dataset.manifest import ManifestWarning
+    from agl.dataset.manifest_cache import load_manifest_cached
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ManifestWarning)
+        manifest = load_manifest_cached(manifest_path, columns=[])
+    reparse = opts.pop("reparse", False)
+    preds = load_predictions_any(predictions_path, reparse=reparse)
+    result, scored = evaluate_frames(manifest, preds, protocol, **opts)
+    result["warnings"] = [str(w.message) for w in caught]
+    return result, scored
+
+
+def evaluate_run(
+    *,
+    run: str,
+    predictions_path: str | Path,
+    manifest_path: str | Path,
+    out_dir: str | Path,
+    protocols: list[str],
+    bootstrap: int = 1000,
+    seed: int = 0,
+    strict_refusal_km: float = EARTH_MAX_KM,
+    info: dict[str, Any] | None = None,
+    track: bool = True,
+    experiment: str | None = None,
+) -> dict[str, Any]:
+    """Score one run under each protocol, write metrics.json + scores, log one MLflow run.
+
+    `info` carries what is known about the run (model, backend, source, paper_name,
+    prompt_hash, ...); a `run_summary.json` beside the predictions (written by inference)
+    adds its totals: tokens, cost, latency.
+    """
+    from agl.core import canonical
+    from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label
+    from agl.dataset.manifest_cache import load_manifest_cached
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data_version = content_hash(manifest_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ManifestWarning)
+        manifest = load_manifest_cached(manifest_path, columns=["title"], digest=data_version)
+    preds = load_predictions_any(predictions_path)
+    summary_path = Path(predictions_path).with_name("run_summary.json")
+    run_summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    info = {**{k: v for k, v in run_summary.items() if isinstance(v, str | int | float)},
+            **(info or {})}
+    # Coverage: clips of the dataset that have a prediction record, of all its clips, so the
+    # leaderboard can tell a subset run from a full one.
+    predicted = int(manifest["key"].astype(str).isin(preds["sample_id"]).sum())
+    doc: dict[str, Any] = {"run": run, **info, "data_version": data_version,
+                           "dataset": dataset_label(manifest), "dataset_clips": len(manifest),
+                           "clips_predicted": predicted, "protocols": {}}
+    artifacts = [Path(predictions_path)]
+    for protocol in protocols:
+        result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=bootstrap,
+                                         seed=seed, strict_refusal_km=strict_refusal_km)
+        doc["protocols"][protocol] = result
+        scores_path = out_dir / f"scores_{protocol}.csv"
+        canonical.write_csv(scored, scores_path)
+        artifacts.append(scores_path)
+    metrics_path = out_dir / "metrics.json"
+    canonical.write_json(metrics_path, doc)
+    artifacts.append(metrics_path)
+    if summary_path.exists():
+        artifacts.append(summary_path)
+    # Latency, wall time, cache hits: not in the tracked summary, but worth logging.
+    timings_path = canonical.timings_path(summary_path)
+    if timings_path.exists():
+        artifacts.append(timings_path)
+        timings = json.loads(timings_path.read_text())
+        run_summary = {**run_summary, **{k: v for k, v in timings.items() if k != "clips"}}
+    if track:
+        from agl.core.tracking import log_run
+
+        metrics: dict[str, Any] = {}
+        for protocol, res in doc["protocols"].items():
+            for k, v in res.items():
+                if k in ("ci95", "notes"):
+                    continue
+                if k == "by_speech":
+                    for part, sub in v.items():
+                        for kk, vv in sub.items():
+                            if kk != "ci95":
+                                metrics[f"{protocol}.{part}.{kk}"] = vv
+                else:
+                    metrics[f"{protocol}.{k}"] = v
+            for k, (lo, hi) in res["ci95"].items():
+                metrics[f"{protocol}.ci95_lo.{k}"] = lo
+                metrics[f"{protocol}.ci95_hi.{k}"] = hi
+        # The inference run's accounting (run_summary.json): cost, tokens, latency, outcomes.
+        for k, v in run_summary.items():
+            if isinstance(v, int | float) and not isinstance(v, bool) and k not in (
+                "price_in_per_m", "price_out_per_m"
+            ):
+                metrics[f"run.{k}"] = v
+            elif isinstance(v, dict) and k == "latency_s":
+                metrics.update({f"run.latency_s.{q}": x for q, x in v.items()})
+        params = {"run": run, "protocols": ",".join(protocols), "bootstrap": bootstrap,
+                  "seed": seed, "strict_refusal_km": strict_refusal_km,
+                  **{k: v for k, v in info.items() if k not in ("run",)}}
+        doc["mlflow_run_id"] = log_run(
+            run_key=f"{run}@{doc['data_version'][:16]}",
+            run_name=run,
+            params=params,
+            metrics=metrics,
+            artifacts=artifacts,
+            experiment=experiment,
+            tags={"data_version": doc["data_version"], "dataset": doc["dataset"],
+                  "model": str(info.get("model", run)),
+                  "backend": str(info.get("backend", "")),
+                  "prompt_hash": str(info.get("prompt_sha256") or info.get("prompt_hash") or ""),
+                  "prompt": str(info.get("prompt", ""))},
+            dataset={"name": doc["dataset"], "digest": data_version,
+                     "source": Path(manifest_path).resolve().as_uri(),
+                     "frame": manifest[[c for c in ("key", "latitude", "longitude", "country",
+                                                    "continent") if c in manifest]]},
+        )
+    return doc
+

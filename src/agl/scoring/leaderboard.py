@@ -1,0 +1,184 @@
+"""The leaderboard: one ranked table per dataset (data version), with CIs and the paper's values.
+
+Runs are ranked only against runs on the same data (the manifest's content hash): a run on the
+synthetic demo set and a run on AGL1K are never in one table. Within a dataset, a run that
+scored fewer than `full_coverage` of its clips is a subset run: its coverage `n / N` is shown,
+it is ranked after the full runs with a note, because its numbers are not comparable to theirs.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from agl.dataset.manifest import SYNTHETIC_MARK
+
+COLUMNS = ("distance_error_km", "median_km", "geoscore", "continent_acc", "country_acc",
+           "city_acc", "reject_rate", "failure_rate", "within_25km", "within_200km",
+           "within_750km", "within_2500km")
+PAPER_COLUMNS = ("distance_error_km", "continent_acc", "country_acc", "city_acc")
+
+
+def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 1.0) -> pd.DataFrame:
+    """One row per run from `metrics.json` files written by the evaluate stages, grouped by data
+    version (largest dataset first), full runs before subset runs, then by mean distance."""
+    rows = []
+    for path in metrics_files:
+        doc = json.loads(Path(path).read_text())
+        res = doc["protocols"].get(protocol)
+        if res is None:
+            continue
+        row: dict[str, Any] = {"run": doc["run"], "model": doc.get("model", doc["run"]),
+                               "backend": doc.get("backend", ""), "source": doc.get("source", ""),
+                               "paper_name": doc.get("paper_name") or "",
+                               "dataset": doc.get("dataset", ""), "n": res["n"],
+                               "data_version": doc.get("data_version", ""),
+                               "dataset_clips": doc.get("dataset_clips"),
+                               "clips_predicted": doc.get("clips_predicted")}
+        for c in COLUMNS:
+            row[c] = res.get(c)
+            lo, hi = res.get("ci95", {}).get(c, (None, None))
+            row[f"{c}_lo"], row[f"{c}_hi"] = lo, hi
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    n_all = pd.to_numeric(frame["dataset_clips"], errors="coerce")
+    done = pd.to_numeric(frame["clips_predicted"], errors="coerce").fillna(frame["n"])
+    frame["coverage"] = (done / n_all).round(6)
+    frame["subset"] = (frame["coverage"] < full_coverage).fillna(False).astype(bool)
+    size = n_all.groupby(frame["data_version"]).transform("max").fillna(0)
+    frame = frame.assign(_size=-size).sort_values(
+        ["_size", "data_version", "subset", "distance_error_km", "run"], kind="stable"
+    ).drop(columns="_size").reset_index(drop=True)
+    frame["rank"] = frame.groupby("data_version").cumcount() + 1
+    return frame
+
+
+def groups(board: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(header, rows) per data version, in the board's order; rows keep the board's index."""
+    if board.empty:
+        return []
+    if "data_version" not in board:
+        return [("", board)]
+    out = []
+    for version in dict.fromkeys(board["data_version"]):
+        rows = board[board["data_version"] == version]
+        first = rows.iloc[0]
+        label = str(first.get("dataset") or "unknown data")
+        clips = first.get("dataset_clips")
+        size = f"{int(clips):,} clips" if clips is not None and pd.notna(clips) else ""
+        synthetic = label.startswith(SYNTHETIC_MARK)  # its label already gives its size
+        plain = label.endswith(" clips")  # an unnamed dataset: its label is only its size
+        head = ", ".join(x for x in ("" if plain else label, "" if synthetic else size,
+                                     f"data version {str(version)[:12]}" if version else "") if x)
+        if plain:
+            head = f"AGL1K-format dataset: {head}"
+        if synthetic:
+            head += " — scores on it say nothing about a model"
+        out.append((head, rows))
+    return out
+
+
+SUBSET_NOTE = ("Subset runs (marked *) scored fewer clips than the dataset holds (n / N); their "
+               "numbers are not comparable to full runs and they are ranked after them.")
+
+
+def attach_paper(board: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFrame:
+    """Add the paper's reported values where a run names a paper model (`paper_name`)."""
+    board = board.copy()
+    for c in PAPER_COLUMNS:
+        board[f"paper_{c}"] = math.nan
+    if paper is None or board.empty:
+        return board
+    by_name = {str(m).strip().lower(): r for m, r in paper.set_index("model").iterrows()}
+    for i, name in board["paper_name"].items():
+        r = by_name.get(str(name).strip().lower())
+        if r is not None:
+            for c in PAPER_COLUMNS:
+                if c in r and pd.notna(r[c]):
+                    board.at[i, f"paper_{c}"] = float(r[c])
+    return board
+
+
+def _cell(v: Any, digits: int) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"  # not applicable (a field the run never attempts) or not reported
+    return f"{v:.{digits}f}"
+
+
+def _with_ci(row: pd.Series, c: str, digits: int) -> str:
+    v = _cell(row[c], digits)
+    lo, hi = _cell(row[f"{c}_lo"], digits), _cell(row[f"{c}_hi"], digits)
+    return f"{v} [{lo}, {hi}]" if v != "—" and lo != "—" else v
+
+
+def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    head = ["#", "run", "model", "n / N", "distance km [95% CI]", "paper km", "median km",
+            "GeoScore", "continent", "paper", "country", "paper", "city", "paper", "reject"]
+    rows = []
+    for i, r in board.iterrows():
+        rank = int(r["rank"]) if "rank" in r and pd.notna(r["rank"]) else i + 1
+        run = f"{r['run']} *" if str(r.get("subset", False)).lower() == "true" else str(r["run"])
+        clips = r.get("dataset_clips")
+        done = r.get("clips_predicted")
+        n = str(int(done if done is not None and pd.notna(done) else r["n"]))
+        coverage = f"{n} / {int(clips)}" if clips is not None and pd.notna(clips) else n
+        rows.append([
+            str(rank), run, r["model"], coverage, _with_ci(r, "distance_error_km", 2),
+            _cell(r["paper_distance_error_km"], 2), _cell(r["median_km"], 2),
+            _cell(r["geoscore"], 1), _with_ci(r, "continent_acc", 2),
+            _cell(r["paper_continent_acc"], 2), _with_ci(r, "country_acc", 2),
+            _cell(r["paper_country_acc"], 2), _with_ci(r, "city_acc", 2),
+            _cell(r["paper_city_acc"], 2), _cell(r["reject_rate"], 2),
+        ])
+    return head, rows
+
+
+def write(board: pd.DataFrame, out_dir: Path, *, protocol: str, note: str = "") -> list[Path]:
+    """leaderboard.csv (every run, with its data version and rank within it), and .md / .html
+    with one ranked table per dataset."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path, html_path = (out_dir / f"leaderboard.{e}" for e in ("csv", "md", "html"))
+    from agl.core import canonical
+
+    canonical.write_csv(board, csv_path)
+    md = [f"# Leaderboard ({protocol} protocol)", ""]
+    if note:
+        md += [note, ""]
+    body = []
+    parts = groups(board)
+    for k, (header, rows) in enumerate(parts):
+        head, cells = render_rows(rows)
+        if header:
+            md += [f"## {header}", ""]
+            body.append(f"<h2>{html.escape(header)}</h2>")
+        md += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        md += ["| " + " | ".join(r) + " |" for r in cells]
+        if "subset" in rows and rows["subset"].any():
+            md += ["", SUBSET_NOTE]
+        md.append("")
+        th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+        trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in cells)
+        ident = "leaderboard" if k == 0 else f"leaderboard-{k + 1}"
+        body.append(f"<table id='{ident}' class='leaderboard'><thead><tr>{th}</tr></thead>"
+                    f"<tbody>{trs}</tbody></table>")
+        if "subset" in rows and rows["subset"].any():
+            body.append(f"<p class='note'>{html.escape(SUBSET_NOTE)}</p>")
+    if board.empty:
+        md.append("(no evaluated runs)")
+    md_path.write_text("\n".join(md).rstrip("\n") + "\n", encoding="utf-8")
+    html_path.write_text(
+        "<!doctype html><meta charset='utf-8'><title>AGL1K leaderboard</title>"
+        "<style>body{font-family:sans-serif}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}</style>"
+        f"<h1>Leaderboard ({html.escape(protocol)} protocol)</h1><p>{html.escape(note)}</p>"
+        + "".join(body),
+        encoding="utf-8",
+    )
+    return [csv_path, md_path, html_path]

@@ -1,0 +1,155 @@
+"""What a DVC stage really depends on: its script's import closure, data files and params.
+
+Used by tests/test_stage_deps.py. The closure follows every `import agl...` and
+`from agl... import ...` in a file, at any depth (inside functions too), plus the stage
+script's local helpers (`import _params`). Two dynamic patterns are followed as well:
+
+* `import_module(f"agl.<pkg>.{name}")` (a registry that loads its members by name) pulls in
+  every module of `agl.<pkg>`;
+* a string constant that names a file shipped inside `src/agl` (a prompt, a data table) is a
+  data dependency of the module that holds it.
+
+Params: a stage reads params only through `_params.load("section", ...)`; `${a.b}` in its
+`cmd` reads `a.b` as well.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src"
+AGL = SRC / "agl"
+
+
+def module_file(name: str, src: Path = SRC) -> Path | None:
+    """The file of a dotted module name under `src` (a package's `__init__.py`), or None."""
+    base = src.joinpath(*name.split("."))
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    return None
+
+
+def _parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _data_files(src: Path) -> dict[str, Path]:
+    """Files shipped inside the package that a module may name: by file name."""
+    out: dict[str, Path] = {}
+    for p in (src / "agl").rglob("*"):
+        if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts:
+            out.setdefault(p.name, p)
+    return out
+
+
+@dataclass
+class Closure:
+    files: set[Path] = field(default_factory=set)  # .py files (agl modules and stage helpers)
+    data: set[Path] = field(default_factory=set)  # non-Python files under src/agl the code names
+    params: set[str] = field(default_factory=set)  # params sections / keys read
+
+
+def _imports(tree: ast.AST, package: str) -> set[str]:
+    """Dotted names of every module an AST imports (absolute, agl or local)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out.add(mod)
+            out.update(f"{mod}.{a.name}" for a in node.names)  # `from agl.x import module`
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
+            arg = node.args[0] if node.args else None
+            if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+                prefix = str(arg.values[0].value).rstrip(".")
+                out.add(prefix + ".*")
+            elif isinstance(arg, ast.Constant):
+                out.add(str(arg.value))
+    return out
+
+
+def _params_read(tree: ast.AST) -> set[str]:
+    """Sections named in `_params.load(...)` calls; an f-string `"models.{x}"` reads `models.*`."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "_params"):
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    out.add(arg.value)
+                elif isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+                    out.add(str(arg.values[0].value).rstrip(".") + ".*")
+    return out
+
+
+def closure(script: Path, src: Path = SRC) -> Closure:
+    """Everything `script` (a stage script) can load: agl modules, local helpers, data, params."""
+    data_by_name = _data_files(src)
+    result = Closure()
+    todo = [(script, "")]
+    seen: set[Path] = set()
+    while todo:
+        path, package = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        result.files.add(path)
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        if path.parent == script.parent:
+            result.params |= _params_read(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                name = Path(node.value).name if "/" in node.value else node.value
+                if name in data_by_name:
+                    result.data.add(data_by_name[name])
+        for name in _imports(tree, package):
+            if name.endswith(".*"):
+                pkg = name[:-2]
+                pkg_dir = src.joinpath(*pkg.split("."))
+                for f in sorted(pkg_dir.glob("*.py")):
+                    todo.append((f, pkg))
+                name = pkg
+            if name.split(".")[0] == "agl":
+                for dotted in [*_parents(name), name]:
+                    f = module_file(dotted, src)
+                    if f is not None:
+                        todo.append((f, dotted if f.name == "__init__.py" else dotted.rsplit(".", 1)[0]))
+            else:
+                local = script.parent / f"{name}.py"  # a stage script's own helper (_params)
+                if "." not in name and local.is_file():
+                    todo.append((local, ""))
+    return result
+
+
+def declared(dep: str, path: Path, repo: Path = REPO) -> bool:
+    """Does a `deps:` entry (a file or a folder, relative to the repo) cover `path`?"""
+    d = (repo / dep).resolve()
+    p = path.resolve()
+    return p == d or d in p.parents
+
+
+INTERP = re.compile(r"\$\{([^}]+)\}")
+
+
+def param_covered(read: str, declared_params: list[str]) -> bool:
+    """Is a read section/key covered by the stage's `params:` (a section or a key under it)?"""
+    read_parts = read.split(".")
+    for dec in declared_params:
+        dec_parts = dec.split(".")
+        if read_parts[: len(dec_parts)] == dec_parts:  # declared the section, or a parent of the key
+            return True
+        if read_parts[-1] == "*" and dec_parts[: len(read_parts) - 1] == read_parts[:-1]:
+            return True  # models.* read as one entry, declared as models.${key}
+    return False
