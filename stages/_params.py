@@ -1,4 +1,9 @@
-"""Reading params.yaml for the stage scripts (each stage reads only its own sections)."""
+"""What every stage script shares: reading params.yaml and reporting errors in one line.
+
+A stage reads params only through `load`, naming each section (or `section.key`) it reads;
+tests/test_stage_deps.py checks that `dvc.yaml` declares every one of them, so a changed knob
+re-runs exactly the stages that read it.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +17,30 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # so a stage runs from a checkout without an install
 
 
-def load(*sections: str, path: Path = ROOT / "params.yaml") -> dict[str, Any]:
+def load(*keys: str, path: Path | str | None = None, required: bool = True) -> dict[str, Any]:
+    """The params named by `keys` ("evaluate", or a dotted "models.knn"), keyed as named.
+
+    A missing key is a one-line exit naming the file, unless `required` is False (then None).
+    """
+    path = Path(path) if path else ROOT / "params.yaml"
     try:
-        params = yaml.safe_load(path.read_text()) or {}
+        params = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         sys.exit(f"{path}: cannot read params ({exc})")
-    missing = [s for s in sections if s not in params]
+    out: dict[str, Any] = {}
+    missing = []
+    for key in keys:
+        node: Any = params
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+            if node is None:
+                break
+        if node is None and required:
+            missing.append(key)
+        out[key] = node
     if missing:
-        sys.exit(f"{path}: missing section(s) {', '.join(missing)}")
-    return {s: params[s] for s in sections}
+        sys.exit(f"{path}: missing {', '.join(missing)}; add it (see the README for each section)")
+    return out
 
 
 def run_main(main) -> None:
@@ -37,4 +57,4 @@ def run_main(main) -> None:
     try:
         sys.exit(main() or 0)
     except AglError as exc:
-        sys.exit(scrub_text(f"{Path(sys.argv[0]).name}: error: {exc}"))
+        sys.exit(scrub_text(f"{name}: error: {exc}"))

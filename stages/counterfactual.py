@@ -1,6 +1,5 @@
 """Stage counterfactual: the paired effect of every intervention on every model.
 
-usage: python stages/counterfactual.py RUNS_DIR LISTEN_DIR PERTURB_DIR OUT_DIR
 Reads params `counterfactual` (models, interventions, protocol, bootstrap, permutations,
 seed, min_support); writes OUT_DIR/effects.csv (perturbed - original per model, intervention, level,
 group and metric, with 95% paired bootstrap CI and permutation p-value) and
@@ -8,32 +7,41 @@ OUT_DIR/summary.json (the headline rows: all / speech / non-speech, mean km). A 
 with fewer than `min_support` paired clips gets its n and "insufficient data", no estimate.
 """
 
+from __future__ import annotations
+
+import argparse
 import sys
 from pathlib import Path
 
 import _params
 
+from agl.core import canonical
+from agl.counterfactual.effects import collect_effects
 
-def main() -> int:
-    runs, listen, perturb, out = sys.argv[1:5]
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("runs", type=Path, help="the original runs (build/runs)")
+    ap.add_argument("listen", type=Path, help="the listen stages' runs (build/listen)")
+    ap.add_argument("perturb", type=Path, help="the derived datasets (build/perturb)")
+    ap.add_argument("out", type=Path)
+    args = ap.parse_args(argv)
     cfg = _params.load("counterfactual")["counterfactual"]
-    from agl.core import canonical
-    from agl.counterfactual.effects import collect_effects
-
+    out = args.out
     effects = collect_effects(
-        runs=Path(runs),
-        listen=Path(listen),
-        perturb=Path(perturb),
+        runs=args.runs,
+        listen=args.listen,
+        perturb=args.perturb,
         models=list(cfg["models"]),
         interventions=list(cfg["interventions"]),
         protocol=str(cfg.get("protocol", "paper")),
-        n_boot=int(cfg["bootstrap"]),
+        n_boot=int(cfg["effect_bootstrap"]),
         n_perm=int(cfg["permutations"]),
         seed=int(cfg["seed"]),
         min_support=int(cfg.get("min_support", 10)),
     )
-    Path(out).mkdir(parents=True, exist_ok=True)
-    canonical.write_csv(effects, Path(out) / "effects.csv")
+    out.mkdir(parents=True, exist_ok=True)
+    canonical.write_csv(effects, out / "effects.csv")
     head = effects[effects["group"].isin(["all", "speech", "non_speech"]) & (effects["metric"] == "distance_km")]
     summary = {}
     for r in head.itertuples(index=False):
@@ -47,7 +55,7 @@ def main() -> int:
             f"{key}: n={r.n} delta {r.diff:+.1f} km [{r.ci_lo:+.1f}, {r.ci_hi:+.1f}] p={r.p_value:.4f}",
             file=sys.stderr,
         )
-    canonical.write_json(Path(out) / "summary.json", summary)
+    canonical.write_json(out / "summary.json", summary)
     return 0
 
 

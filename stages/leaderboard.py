@@ -1,35 +1,42 @@
 """Stage leaderboard: every evaluated run (models and paper reproductions), one table per dataset.
 
-usage: python stages/leaderboard.py OUT_DIR   (reads build/runs/*/metrics.json, build/paper/*/metrics.json)
+Reads params `leaderboard` and `paper.base_url` / `paper.cache_dir` (where the paper's own
+values come from); reads <RUNS>/*/metrics.json and <PAPER>/*/metrics.json; writes OUT_DIR/leaderboard.{csv,md,html}.
 """
 
+from __future__ import annotations
+
+import argparse
 import sys
 from pathlib import Path
 
 import _params
 
+from agl.dataset.paper import fetch, read_paper_leaderboard, resolve
+from agl.dataset.sources import paper_values
+from agl.errors import AglError
+from agl.scoring import leaderboard
 
-def main() -> int:
-    out_dir = Path(sys.argv[1] if len(sys.argv) > 1 else "build")
-    p = _params.load("leaderboard", "paper")
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--runs", type=Path, required=True, help="the infer/evaluate runs (build/runs)")
+    ap.add_argument("--paper", type=Path, required=True, help="the paper stage's runs (build/paper)")
+    args = ap.parse_args(argv)
+    p = _params.load("leaderboard", "paper.base_url")
+    cache_dir = _params.load("paper.cache_dir", required=False)["paper.cache_dir"] or "cache/paper"
     cfg = p["leaderboard"]
-    from agl.dataset.paper import fetch, read_paper_leaderboard, resolve
-    from agl.errors import AglError
-    from agl.scoring import leaderboard
-
-    files = sorted(Path("build/runs").glob("*/metrics.json"))
-    files += sorted(Path("build/paper").glob("*/metrics.json"))
+    files = sorted(args.runs.glob("*/metrics.json")) + sorted(args.paper.glob("*/metrics.json"))
     board = leaderboard.collect(files, cfg["protocol"], full_coverage=float(cfg.get("full_coverage", 1.0)))
     note = ""
     if not board.empty and (board["paper_name"] != "").any():
         try:
-            url = resolve(p["paper"]["base_url"], cfg["paper_values"])
-            src = fetch(url, p["paper"].get("cache_dir", "cache/paper"))
+            url = resolve(p["paper.base_url"], cfg["paper_values"])
+            src = fetch(url, cache_dir)
             board = leaderboard.attach_paper(board, read_paper_leaderboard(src))
         except AglError as exc:
             # A mirror without the authors' README: the paper's numbers shipped with agl.
-            from agl.dataset.sources import paper_values
-
             note = (f"paper values from agl's shipped copy (src/agl/data/paper_values.csv), "
                     f"because {exc}")
             print(f"warning: {note}", file=sys.stderr)
@@ -37,8 +44,8 @@ def main() -> int:
     else:
         board = leaderboard.attach_paper(board, None)
     # Each dataset gets its own table and header (the synthetic demo is labelled there).
-    written = leaderboard.write(board, out_dir, protocol=cfg["protocol"], note=note)
-    print((out_dir / "leaderboard.md").read_text())
+    written = leaderboard.write(board, args.out_dir, protocol=cfg["protocol"], note=note)
+    print((args.out_dir / "leaderboard.md").read_text())
     print("wrote " + ", ".join(map(str, written)))
     return 0
 

@@ -1,32 +1,47 @@
 """Stage listen@<model>-<intervention>: one model on every level of one derived dataset.
 
-usage: python stages/listen.py MODEL INTERVENTION PERTURB_DIR OUT_DIR SUMMARY_JSON
-Reads params `models`, `infer` (how to run, as infer@<model>), `evaluate` and `mlflow`.
+Reads params `models.<MODEL>` and `infer` (how to run, as infer@<model>), `counterfactual`
+(protocol, level_bootstrap, seed, track) and `mlflow`.
 For each level under PERTURB_DIR: prints the dry-run estimate (requests, audio minutes,
 cost), runs the model (resumable and cached like infer@<model>), scores it, and logs one
 MLflow run tagged with its parent dataset, intervention and level, nested under the model's
 run on the original clips where that exists.
 """
 
+from __future__ import annotations
+
+import argparse
 import sys
 from pathlib import Path
 
 import _params
 
+from agl.core import canonical
+from agl.counterfactual.effects import log_listen_run, score_level
+from agl.errors import AglError
+from agl.inference.estimate import estimate_run
+from agl.inference.runner import SUMMARY
+from agl.inference.runspec import parse_infer, parse_models, run_spec, summary_line
 
-def main() -> int:
-    model, intervention, perturb_dir, out_dir, summary_path = sys.argv[1:6]
-    p = _params.load("models", "infer", "evaluate", "mlflow", "counterfactual")
-    from agl.core import canonical
-    from agl.counterfactual.effects import log_listen_run, score_level
-    from agl.errors import AglError
-    from agl.inference.estimate import estimate_run
-    from agl.inference.runner import SUMMARY
-    from agl.inference.runspec import find_model, parse_infer, parse_models, run_spec, summary_line
 
-    spec = find_model(parse_models(p["models"]), model)
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("model", help="a name under params.yaml models:")
+    ap.add_argument("intervention", help="a name under params.yaml perturb:")
+    ap.add_argument("perturb_dir", type=Path, help="build/perturb/<intervention>")
+    ap.add_argument("out_dir", type=Path, help="build/listen/<model>/<intervention>")
+    ap.add_argument("summary_path", type=Path, help="the stage's summary (JSON)")
+    args = ap.parse_args(argv)
+    model, intervention, perturb_dir = args.model, args.intervention, args.perturb_dir
+    out_dir, summary_path = args.out_dir, args.summary_path
+    cf_keys = ("protocol", "level_bootstrap", "seed", "track")
+    p = _params.load(f"models.{model}", "infer", "mlflow", *(f"counterfactual.{k}" for k in cf_keys), required=False)
+    if p[f"models.{model}"] is None or p["infer"] is None or p["counterfactual.level_bootstrap"] is None:
+        _params.load(f"models.{model}", "infer", "counterfactual.level_bootstrap")  # exits naming what is missing
+    cf = {k: p[f"counterfactual.{k}"] for k in cf_keys if p[f"counterfactual.{k}"] is not None}
+    spec = parse_models({model: p[f"models.{model}"]})[0]
     infer = parse_infer(p["infer"])
-    protocol = str(p["counterfactual"].get("protocol", "paper"))
+    protocol = str(cf.get("protocol", "paper"))
     levels = sorted(d.name for d in Path(perturb_dir).iterdir() if (d / "manifest.csv").exists())
     if not levels:
         raise AglError(f"{perturb_dir}: no derived dataset; run perturb@{intervention} first")
@@ -47,7 +62,7 @@ def main() -> int:
         print(f"listen {model} x {intervention}/{level}: {summary_line(run)}", file=sys.stderr)
         (out / SUMMARY).unlink(missing_ok=True)  # timings: kept out of the DVC-cached folder
         result = score_level(
-            data, out, protocol=protocol, bootstrap=int(p["evaluate"]["bootstrap"]), seed=int(p["evaluate"]["seed"])
+            data, out, protocol=protocol, bootstrap=int(cf["level_bootstrap"]), seed=int(cf.get("seed", 0))
         )
         summary["levels"][level] = {
             "estimate": est.as_dict(),
@@ -58,7 +73,7 @@ def main() -> int:
             "cost_usd": round(run["cost_usd"], 6),
             "n_failed": run["n_failed"],
         }
-        if p["counterfactual"].get("track", True):
+        if cf.get("track", True):
             log_listen_run(
                 spec,
                 intervention,

@@ -6,25 +6,30 @@ and build/paper/summary.json. With no runs listed (the offline default) it write
 summary that says so.
 """
 
-import sys
+from __future__ import annotations
+
+import argparse
 from pathlib import Path
 
 import _params
 
-OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/paper")
+from agl.core import canonical
+from agl.core.workspace import shared_path
+from agl.dataset.paper import fetch, resolve, run_source
+from agl.dataset.sources import SourceConfig
+from agl.predictions.importer import import_with_report
+from agl.predictions.records import write_predictions
+from agl.scoring.evaluate import evaluate_run
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("out", type=Path, help="build/paper: one folder per run and summary.json")
+    args = ap.parse_args(argv)
+    OUT = args.out
     p = _params.load("paper", "evaluate", "mlflow")
     cfg, ev = p["paper"], p["evaluate"]
-    from agl.dataset.paper import fetch, resolve, run_source
-    from agl.predictions.importer import import_with_report
-    from agl.predictions.records import write_predictions
-    from agl.scoring.evaluate import evaluate_run
-
     OUT.mkdir(parents=True, exist_ok=True)
-    from agl.core.workspace import shared_path
-
     cache = shared_path(cfg.get("cache_dir", "cache/paper"))
     runs = cfg.get("runs") or []
     summary: dict = {"base_url": cfg["base_url"], "runs": {}}
@@ -32,8 +37,6 @@ def main() -> int:
         summary["note"] = "no published runs selected (params.yaml paper.runs is empty)"
         print("paper: no published runs selected; set paper.runs in params.yaml to reproduce")
     else:
-        from agl.dataset.sources import SourceConfig
-
         # Files pinned by SHA-256 (the manifest, paper.published entries) are checked.
         pins = SourceConfig.from_params({"paper": cfg}).pinned()
         # Every entry is checked before anything is downloaded: a typo fails at once.
@@ -52,7 +55,7 @@ def main() -> int:
             doc = evaluate_run(
                 run=f"paper/{name}", predictions_path=out_dir / "predictions.jsonl",
                 manifest_path=manifest, out_dir=out_dir,
-                protocols=["paper"], bootstrap=int(ev["bootstrap"]), seed=int(ev["seed"]),
+                protocols=["paper"], bootstrap=int(ev["metric_bootstrap"]), seed=int(ev["seed"]),
                 info={"model": item.get("model", name), "backend": "replay", "source": "published",
                       "paper_name": item.get("model", name), "published_path": path},
                 experiment=p["mlflow"].get("experiment"),
@@ -62,8 +65,6 @@ def main() -> int:
                                      ("n", "distance_error_km", "continent_acc", "country_acc", "city_acc")}
             print(f"paper/{name}: mean {res['distance_error_km']:.2f} km, continent "
                   f"{res['continent_acc']:.2f}, country {res['country_acc']:.2f}, city {res['city_acc']:.2f}")
-    from agl.core import canonical
-
     canonical.write_json(OUT / "summary.json", summary)
     return 0
 

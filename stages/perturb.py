@@ -1,39 +1,48 @@
 """Stage perturb@<name>: one intervention of params.yaml `perturb:` applied to the dataset.
 
-usage: python stages/perturb.py NAME PARENT_DIR OUT_DIR SUMMARY_JSON
-Writes OUT_DIR/<level>/ (manifest.csv, audio/, lock.json, perturb.csv) for every level of the
+Reads params `perturb.<name>` and `counterfactual.subset` / `counterfactual.format`. Writes
+OUT_DIR/<level>/ (manifest.csv, audio/, lock.json, perturb.csv) for every level of the
 intervention (one unless graded), on `counterfactual.subset` clips of PARENT_DIR.
 """
 
+from __future__ import annotations
+
+import argparse
 import sys
 from pathlib import Path
 
 import _params
 
+from agl.core import canonical
+from agl.counterfactual.effects import Subset, derive_dataset
+from agl.counterfactual.perturb import parse_perturb
 
-def main() -> int:
-    name, parent, out, summary_path = sys.argv[1:5]
-    p = _params.load("perturb", "counterfactual")
-    from agl.core import canonical
-    from agl.counterfactual.effects import Subset, derive_dataset
-    from agl.counterfactual.perturb import parse_perturb
-    from agl.errors import AglError
 
-    levels = parse_perturb(p["perturb"])
-    if name not in levels:
-        raise AglError(f"params.yaml: no intervention named '{name}' under perturb:")
-    sub = p["counterfactual"].get("subset") or {}
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("name", help="an intervention's name under params.yaml perturb:")
+    ap.add_argument("parent", type=Path, help="the dataset folder to perturb (data)")
+    ap.add_argument("out", type=Path, help="build/perturb/<name>")
+    ap.add_argument("summary", type=Path, help="the stage's summary (JSON)")
+    args = ap.parse_args(argv)
+    key = f"perturb.{args.name}"
+    p = _params.load(key, "counterfactual.subset", "counterfactual.format", required=False)
+    levels = parse_perturb({args.name: p[key]} if p[key] is not None else {})
+    if args.name not in levels:
+        _params.load(key)  # exits: no intervention of that name
+    sub = p["counterfactual.subset"] or {}
     summary = derive_dataset(
-        Path(parent),
-        Path(out),
-        levels[name],
+        args.parent,
+        args.out,
+        levels[args.name],
         subset=Subset(size=sub.get("size"), seed=int(sub.get("seed", 0))),
-        fmt=str(p["counterfactual"].get("format", "mp3")),
+        fmt=str(p["counterfactual.format"] or "mp3"),
         progress=sys.stderr.isatty(),
     )
-    Path(summary_path).parent.mkdir(parents=True, exist_ok=True)
-    canonical.write_json(summary_path, summary)
-    print(f"perturb@{name}: {summary['clips']} clips x {len(summary['levels'])} level(s) -> {out}", file=sys.stderr)
+    args.summary.parent.mkdir(parents=True, exist_ok=True)
+    canonical.write_json(args.summary, summary)
+    print(f"perturb@{args.name}: {summary['clips']} clips x {len(summary['levels'])} level(s) -> {args.out}",
+          file=sys.stderr)
     return 0
 
 

@@ -1,45 +1,51 @@
 """Stage report: the last stage; one self-contained HTML report over every evaluated run.
 
-usage: python stages/report.py [--birds BIRDS_CSV] OUT_DIR LEADERBOARD_CSV MANIFEST RUN_DIR [RUN_DIR ...]
-                               [--counterfactual DIR]
-Reads params `report` (and `mlflow.experiment`); writes OUT_DIR/report.html, plots/, tables/,
-cdf/<run>.csv (for `dvc plots`) and summary.json, and logs them to MLflow.
+Reads params `report`, `data` (which dataset, for the provenance block) and `mlflow`; writes
+OUT_DIR/report.html, plots/, tables/, cdf/<run>.csv (for `dvc plots`) and summary.json, and
+logs them to MLflow.
 """
 
-import sys
+from __future__ import annotations
+
+import argparse
 from pathlib import Path
 
 import _params
 
+from agl.report.build import make_report
 
-def main() -> int:
-    args = sys.argv[1:]
-    birds = None
-    if args[:1] == ["--birds"]:  # the birds stage's table (agl.report.birds)
-        birds, args = Path(args[1]), args[2:]
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("out_dir", type=Path)
+    ap.add_argument("leaderboard", type=Path, help="the leaderboard stage's CSV")
+    ap.add_argument("manifest", type=Path)
+    ap.add_argument("run_dirs", type=Path, nargs="+", help="folders holding <run>/metrics.json")
+    ap.add_argument("--birds", type=Path, default=None, help="the birds stage's table (birds.csv)")
+    ap.add_argument("--counterfactual", type=Path, default=None,
+                    help="the counterfactual stage's folder: the section 'What the models listen to'")
+    ap.add_argument("--sensitivity", type=Path, default=None,
+                    help="scripts/sensitivity-sweep's table: the section 'Localizability: "
+                         "sensitivity to γ and θ' (skipped while the file does not exist)")
+    args = ap.parse_args(argv)
     sections = ()
-    if "--counterfactual" in args:  # the section "What the models listen to"
-        i = args.index("--counterfactual")
-        effects = Path(args[i + 1]) / "effects.csv"
-        del args[i : i + 2]
+    if args.counterfactual:
         from agl.counterfactual.report_section import section
 
+        effects = args.counterfactual / "effects.csv"
         sections = (lambda figs, tables, img: section(effects, figs, img, tables),)
-    sweep = Path("metrics/sensitivity.csv")  # scripts/sensitivity-sweep; tracked in git
-    if sweep.exists():  # the section "Localizability: sensitivity to γ and θ"
+    if args.sensitivity and args.sensitivity.exists():
         from agl.curation.sensitivity import report_section
 
+        sweep = args.sensitivity
         sections += (lambda figs, tables, img: report_section(sweep, figs),)
-    out_dir, board, manifest, *run_dirs = args
     p = _params.load("report", "data", "mlflow")
     cfg = dict(p["report"])
     track = bool(cfg.pop("track", True))
-    from agl.report.build import make_report
-
-    summary = make_report(run_dirs=[Path(d) for d in run_dirs], out_dir=Path(out_dir), cfg=cfg,
-                          leaderboard_csv=Path(board), manifest=Path(manifest),
+    summary = make_report(run_dirs=args.run_dirs, out_dir=args.out_dir, cfg=cfg,
+                          leaderboard_csv=args.leaderboard, manifest=args.manifest,
                           extra_provenance={"params data.dataset": p["data"]["dataset"]}, track=track,
-                          experiment=p["mlflow"].get("experiment"), birds_csv=birds,
+                          experiment=p["mlflow"].get("experiment"), birds_csv=args.birds,
                           sections=sections)
     print(f"wrote {summary['html']} ({len(summary['runs'])} runs)")
     return 0

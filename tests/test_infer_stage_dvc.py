@@ -28,7 +28,8 @@ def test_dvc_repro_runs_each_model_and_an_unchanged_rerun_makes_no_request(tmp_p
     shutil.copytree(REPO / "src" / "agl", work / "src" / "agl",
                     ignore=shutil.ignore_patterns("__pycache__"))
     (work / "stages").mkdir()
-    shutil.copy(REPO / "stages" / "infer.py", work / "stages" / "infer.py")
+    for script in ("infer.py", "_params.py"):
+        shutil.copy(REPO / "stages" / script, work / "stages" / script)
     stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["infer"]
     (work / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"infer": stage}}))
     manifest, audio = make_clips(work / "data", 4)

@@ -62,7 +62,7 @@ def test_dvc_repro_paper_stages(tmp_path, mirror):
     # Named by its pinned short name: the mirror's copy must match params.yaml's SHA-256.
     params["paper"].update(base_url=mirror, runs=[{"published": "qwen25-omni", "model": "Qwen2.5-Omni"}])
     assert params["paper"]["published"]["qwen25-omni"]["path"] == QWEN_PATH
-    params["evaluate"]["bootstrap"] = 200
+    params["evaluate"]["metric_bootstrap"] = 200
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     db = tmp_path / "mlflow.db"
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}", "DVC_NO_ANALYTICS": "1",

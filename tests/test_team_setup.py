@@ -54,7 +54,7 @@ def team(tmp_path_factory):
     params["models"] = {k: v for k, v in params["models"].items() if k in ("knn", "prior")}
     params["tag"]["speech"] = "none"
     params["localizability"]["speech_from"] = "tags"
-    params["evaluate"]["bootstrap"] = 100
+    params["evaluate"]["metric_bootstrap"] = 100
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (work / "metrics" / "sensitivity.csv").write_text("")  # no sweep yet
     # The committed lock describes the full pipeline; this slimmed one records its own.
@@ -165,14 +165,14 @@ def _exp_rows(work: Path, env: dict) -> dict[str, dict]:
 
 def test_experiment_shows_headline_metrics(team):
     work, env = team["work"], team["env"]
-    sh("dvc exp run -q -n boot500 -S evaluate.bootstrap=500 evaluate@knn", work, env)
+    sh("dvc exp run -q -n boot500 -S evaluate.metric_bootstrap=500 evaluate@knn", work, env)
     rows = _exp_rows(work, env)
     # Back to the baseline (the sweep below queues from it) and out of the sweep's table.
     sh("dvc exp remove boot500 && git checkout -- params.yaml metrics dvc.lock", work, env)
     knn = rows["boot500"]["metrics"]["metrics/runs/knn.json"]
     for key in ("mean_km", "median_km", "city_acc", "country_acc", "continent_acc"):
         assert isinstance(knn[key], int | float), (key, knn)
-    assert rows["boot500"]["params"]["params.yaml"]["evaluate"]["bootstrap"] == 500
+    assert rows["boot500"]["params"]["params.yaml"]["evaluate"]["metric_bootstrap"] == 500
     # The baseline row carries numbers too (its commit holds the metrics files).
     base = next(
         v for k, v in rows.items() if k not in ("boot500", "workspace") and "metrics/runs/knn.json" in v["metrics"]

@@ -1,0 +1,154 @@
+"""The shape of src/agl: phase packages, small modules, no import cycles, honest imports.
+
+* `src/agl/` holds packages plus `cli.py`, `errors.py` and `__init__.py`;
+* no module is over 450 lines;
+* the import graph (every `import agl...`, at any depth) has no cycle;
+* an agl module imported inside a function says why on that line or the line above (a heavy
+  or optional dependency: torch, transformers, mlflow, tflite; or a command's lazy load);
+* a public function that another package calls has a docstring.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+from stage_closure import AGL, SRC, module_file
+
+MAX_LINES = 450
+TOP_LEVEL_FILES = {"__init__.py", "cli.py", "errors.py"}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(AGL.rglob("*.py")):
+        if "__pycache__" in p.parts:
+            continue
+        parts = list(p.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = p
+    return out
+
+
+def _package(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+
+
+def agl_imports(name: str, path: Path) -> list[tuple[str, ast.stmt, bool]]:
+    """(imported agl module, the statement, inside a function?) for every import in a module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+
+    def visit(node: ast.AST, nested: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = nested or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            if isinstance(child, ast.Import):
+                found.extend((a.name, child, nested) for a in child.names if a.name.startswith("agl."))
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = _package(name, path).split(".")[: len(_package(name, path).split(".")) - child.level + 1]
+                    mod = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    mod = child.module or ""
+                if mod == "agl" or mod.startswith("agl."):
+                    for a in child.names:
+                        sub = f"{mod}.{a.name}"
+                        found.append((sub if module_file(sub) else mod, child, nested))
+            visit(child, inner)
+
+    visit(tree, False)
+    return [(m, s, n) for m, s, n in found if m != "agl"]
+
+
+def test_top_level_holds_packages_and_three_files():
+    loose = sorted(p.name for p in AGL.glob("*.py") if p.name not in TOP_LEVEL_FILES)
+    assert loose == [], f"modules beside the packages in src/agl: {loose}"
+
+
+def test_no_module_over_the_limit():
+    long = {str(p.relative_to(SRC)): n for p in modules().values()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}, f"modules over {MAX_LINES} lines: {long}"
+
+
+def import_cycles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    mods = modules()
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in mods.items():
+        for target, _, _ in agl_imports(name, path):
+            while target not in mods and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target != name and target in mods and not name.startswith(target + "."):
+                graph[name].add(target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in list(mods):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def test_no_import_cycles():
+    assert import_cycles() == []
+
+
+def test_imports_inside_functions_say_why():
+    silent = []
+    for name, path in modules().items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for target, stmt, nested in agl_imports(name, path):
+            if not nested:
+                continue
+            here = lines[stmt.lineno - 1]
+            above = lines[stmt.lineno - 2].strip() if stmt.lineno > 1 else ""
+            if "#" not in here and not above.startswith("#"):
+                silent.append(f"{path.relative_to(SRC)}:{stmt.lineno} imports {target}")
+    assert silent == [], "imports inside functions without a reason:\n" + "\n".join(sorted(set(silent)))
+
+
+def test_functions_other_packages_call_have_docstrings():
+    mods = modules()
+    called: dict[str, set[str]] = defaultdict(set)  # module -> names imported from another package
+    for name, path in mods.items():
+        pkg = name.split(".")[1] if name.count(".") >= 1 else ""
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("agl."):
+                if node.module.split(".")[1] != pkg and node.module in mods:
+                    called[node.module].update(a.name for a in node.names)
+    missing = []
+    for mod, names in called.items():
+        tree = ast.parse(mods[mod].read_text(encoding="utf-8"))
+        for node in tree.body:
+            if (isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name in names
+                    and not node.name.startswith("_") and ast.get_docstring(node) is None):
+                missing.append(f"{mod}.{node.name}")
+    assert missing == [], "called from other packages without a docstring: " + ", ".join(sorted(missing))

@@ -1,0 +1,90 @@
+"""dvc.yaml names everything a stage's result depends on: code, shipped data and params.
+
+Each stage's script is followed through its whole import closure (tests/stage_closure.py);
+every agl module, local helper and shipped data file it can load must sit under one of the
+stage's `deps:` (a file or a folder), and every params section or key it reads must be
+declared under its `params:`. A stage that forgets one would let `dvc status` call stale
+results current.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from stage_closure import INTERP, REPO, closure, declared, param_covered
+
+SCRIPT = re.compile(r"python (stages/[\w]+\.py)")
+
+
+def _normalise(entry: str) -> str:
+    """`models.${key}` / `models.${item.model}` -> `models.*` (one entry of the section)."""
+    return INTERP.sub("*", entry)
+
+
+def stage_problems(dvc_yaml: Path, repo: Path = REPO) -> list[str]:
+    """Every dependency a stage's script has but its dvc.yaml entry does not declare."""
+    stages = yaml.safe_load(dvc_yaml.read_text(encoding="utf-8"))["stages"]
+    problems = []
+    for name, stage in stages.items():
+        body = stage.get("do", stage)
+        cmd = " ".join(body["cmd"]) if isinstance(body["cmd"], list) else body["cmd"]
+        m = SCRIPT.search(cmd)
+        if not m:
+            problems.append(f"stage {name}: its cmd runs no stages/<script>.py")
+            continue
+        deps = [_normalise(d) for d in body.get("deps", [])]
+        params = [_normalise(p) if isinstance(p, str) else next(iter(p)) for p in body.get("params", [])]
+        c = closure(repo / m.group(1), repo / "src")
+        for path in sorted(c.files | c.data):
+            if not any(declared(d, path, repo) for d in deps if "*" not in d):
+                problems.append(f"stage {name}: {path.relative_to(repo)} is loaded but not under its deps")
+        reads = set(c.params) | {_normalise(x).split()[0] for x in INTERP.findall(cmd)
+                                 if not x.startswith(("key", "item"))}
+        for section in sorted(reads):
+            if not param_covered(section, params):
+                problems.append(f"stage {name}: reads params '{section}' but does not declare it")
+    return problems
+
+
+def test_every_stage_declares_what_it_loads():
+    assert stage_problems(REPO / "dvc.yaml") == []
+
+
+def test_a_missing_dep_is_named(tmp_path):
+    """The check is live: drop one package from one stage and it names the stage and a file."""
+    doc = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))
+    evaluate = doc["stages"]["evaluate"]["do"]
+    evaluate["deps"].remove("src/agl/scoring")
+    evaluate["params"].remove("mlflow")
+    broken = tmp_path / "dvc.yaml"
+    broken.write_text(yaml.safe_dump(doc, sort_keys=False))
+    problems = stage_problems(broken)
+    assert "stage evaluate: src/agl/scoring/evaluate.py is loaded but not under its deps" in problems
+    assert "stage evaluate: reads params 'mlflow' but does not declare it" in problems
+    assert all(p.startswith("stage evaluate:") for p in problems)
+
+
+def test_a_new_import_is_followed(tmp_path):
+    """An import added inside a function of a library module is part of the closure."""
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "src" / "agl", src / "agl", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "stages", tmp_path / "stages", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
+    assert not [p for p in stage_problems(tmp_path / "dvc.yaml", tmp_path) if p.startswith("stage tag:")]
+    tagging = src / "agl" / "curation" / "tagging.py"
+    tagging.write_text(tagging.read_text() + "\n\ndef _late():\n    from agl.report import plots  # noqa\n")
+    assert ("stage tag: src/agl/report/plots.py is loaded but not under its deps"
+            in stage_problems(tmp_path / "dvc.yaml", tmp_path))
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "stages").glob("[!_]*.py")))
+def test_stage_scripts_share_one_convention(script):
+    """argparse, params through `_params.load`, errors through `_params.run_main`."""
+    text = (REPO / "stages" / script).read_text(encoding="utf-8")
+    assert "argparse.ArgumentParser(description=__doc__)" in text
+    assert "run_main(main)" in text
+    assert "sys.argv" not in text and "yaml.safe_load" not in text
