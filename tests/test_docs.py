@@ -20,11 +20,14 @@ For every page (new pages are found by the glob, no list to update):
 * every inline code span that names a params.yaml key path (`evaluate.bootstrap`,
   `params.yaml: paper.base_url`, `paper.published.<name>.path`) names one that exists;
 * every inline code span that names a repository path (`src/...`, `stages/...`, `tests/...`,
-  `benchmarks/...`, `scripts/...`) names one that exists (module paths cannot go stale);
+  `benchmarks/...`, `scripts/...`) names one that exists, and every dotted module reference
+  (`agl.dataset.manifest.load_manifest`) a module under src/ that defines that name (module
+  paths cannot go stale);
 * every `yaml` block parses; one made only of params.yaml sections is a params excerpt, and
   the keys of its fixed-schema sections must exist in params.yaml.
 
-Every `--help` is run once per session (cached); the whole module takes a few seconds.
+Every `--help` is run once per session, in parallel (mlflow's all in one process: its CLI
+import takes seconds); the module takes about 10 s, well under a minute on a loaded machine.
 """
 
 from __future__ import annotations
@@ -500,6 +503,26 @@ def check_repo_path(path: str) -> list[str]:
     return [] if (ROOT / path).exists() else [f"{path} does not exist"]
 
 
+def check_module_ref(ref: str) -> list[str]:
+    """`agl.dataset.manifest.load_manifest`: the module exists under src/, and the first name
+    after it is defined (or imported) there. Read, not imported: no heavy import at test time."""
+    parts = ref.split(".")
+    for k in range(len(parts), 0, -1):
+        base = ROOT / "src" / Path(*parts[:k])
+        module = next((m for m in (base.with_suffix(".py"), base / "__init__.py") if m.is_file()), None)
+        if module:
+            break
+    else:
+        return [f"no module {ref} under src/"]
+    if k == len(parts):
+        return []
+    name = parts[k]
+    source = module.read_text(encoding="utf-8")
+    defined = re.search(rf"^\s*(?:async\s+)?(?:def|class)\s+{name}\b|^{name}\s*[:=]"
+                        rf"|^\s*(?:from\s+\S+\s+)?import\s.*\b{name}\b", source, flags=re.M)
+    return [] if defined else [f"{'.'.join(parts[:k])} has no {name} ({ref})"]
+
+
 def check_link(target: str, page: Path) -> list[str]:
     if re.match(r"^[a-z][a-z0-9+.-]*:", target, flags=re.I):  # http:, https:, mailto:
         return []
@@ -566,6 +589,8 @@ def check_page(page: Path, params: dict) -> list[str]:
             path = repo_path_in_span(span)
             if path:
                 problems += [f"{where}: {p}" for p in check_repo_path(path)]
+            if re.fullmatch(r"agl(\.[A-Za-z_]\w*)+", span):
+                problems += [f"{where}: {p}" for p in check_module_ref(span)]
     return problems
 
 
@@ -623,6 +648,7 @@ frobnicate --now
 
 Knobs: `evaluate.bootstrap`, `evaluate.no_such_knob`, `paper.published.<name>.sha256`.
 Code: `src/agl/no_such_module.py`, `stages/evaluate.py`. Broken: [x](missing.md), [y](other.md#nope).
+Modules: `agl.scoring.evaluate.evaluate_run`, `agl.evaluate`, `agl.core.geo.no_such_function`.
 
 ```
 no language here
@@ -650,6 +676,8 @@ def test_checker_finds_every_kind_of_drift(tmp_path, params):
         "link missing.md",
         "other.md has no heading #nope",
         "fenced block without a language",
+        "agl has no evaluate (agl.evaluate)",
+        "agl.core.geo has no no_such_function",
     ]
     for want in expected:
         assert want in problems, f"not reported: {want}\n--- reported:\n{problems}"
