@@ -17,7 +17,7 @@ For every page (new pages are found by the glob, no list to update):
     project does not own, and shell built-ins);
 * `dvc exp run -S key=value`: the params key exists in params.yaml;
 * every relative link resolves to a file, and a `#fragment` to a heading of the target page;
-* every inline code span that names a params.yaml key path (`evaluate.bootstrap`,
+* every inline code span that names a params.yaml key path (`evaluate.metric_bootstrap`,
   `params.yaml: paper.base_url`, `paper.published.<name>.path`) names one that exists;
 * every inline code span that names a repository path (`src/...`, `stages/...`, `tests/...`,
   `benchmarks/...`, `scripts/...`) names one that exists, and every dotted module reference
@@ -639,14 +639,14 @@ Run `agl evaluate run.jsonl --manifest m.csv --protocol strict` and see [data](o
 agl evaluate P --manifest M --no-such-flag   # a flag the command does not have
 agl no-such-command --x
 dvc exp run --queue --no-such-dvc-flag -S evaluate.no_such_key=1
-python stages/evaluate.py one two
+scripts/mlflow-server start one two
 python stages/evaluate.py a b c d --bogus
 scripts/mlflow-server restart
 scripts/sensitivity-sweep --gamma 1000 --no-such-sweep-flag
 frobnicate --now
 ```
 
-Knobs: `evaluate.bootstrap`, `evaluate.no_such_knob`, `paper.published.<name>.sha256`.
+Knobs: `evaluate.metric_bootstrap`, `evaluate.no_such_knob`, `paper.published.<name>.sha256`.
 Code: `src/agl/no_such_module.py`, `stages/evaluate.py`. Broken: [x](missing.md), [y](other.md#nope).
 Modules: `agl.scoring.evaluate.evaluate_run`, `agl.evaluate`, `agl.core.geo.no_such_function`.
 
@@ -666,7 +666,7 @@ def test_checker_finds_every_kind_of_drift(tmp_path, params):
         "`agl` has no subcommand 'no-such-command'",
         "`dvc exp run` has no option --no-such-dvc-flag",
         "params.yaml has no key evaluate.no_such_key",
-        "`stages/evaluate.py` takes 4-5 positional argument(s), the doc gives 2",
+        "`scripts/mlflow-server` takes 1-2 positional argument(s), the doc gives 3",
         "`stages/evaluate.py` has no option --bogus",
         "'restart' is not one of start|stop|status",
         "`scripts/sensitivity-sweep` has no option --no-such-sweep-flag",
@@ -684,7 +684,7 @@ def test_checker_finds_every_kind_of_drift(tmp_path, params):
     # ...and nothing correct is reported: one line per expected problem (the agl line twice
     # over is impossible: each problem names its own flag, key or path).
     assert len(problems.splitlines()) == len(expected), problems
-    for fine in ("--protocol", "--manifest", "--queue", "evaluate.bootstrap", "sha256",
+    for fine in ("--protocol", "--manifest", "--queue", "evaluate.metric_bootstrap", "sha256",
                  "stages/evaluate.py does not exist", "other.md#the-data"):
         assert f"no option {fine}" not in problems and f"no key {fine}" not in problems
         assert f"link {fine}" not in problems
@@ -694,9 +694,9 @@ def test_a_correct_page_passes(tmp_path, params):
     page = tmp_path / "ok.md"
     page.write_text(
         "# Fine\n\n```bash\nagl infer --backend gemini --model m --manifest x --audio-root a "
-        "--out o --dry-run\ndvc exp run -S evaluate.bootstrap=500\n"
-        "python stages/leaderboard.py build\nscripts/mlflow-server status\n```\n\n"
-        "```yaml\nevaluate: {bootstrap: 500}\nmodels:\n  mine: {backend: random}\n```\n\n"
+        "--out o --dry-run\ndvc exp run -S evaluate.metric_bootstrap=500\n"
+        "python stages/leaderboard.py build --runs build/runs --paper build/paper\nscripts/mlflow-server status\n```\n\n"
+        "```yaml\nevaluate: {metric_bootstrap: 500}\nmodels:\n  mine: {backend: random}\n```\n\n"
         "See [here](#fine), `agl models --yaml NAME` and `params.yaml: paper.base_url`.\n",
         encoding="utf-8")
     assert check_page(page, params) == []
