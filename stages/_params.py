@@ -39,7 +39,7 @@ def load(*keys: str, path: Path | str | None = None, required: bool = True) -> d
             missing.append(key)
         out[key] = node
     if missing:
-        sys.exit(f"{path}: missing {', '.join(missing)}; add it (see the README for each section)")
+        sys.exit(f"{path}: missing {', '.join(missing)}; add it (docs/pipeline.md lists what each stage reads)")
     return out
 
 

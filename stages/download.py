@@ -2,7 +2,7 @@
 
 Reads params.yaml `data:` and `download:`. Writes the dataset folder (manifest.csv, audio/,
 lock.json; pinned by data.dvc) and a run summary (downloaded / present / failed / bytes).
-It runs before `dvc repro` (README "Data"): DVC cannot let one path be both a stage output and
+It runs before `dvc repro` (docs/data.md): DVC cannot let one path be both a stage output and
 pinned by a .dvc file, and the pin is what a run names as its data.
 """
 

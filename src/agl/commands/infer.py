@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="", help="model id for the backend")
     p.add_argument("--base-url", action="append",
                    help="server URL for openai-compatible (and fake servers); repeat it for "
-                        "replicas of one model (least-loaded routing, see README)")
+                        "replicas of one model (least-loaded routing, see docs/inference.md)")
     p.add_argument("--manifest", required=True, help="manifest CSV (AGL1K layout)")
     p.add_argument("--audio-root", help="folder with <key>/<mp3name> audio files")
     p.add_argument("--out", required=True, help="run folder for predictions.jsonl + summary")
