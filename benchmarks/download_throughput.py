@@ -24,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from agl.dataset.download import Policy, download_clips  # noqa: E402
+from agl.dataset.download import download_clips  # noqa: E402
+from agl.dataset.fetch import Policy  # noqa: E402
 from agl.dataset.manifest import Clip  # noqa: E402
 
 

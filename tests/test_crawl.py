@@ -11,7 +11,7 @@ from fake_archive import FakeArchive
 
 from agl.cli import main
 from agl.dataset.crawl import CrawlConfig, list_items, parse_item, reverse_geocode
-from agl.dataset.download import Policy, make_client
+from agl.dataset.fetch import Policy, make_client
 from agl.dataset.manifest import CATEGORY_COLUMNS, COLUMNS, load_manifest
 
 

@@ -16,7 +16,8 @@ from fake_archive import FakeArchive
 
 from agl.cli import main
 from agl.dataset.checksums import read_lock, read_source
-from agl.dataset.download import Policy, download_clips
+from agl.dataset.download import download_clips
+from agl.dataset.fetch import Policy
 from agl.dataset.manifest import Clip, ManifestWarning, clips, load_manifest, write_manifest
 from agl.dataset.prepare import DatasetSpec, from_params, prepare
 from agl.errors import AglError

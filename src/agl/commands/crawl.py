@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agl.dataset.crawl import CrawlConfig, crawl, print_report, write_report
-    from agl.dataset.download import Policy
+    from agl.dataset.fetch import Policy
     from agl.dataset.manifest import write_manifest
     from agl.errors import AglError
 

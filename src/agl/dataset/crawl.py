@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     import httpx
     import pandas as pd
 
-    from agl.dataset.download import Policy
+    from agl.dataset.fetch import Policy
 
 ARCHIVE_URL = "https://archive.org"
 # Field names an item may carry its position under, most specific first.
@@ -81,7 +81,7 @@ def crawl(
     config: CrawlConfig, policy: Policy, client: httpx.Client | None = None
 ) -> tuple[pd.DataFrame, CrawlReport]:
     """The collection as a manifest frame (AGL1K columns) and a report of what was skipped."""
-    from agl.dataset.download import make_client
+    from agl.dataset.fetch import make_client
 
     own = client is None
     client = client or make_client(policy)
@@ -149,7 +149,7 @@ def _advanced(config: CrawlConfig, policy: Policy, client: httpx.Client):
 
 
 def _json(client, url: str, policy: Policy):
-    from agl.dataset.download import get_json
+    from agl.dataset.fetch import get_json
 
     try:
         return get_json(client, url, policy)
@@ -161,7 +161,7 @@ def _json(client, url: str, policy: Policy):
 
 def _read_items(identifiers, config, policy, client):
     """Each item's metadata (in parallel), parsed; returns (items in list order, skipped)."""
-    from agl.dataset.download import get_json
+    from agl.dataset.fetch import get_json
 
     stop = threading.Event()
 

@@ -27,7 +27,7 @@ from agl.errors import AglError
 if TYPE_CHECKING:
     import httpx
 
-    from agl.dataset.download import Policy
+    from agl.dataset.fetch import Policy
 
 AGL1K_MANIFEST_URL = (
     "https://raw.githubusercontent.com/Rising0321/AGL1K/"
@@ -135,7 +135,7 @@ def _demo_matches_lock(out: Path, seed: int, keys: set[str]) -> bool:
 
 def _manifest(spec: DatasetSpec, out: Path, policy, client):
     """The manifest as a validated frame, written to `<out>/manifest.csv` in AGL1K layout."""
-    from agl.dataset.download import fetch_document, sha256_hex
+    from agl.dataset.fetch import fetch_document, sha256_hex
     from agl.dataset.manifest import ManifestWarning, load_manifest, parse_manifest
 
     target = out / "manifest.csv"
@@ -253,7 +253,7 @@ def from_params(
     `overrides` (command-line flags) replace `download` keys and `dataset` replaces
     `data.dataset`; None keeps the params value. Errors name the file and the key.
     """
-    from agl.dataset.download import Policy
+    from agl.dataset.fetch import Policy
 
     data = params.get("data") or {}
     section = dict(params.get("download") or {})

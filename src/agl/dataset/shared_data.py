@@ -88,7 +88,7 @@ def build_shared(
 
     Every file is tried; afterwards an AglError lists the ones that could not be had."""
     from agl.dataset.checksums import file_digest
-    from agl.dataset.download import Policy, fetch_document, sha256_hex
+    from agl.dataset.fetch import Policy, fetch_document, sha256_hex
     from agl.dataset.sources import paper_values_path
 
     out = Path(out)
