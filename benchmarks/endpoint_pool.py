@@ -23,7 +23,9 @@ from inference_concurrency import make_clips, serve  # noqa: E402
 
 def timed_run(clips, audio, out, urls, concurrency):
     from agl.backends.endpoints import pool_capacity
-    from agl.inference.runner import run_inference
+    from agl.inference.model_run import run_inference
+    from agl.inference.runner import RunOptions
+    from agl.inference.runspec import ModelSpec
     from agl.prompts import load_prompt
 
     settings = {"base_url": urls, "endpoint_concurrency": concurrency, "temperature": 0}
@@ -32,18 +34,13 @@ def timed_run(clips, audio, out, urls, concurrency):
     backend = get_backend("openai-compatible")("fake", **settings)
     t0 = time.perf_counter()
     s = run_inference(
-        backend_name="openai-compatible",
-        model="fake",
-        clips=clips,
-        audio_root=audio,
+        ModelSpec("run", "openai-compatible", "fake", settings=settings),
+        load_prompt(),
+        clips,
         out_dir=out,
-        prompt=load_prompt(),
-        settings=settings,
-        cache_dir=None,
-        concurrency=pool_capacity(settings),
-        timeout_s=60,
-        max_retries=0,
-        progress=False,
+        audio_root=audio,
+        options=RunOptions(cache_dir=None, concurrency=pool_capacity(settings), timeout_s=60,
+                           max_retries=0, progress=False),
         backend=backend,
     )
     wall = time.perf_counter() - t0

@@ -99,7 +99,9 @@ def main() -> int:
                     help="which real SDK talks to the fake server")
     args = ap.parse_args()
 
-    from agl.inference.runner import run_inference
+    from agl.inference.model_run import run_inference
+    from agl.inference.runner import RunOptions
+    from agl.inference.runspec import ModelSpec
     from agl.predictions.records import read_predictions
     from agl.prompts import load_prompt
 
@@ -119,19 +121,19 @@ def main() -> int:
             else:
                 settings = {"base_url": url, "api_version": "v1beta", "temperature": 0}
             # Warm-up (not timed): imports the SDK and opens a connection.
-            run_inference(backend_name=args.backend, model="fake", clips=clips[:3],
-                          audio_root=tmp / "audio", out_dir=tmp / "warmup", prompt=load_prompt(),
-                          settings=settings, concurrency=1, timeout_s=30, max_retries=0,
-                          progress=False)
+            spec = ModelSpec("run", args.backend, "fake", settings=settings)
+            run_inference(spec, load_prompt(), clips[:3], out_dir=tmp / "warmup",
+                          audio_root=tmp / "audio",
+                          options=RunOptions(concurrency=1, timeout_s=30, max_retries=0,
+                                             progress=False))
             for c in args.concurrency:
                 n = min(args.subset_c1, args.n) if c == 1 else args.n
                 out = tmp / f"run_c{c}"
                 t0 = time.perf_counter()
-                s = run_inference(backend_name=args.backend, model="fake", clips=clips[:n],
-                                  audio_root=tmp / "audio", out_dir=out, prompt=load_prompt(),
-                                  settings=settings,
-                                  cache_dir=None, concurrency=c, timeout_s=30, max_retries=0,
-                                  progress=False)
+                s = run_inference(spec, load_prompt(), clips[:n], out_dir=out,
+                                  audio_root=tmp / "audio",
+                                  options=RunOptions(cache_dir=None, concurrency=c, timeout_s=30,
+                                                     max_retries=0, progress=False))
                 wall = time.perf_counter() - t0
                 if s["n_ok"] != n or len(read_predictions(out / "predictions.jsonl")) != n:
                     print({k: v for k, v in s.items() if k.startswith("n_")}, file=sys.stderr)

@@ -45,7 +45,9 @@ def main() -> None:
     from tiny_models import FAMILIES
 
     from agl.dataset.manifest import clips, load_manifest, write_manifest
-    from agl.inference.runner import run_inference
+    from agl.inference.model_run import run_inference
+    from agl.inference.runner import RunOptions
+    from agl.inference.runspec import ModelSpec
     from agl.prompts import load_prompt
 
     archive = (ROOT / ".." / "shared" / "data" / "agl1k" / "archive").resolve()
@@ -104,18 +106,13 @@ def main() -> None:
             }
             t0 = time.perf_counter()
             run_inference(
-                backend_name="transformers",
-                model=str(model_dir),
-                clips=cl,
-                audio_root=root,
+                ModelSpec("run", "transformers", str(model_dir), settings=settings),
+                load_prompt(),
+                cl,
                 out_dir=out,
-                prompt=load_prompt(),
-                settings=settings,
-                cache_dir=None,
-                concurrency=2 * bs,
-                timeout_s=3600,
-                max_retries=0,
-                progress=False,
+                audio_root=root,
+                options=RunOptions(cache_dir=None, concurrency=2 * bs, timeout_s=3600,
+                                   max_retries=0, progress=False),
             )
             wall = time.perf_counter() - t0
             batches = [json.loads(line) for line in eff.read_text().splitlines()]

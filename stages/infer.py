@@ -12,7 +12,8 @@ import sys
 
 import _params
 
-from agl.inference.runspec import parse_infer, parse_models, run_spec, summary_line
+from agl.inference.model_run import run_spec
+from agl.inference.runspec import parse_infer, parse_models, summary_line
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,9 @@ import soundfile as sf
 from tiny_models import FAMILIES
 
 from agl.dataset.manifest import CATEGORY_COLUMNS, clips, load_manifest, write_manifest
-from agl.inference.runner import run_inference
+from agl.inference.model_run import run_inference
+from agl.inference.runner import RunOptions
+from agl.inference.runspec import ModelSpec
 from agl.predictions.records import read_predictions
 from agl.prompts import load_prompt
 
@@ -56,18 +58,14 @@ def audio_set(tmp_path_factory, real_mp3s):
 def _run(model_dir, audio_set, out, **settings):
     root, cl = audio_set
     return run_inference(
-        backend_name="transformers",
-        model=str(model_dir),
-        clips=cl,
-        audio_root=root,
+        ModelSpec("run", "transformers", str(model_dir),
+                  settings={"device": "cpu", "max_new_tokens": 6, **settings}),
+        load_prompt(),
+        cl,
         out_dir=out,
-        prompt=load_prompt(),
-        settings={"device": "cpu", "max_new_tokens": 6, **settings},
-        cache_dir=None,
-        concurrency=max(1, int(settings.get("batch_size", 1))),
-        timeout_s=300,
-        max_retries=0,
-        progress=False,
+        audio_root=root,
+        options=RunOptions(cache_dir=None, concurrency=max(1, int(settings.get("batch_size", 1))),
+                           timeout_s=300, max_retries=0, progress=False),
     )
 
 
@@ -117,18 +115,14 @@ def test_family_window_is_recorded(tmp_path, name, family_model, audio_set):
     root, cl = audio_set
     one = [c for c in cl if c.key != "short_cut"][:1]
     run_inference(
-        backend_name="transformers",
-        model=str(family_model(name)),
-        clips=one,
-        audio_root=root,
+        ModelSpec("run", "transformers", str(family_model(name)),
+                  settings={"device": "cpu", "max_new_tokens": 2}),
+        load_prompt(),
+        one,
         out_dir=tmp_path / "o",
-        prompt=load_prompt(),
-        settings={"device": "cpu", "max_new_tokens": 2},
-        cache_dir=None,
-        concurrency=1,
-        timeout_s=300,
-        max_retries=0,
-        progress=False,
+        audio_root=root,
+        options=RunOptions(cache_dir=None, concurrency=1, timeout_s=300, max_retries=0,
+                           progress=False),
     )
     m = read_predictions(tmp_path / "o" / "predictions.jsonl")[one[0].key].meta
     if name == "qwen2_5_omni":
@@ -169,18 +163,14 @@ def test_undecodable_clip_fails_alone_in_a_batch(tmp_path, family_model, audio_s
     (bad / broken.relpath).unlink()
     (bad / broken.relpath).write_bytes(b"ID3 this is not an mp3 stream")
     summary = run_inference(
-        backend_name="transformers",
-        model=str(family_model("qwen2_5_omni")),
-        clips=cl,
-        audio_root=bad,
+        ModelSpec("run", "transformers", str(family_model("qwen2_5_omni")),
+                  settings={"device": "cpu", "max_new_tokens": 2, "max_seconds": 8, "batch_size": 3}),
+        load_prompt(),
+        cl,
         out_dir=tmp_path / "o",
-        prompt=load_prompt(),
-        cache_dir=None,
-        concurrency=3,
-        timeout_s=300,
-        settings={"device": "cpu", "max_new_tokens": 2, "max_seconds": 8, "batch_size": 3},
-        max_retries=0,
-        progress=False,
+        audio_root=bad,
+        options=RunOptions(cache_dir=None, concurrency=3, timeout_s=300, max_retries=0,
+                           progress=False),
     )
     preds = read_predictions(tmp_path / "o" / "predictions.jsonl")
     assert summary["n_failed"] == 1

@@ -8,7 +8,9 @@ from tiny_models import FAMILIES
 
 from agl.dataset.manifest import clips, load_manifest, write_manifest
 from agl.inference.finalize import read_run
-from agl.inference.runner import run_inference
+from agl.inference.model_run import run_inference
+from agl.inference.runner import RunOptions
+from agl.inference.runspec import ModelSpec
 from agl.predictions.records import Status, read_predictions
 from agl.prompts import load_prompt
 
@@ -29,11 +31,11 @@ def test_tiny_model_end_to_end_on_real_mp3(tmp_path, family, real_mp3s, archive_
     model_dir = family_model(family)
     cl = mp3_manifest(tmp_path, real_mp3s)
     settings = {"device": "cpu", "max_new_tokens": 12, "max_seconds": 8}
-    kw = dict(backend_name="transformers", model=str(model_dir), clips=cl,
-              audio_root=archive_dir, out_dir=tmp_path / "run", prompt=load_prompt(),
-              settings=settings, cache_dir=tmp_path / "cache", concurrency=2, timeout_s=300,
-              max_retries=0, progress=False)
-    summary = run_inference(**kw)
+    spec = ModelSpec("run", "transformers", str(model_dir), settings=settings)
+    kw = dict(out_dir=tmp_path / "run", audio_root=archive_dir,
+              options=RunOptions(cache_dir=tmp_path / "cache", concurrency=2, timeout_s=300,
+                                 max_retries=0, progress=False))
+    summary = run_inference(spec, load_prompt(), cl, **kw)
     preds = read_run(tmp_path / "run")  # meta with the timings (load/prefill/decode)
     assert set(preds) == {c.key for c in cl}
     for p in preds.values():
@@ -49,7 +51,7 @@ def test_tiny_model_end_to_end_on_real_mp3(tmp_path, family, real_mp3s, archive_
 
     # Greedy decoding is deterministic: a fresh run is served from the cache, same text.
     (tmp_path / "run" / "predictions.jsonl").unlink()
-    again = run_inference(**kw)
+    again = run_inference(spec, load_prompt(), cl, **kw)
     preds2 = read_predictions(tmp_path / "run" / "predictions.jsonl")
     assert again["cached"] == 2 and again["session_cache_hits"] == 2
     assert {k: p.raw_reply for k, p in preds2.items()} == {k: p.raw_reply for k, p in preds.items()}

@@ -14,7 +14,9 @@ from agl.backends import get_backend
 from agl.backends.base import Request
 from agl.core import canonical
 from agl.dataset.manifest import clips, load_manifest, write_manifest
-from agl.inference.runner import run_inference
+from agl.inference.model_run import run_inference
+from agl.inference.runner import RunOptions
+from agl.inference.runspec import ModelSpec
 from agl.predictions.records import Status, read_predictions
 from agl.prompts import load_prompt
 
@@ -106,9 +108,9 @@ def synth_places(tmp_path):
 
 def test_knn_leave_one_out_finds_same_place(tmp_path):
     cl = synth_places(tmp_path)
-    run_inference(backend_name="knn", model="logmel", clips=cl, audio_root=tmp_path / "audio",
-                  out_dir=tmp_path / "run", prompt=load_prompt(), settings={"k": 1},
-                  progress=False)
+    run_inference(ModelSpec("run", "knn", "logmel", settings={"k": 1}), load_prompt(), cl,
+                  out_dir=tmp_path / "run", audio_root=tmp_path / "audio",
+                  options=RunOptions(progress=False))
     preds = read_predictions(tmp_path / "run" / "predictions.jsonl")
     for c in cl:
         p = preds[c.key]
@@ -130,9 +132,9 @@ def test_replay_serves_published_predictions(tmp_path, qwen_published, agl1k_cli
     from agl.predictions.importer import import_published
 
     out = tmp_path / "run"
-    summary = run_inference(backend_name="replay", model="qwen25-omni", clips=agl1k_clips,
-                            audio_root=None, out_dir=out, prompt=load_prompt(),
-                            settings={"source": str(qwen_published)}, progress=False)
+    spec = ModelSpec("run", "replay", "qwen25-omni", settings={"source": str(qwen_published)})
+    summary = run_inference(spec, load_prompt(), agl1k_clips, out_dir=out, audio_root=None,
+                            options=RunOptions(progress=False))
     preds = read_predictions(out / "predictions.jsonl")
     published = {p.sample_id: p for p in import_published(qwen_published)}
     assert len(preds) == 1444 and summary["n_failed"] == 1444 - len(published)

@@ -47,7 +47,9 @@ def bird_run(tmp_path_factory, archive_dir):
     year-round grid) and white noise (dated: the week is read, but nothing is heard)."""
     import soundfile as sf
 
-    from agl.inference.runner import run_inference
+    from agl.inference.model_run import run_inference
+    from agl.inference.runner import RunOptions
+    from agl.inference.runspec import ModelSpec
     from agl.predictions.records import read_predictions
     from agl.prompts import load_prompt
 
@@ -79,16 +81,14 @@ def bird_run(tmp_path_factory, archive_dir):
     cl = clips(load_manifest(root / "m.csv"))
     backend = get_backend("birdrange")("birdnet-v2.4-range", resolution_deg=RESOLUTION, cache_dir=str(root / "cache"))
     run_inference(
-        backend_name="birdrange",
-        model="birdnet-v2.4-range",
-        clips=cl,
-        audio_root=audio,
+        ModelSpec("run", "birdrange", "birdnet-v2.4-range",
+                  settings={"resolution_deg": RESOLUTION, "cache_dir": str(root / "cache")}),
+        load_prompt(),
+        cl,
         out_dir=root / "run",
-        prompt=load_prompt(),
-        settings={"resolution_deg": RESOLUTION, "cache_dir": str(root / "cache")},
-        progress=False,
+        audio_root=audio,
+        options=RunOptions(concurrency=1, progress=False),
         backend=backend,
-        concurrency=1,
     )
     return {
         "preds": read_predictions(root / "run" / "predictions.jsonl"),

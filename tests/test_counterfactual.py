@@ -117,7 +117,8 @@ def _listener(truth: dict[float, dict]):
 
 
 def _run(server, data: Path, out: Path) -> None:
-    from agl.inference.runspec import InferSettings, ModelSpec, run_spec
+    from agl.inference.model_run import run_spec
+    from agl.inference.runspec import InferSettings, ModelSpec
 
     spec = ModelSpec(
         name="listener",

@@ -16,7 +16,9 @@ from test_inference_api import make_clips
 
 from agl.backends.baselines import UniformRandom
 from agl.dataset.manifest import clips, load_manifest, write_manifest
-from agl.inference.runner import run_inference
+from agl.inference.model_run import run_inference
+from agl.inference.runner import RunOptions
+from agl.inference.runspec import ModelSpec
 from agl.prompts import load_prompt
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,15 +46,12 @@ def _run(
     backend = ShuffledArrivals("uniform-latlon", seed=0, order_seed=order_seed)
     out = tmp_path / name
     run_inference(
-        backend_name="random",
-        model="uniform-latlon",
-        clips=clips(load_manifest(manifest)),
-        audio_root=audio,
+        ModelSpec(name, "random", "uniform-latlon", settings={"seed": 0}),
+        load_prompt(),
+        clips(load_manifest(manifest)),
         out_dir=out,
-        prompt=load_prompt(),
-        settings={"seed": 0},
-        concurrency=concurrency,
-        progress=False,
+        audio_root=audio,
+        options=RunOptions(concurrency=concurrency, progress=False),
         backend=backend,
     )
     return ((out / "predictions.jsonl").read_bytes(), (out / "run_summary.json").read_bytes(), backend.arrivals)

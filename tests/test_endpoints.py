@@ -14,7 +14,9 @@ from test_inference_api import FAST, GOOD, make_clips
 from agl.backends.endpoints import Endpoint, EndpointPool, parse_endpoints, pool_capacity
 from agl.dataset.manifest import clips, load_manifest
 from agl.errors import AglError
-from agl.inference.runner import run_inference
+from agl.inference.model_run import run_inference
+from agl.inference.runner import RunOptions
+from agl.inference.runspec import ModelSpec
 from agl.predictions.records import Status, read_predictions
 from agl.prompts import load_prompt
 
@@ -47,19 +49,13 @@ def test_three_replicas_one_stopped_mid_run(tmp_path):
 
         backend = get_backend("openai-compatible")("fake-audio-model", **settings)
         summary = run_inference(
-            backend_name="openai-compatible",
-            model="fake-audio-model",
-            clips=clips(load_manifest(manifest)),
-            audio_root=audio,
+            ModelSpec("run", "openai-compatible", "fake-audio-model", settings=settings),
+            load_prompt(),
+            clips(load_manifest(manifest)),
             out_dir=tmp_path / "run",
-            prompt=load_prompt(),
-            settings=settings,
-            cache_dir=None,
-            concurrency=pool_capacity(settings),
-            timeout_s=30,
-            max_retries=3,
-            progress=False,
-            backoff=FAST,
+            audio_root=audio,
+            options=RunOptions(cache_dir=None, concurrency=pool_capacity(settings), timeout_s=30,
+                               max_retries=3, progress=False, backoff=FAST),
             backend=backend,
         )
         report = {e["url"]: e for e in backend.endpoint_report()}

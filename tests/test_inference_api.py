@@ -21,7 +21,9 @@ from agl.backends import get_backend
 from agl.backends.base import Request
 from agl.dataset.manifest import clips, write_manifest
 from agl.inference.finalize import read_run
-from agl.inference.runner import Backoff, complete, run_inference
+from agl.inference.model_run import run_inference
+from agl.inference.runner import Backoff, RunOptions, complete
+from agl.inference.runspec import ModelSpec
 from agl.predictions.records import Status
 from agl.prompts import load_prompt
 
@@ -80,14 +82,13 @@ def run_one(tmp_path: Path, api: str, answer, *, n: int = 1, timeout_s: float = 
 
     manifest, audio = make_clips(tmp_path, n)
     with FakeServer(answer) as server:
-        summary = run_inference(
-            backend_name=api, model="fake-audio-model",
-            clips=clips(load_manifest(manifest)), audio_root=audio, out_dir=tmp_path / "run",
-            prompt=load_prompt(), settings=backend_settings(api, server.url),
-            cache_dir=(tmp_path / "cache") if cache else None, concurrency=4,
-            timeout_s=timeout_s, max_retries=max_retries, progress=False, backoff=FAST,
-            price_in_per_m=2.0, price_out_per_m=10.0,
-        )
+        spec = ModelSpec("run", api, "fake-audio-model", settings=backend_settings(api, server.url),
+                         price_in_per_m=2.0, price_out_per_m=10.0)
+        options = RunOptions(cache_dir=(tmp_path / "cache") if cache else None, concurrency=4,
+                             timeout_s=timeout_s, max_retries=max_retries, progress=False,
+                             backoff=FAST)
+        summary = run_inference(spec, load_prompt(), clips(load_manifest(manifest)),
+                                out_dir=tmp_path / "run", audio_root=audio, options=options)
     # Latency, attempts and cache hits live in the run's timings file (kept out of DVC).
     return read_run(tmp_path / "run"), summary, server, audio
 
@@ -235,7 +236,8 @@ def test_sampled_replies_are_not_cached(tmp_path):
         for _ in range(2):
             r = complete_sync("openai", "m", req, settings={"base_url": server.url + "/v1",
                                                               "temperature": 0.7},
-                              cache_dir=tmp_path / "cache", max_retries=0)
+                              options=RunOptions(cache_dir=tmp_path / "cache", max_retries=0,
+                                                 progress=False))
             assert r[0].extra["cached"] is False
     assert len(server.calls) == 2 and not list((tmp_path / "cache").glob("*/*.json"))
 

@@ -45,15 +45,18 @@ PAPER_PROMPT_SHA256 = "c04233477186b67a36770dcf67a6253afb0a020b8cd966e9ab5d42d2b
 
 def test_default_prompt_snapshot_is_exactly_what_is_sent(tmp_path, monkeypatch):
     from agl.dataset.manifest import clips, load_manifest
-    from agl.inference.runner import run_inference
+    from agl.inference.model_run import run_inference
+    from agl.inference.runner import RunOptions
+    from agl.inference.runspec import ModelSpec
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000000000")
     manifest, audio = make_clips(tmp_path, 1)
     with FakeServer(lambda c: Answer(200, openai_completion(GOOD))) as server:
-        summary = run_inference(backend_name="openai", model="m",
-                                clips=clips(load_manifest(manifest)), audio_root=audio,
-                                out_dir=tmp_path / "run", prompt=load_prompt("default"),
-                                settings={"base_url": server.url + "/v1"}, progress=False)
+        summary = run_inference(ModelSpec("run", "openai", "m",
+                                          settings={"base_url": server.url + "/v1"}),
+                                load_prompt("default"), clips(load_manifest(manifest)),
+                                out_dir=tmp_path / "run", audio_root=audio,
+                                options=RunOptions(progress=False))
     (call,) = server.calls
     assert call.prompt == DEFAULT_PROMPT_SNAPSHOT
     assert summary["prompt_sha256"] == DEFAULT_PROMPT_SHA256 == load_prompt().sha256
@@ -122,16 +125,15 @@ def test_cache_roundtrip_atomic_files_and_refusals(tmp_path):
 
 
 def test_complete_sync_for_text_only_judges(tmp_path, monkeypatch):
-    from agl.inference.runner import complete_sync
+    from agl.inference.runner import RunOptions, complete_sync
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000000000")
     with FakeServer(lambda c: Answer(200, openai_completion(f"echo {c.prompt}"))) as server:
         settings = {"base_url": server.url + "/v1", "temperature": 0}
         reqs = [Request(f"q{i}", f"question {i}", system="judge") for i in range(5)]
-        replies = complete_sync("openai", "judge-model", reqs, settings=settings,
-                                cache_dir=tmp_path, concurrency=3)
-        again = complete_sync("openai", "judge-model", reqs, settings=settings,
-                              cache_dir=tmp_path, concurrency=3)
+        options = RunOptions(cache_dir=tmp_path, concurrency=3, progress=False)
+        replies = complete_sync("openai", "judge-model", reqs, settings=settings, options=options)
+        again = complete_sync("openai", "judge-model", reqs, settings=settings, options=options)
     assert [r.text for r in replies] == [f"echo judge\nquestion {i}" for i in range(5)]
     assert all(c.audio_sha256 == [] for c in server.calls) and len(server.calls) == 5
     assert [r.text for r in again] == [r.text for r in replies]

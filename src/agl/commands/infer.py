@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from agl.core.retry import RETRY_AFTER_CAP_S
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("infer", help="run one model (backend) over a manifest's clips",
@@ -30,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     p.add_argument("--retries", type=int, default=5, help="retries on 429/5xx/timeouts")
     p.add_argument("--retry-after-cap", type=float, default=None,
-                   help="longest server Retry-After honoured, seconds (default 120); past "
+                   help=f"longest server Retry-After honoured, seconds (default {RETRY_AFTER_CAP_S:g}); past "
                         "it the clip fails naming the server's request")
     p.add_argument("--cache-dir", default="cache/responses",
                    help="response cache folder ('' for none)")
@@ -97,7 +99,8 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.inference.runspec import InferSettings, ModelSpec, run_spec, summary_line
+    from agl.inference.model_run import run_spec
+    from agl.inference.runspec import InferSettings, ModelSpec, summary_line
 
     _check_numbers(args)
     from agl.core.outpaths import input_file, output_dir

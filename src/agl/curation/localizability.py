@@ -250,14 +250,16 @@ def run_judges(reasoning: dict[str, str], cfg: LocalizabilityConfig) -> list[Rat
             lex = LexicalJudge(cfg.rating_max)
             out.extend(Rating(k, judge.name, "ok", lex.rate(reasoning[k])) for k in keys)
             continue
-        from agl.inference.runner import complete_sync
+        from agl.inference.runner import RunOptions, complete_sync
 
         requests = [Request(sample_id=k, prompt=render_judge_prompt(template, reasoning[k],
                                                                     cfg.rating_max))
                     for k in keys]
+        options = RunOptions(cache_dir=shared_path(cfg.judge_cache), concurrency=cfg.judge_concurrency,
+                             timeout_s=cfg.judge_timeout_s, max_retries=cfg.judge_max_retries,
+                             progress=False)
         replies = complete_sync(judge.backend, judge.model, requests, settings=judge.settings,
-                                cache_dir=shared_path(cfg.judge_cache), concurrency=cfg.judge_concurrency,
-                                timeout_s=cfg.judge_timeout_s, max_retries=cfg.judge_max_retries)
+                                options=options)
         for k, reply in zip(keys, replies, strict=True):
             if reply.status is not ReplyStatus.OK:
                 out.append(Rating(k, judge.name, "failed", None, reply.error))

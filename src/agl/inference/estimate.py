@@ -91,7 +91,8 @@ def estimate_run(
 
     from agl.backends.base import get_backend
     from agl.dataset.manifest import ManifestWarning, clips, load_manifest
-    from agl.inference.runner import PREDICTIONS, run_fingerprint
+    from agl.inference.finalize import PREDICTIONS
+    from agl.inference.model_run import run_fingerprint
     from agl.predictions.records import iter_records
     from agl.prompts import load_prompt
 

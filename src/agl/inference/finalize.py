@@ -22,6 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from agl.core import canonical
+from agl.core.secrets import known_secrets, scrub
+from agl.predictions.records import read_predictions
+
+# The files of a run folder (`<out>/`): the predictions log and the run's summary.
+PREDICTIONS = "predictions.jsonl"
+SUMMARY = "run_summary.json"
 
 # Per-clip meta that depends on the machine, the network or the run's history.
 VOLATILE_META = (
@@ -70,8 +76,8 @@ def canonical_records(latest: Mapping[str, Any], order: Sequence[str]) -> tuple[
 def write_canonical_run(
     out_dir: Path, pred_path: Path, latest: Mapping[str, Any], order: Sequence[str], summary: Mapping[str, Any]
 ) -> None:
-    from agl.inference.runner import SUMMARY
-
+    """Rewrite `pred_path` canonically (`latest`: the newest record per clip, in `order`),
+    write the stable `run_summary.json` and move every volatile figure to its timings file."""
     out_dir = Path(out_dir)
     text, volatile = canonical_records(latest, order)
     tmp = pred_path.with_name(pred_path.name + ".tmp")
@@ -80,9 +86,6 @@ def write_canonical_run(
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, pred_path)
-
-    from agl.core.secrets import known_secrets, scrub
-
     # No secret in a summary (it echoes settings and errors), whatever its source.
     stable, timings = canonical.split(scrub(dict(summary), known_secrets()), VOLATILE_SUMMARY)
     canonical.write_json(out_dir / SUMMARY, stable)
@@ -101,9 +104,6 @@ def write_canonical_run(
 def read_run(out_dir: str | Path) -> dict[str, Any]:
     """A run's newest prediction per clip with each clip's volatile meta (latency, attempts,
     cached, ...) merged back from the timings file: what a reader of the live log saw."""
-    from agl.inference.runner import PREDICTIONS, SUMMARY
-    from agl.predictions.records import read_predictions
-
     out_dir = Path(out_dir)
     preds = read_predictions(out_dir / PREDICTIONS)
     path = canonical.timings_path(out_dir / SUMMARY)

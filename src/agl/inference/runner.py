@@ -1,12 +1,11 @@
-"""The runner: many requests through one backend, concurrently, cached, retried, resumable.
+"""The runner: many requests through one backend, concurrently, cached and retried.
 
-Two entry points:
+Entry points:
 
 * `complete(backend, requests, ...)`: requests in, replies out (in request order). Judges and
   other text-only callers use it, or `complete_sync(backend_name, model, requests, ...)`.
-* `run_inference(...)`: a whole benchmark run for one model. Every result is appended to
-  `<out>/predictions.jsonl` (fsync'd) the moment it arrives; a rerun skips finished clips and
-  retries failed ones; `<out>/run_summary.json` holds the totals.
+* `stream(backend, requests, ...)`: (index, reply) pairs as they arrive; a whole benchmark run
+  for one model (`agl.inference.model_run.run_inference`) consumes it.
 
 Why the pieces are here and not in backends: a backend makes one call. Concurrency (an
 asyncio.Semaphore per backend), the request timeout, retries with exponential backoff and
@@ -19,9 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import random
-import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -30,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, get_backend
+from agl.core.audio import probe
+from agl.core.retry import RETRY_AFTER_CAP_S
 from agl.core.secrets import known_secrets, scrub
 from agl.errors import AglError
-from agl.inference.cache import ResponseCache, cache_key, generation_settings, public_settings
+from agl.inference.cache import ResponseCache, cache_key
 
-PREDICTIONS = "predictions.jsonl"
-SUMMARY = "run_summary.json"
 PROBE_SECONDS = 1.0  # how much of each clip must decode before it is sent
 
 
@@ -50,12 +47,31 @@ class Backoff:
     # The longest Retry-After honoured (params.yaml infer.retry_after_cap_s). A server that
     # asks for more (`Retry-After: 86400`) fails the clip with its request named, and the
     # run goes on; a rerun retries it.
-    retry_after_cap_s: float = 120.0
+    retry_after_cap_s: float = RETRY_AFTER_CAP_S
 
     def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before attempt `attempt + 1` (the server's Retry-After if given)."""
         if retry_after is not None and retry_after >= 0:
             return retry_after * (1 + 0.1 * random.random())
         return random.uniform(0, min(self.cap_s, self.base_s * 2**attempt))
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How requests are sent and shown: the cache, concurrency, per-request timeout, retries
+    and backoff, and a progress bar on stderr. `limit` (the first N clips of the manifest)
+    is `agl.inference.model_run.run_inference`'s alone."""
+
+    cache_dir: Path | None = None  # the response cache folder; None: no cache
+    concurrency: int = 4
+    timeout_s: float = 120.0
+    max_retries: int = 5
+    backoff: Backoff = Backoff()
+    progress: bool = True
+    limit: int | None = None
+
+
+_QUIET = RunOptions(progress=False)  # complete_sync's default: no progress bar
 
 
 def _hash_audio(request: Request) -> Request:
@@ -102,8 +118,6 @@ async def _call(
         # first PROBE_SECONDS must decode: milliseconds, so requests (and a local backend's
         # batches) are not delayed; a clip cut short later is the download's and the
         # filter's to catch (they decode whole files against the manifest's mp3seconds).
-        from agl.core.audio import probe
-
         got = await asyncio.to_thread(probe, request.audio_path, PROBE_SECONDS)
         if not got.ok:
             return Reply(ReplyStatus.FAILED, error=f"unusable audio, not requested: {got.reason}",
@@ -204,7 +218,7 @@ async def complete(
 ) -> list[Reply]:
     """Replies for `requests`, in the same order. Failures are `FAILED` replies."""
     out: list[Reply | None] = [None] * len(requests)
-    bar = _progress_bar(len(requests), backend, enabled=progress)
+    bar = progress_bar(len(requests), backend, enabled=progress)
     failures = 0
     async for i, reply in stream(backend, requests, cache=cache, concurrency=concurrency,
                                  timeout_s=timeout_s, max_retries=max_retries, backoff=backoff):
@@ -222,20 +236,20 @@ def complete_sync(
     requests: list[Request],
     *,
     settings: dict[str, Any] | None = None,
-    cache_dir: Path | None = None,
-    concurrency: int = 4,
-    timeout_s: float = 120,
-    max_retries: int = 5,
-    progress: bool = False,
+    options: RunOptions = _QUIET,
 ) -> list[Reply]:
-    """`complete` for synchronous callers: builds the backend, runs, closes it."""
+    """`complete` for synchronous callers: builds the backend, runs, closes it. Replies come
+    in request order; a failure is a `FAILED` reply. `options.limit` must be None."""
+    if options.limit is not None:
+        raise ValueError("complete_sync sends every request; RunOptions.limit is for run_inference")
     backend = get_backend(backend_name)(model, **(settings or {}))
-    cache = ResponseCache(cache_dir) if cache_dir is not None else None
+    cache = ResponseCache(options.cache_dir) if options.cache_dir is not None else None
 
     async def go() -> list[Reply]:
         try:
-            return await complete(backend, requests, cache=cache, concurrency=concurrency,
-                                  timeout_s=timeout_s, max_retries=max_retries, progress=progress)
+            return await complete(backend, requests, cache=cache, concurrency=options.concurrency,
+                                  timeout_s=options.timeout_s, max_retries=options.max_retries,
+                                  progress=options.progress, backoff=options.backoff)
         finally:
             await backend.aclose()
 
@@ -250,256 +264,12 @@ def cost_usd(reply: Reply, price_in_per_m: float, price_out_per_m: float) -> flo
             + (reply.output_tokens or 0) * price_out_per_m) / 1e6
 
 
-def _progress_bar(total: int, backend: Backend, *, enabled: bool):
-    from tqdm import tqdm
+def progress_bar(total: int, backend: Backend, *, enabled: bool):
+    """A tqdm bar on stderr named `backend:model` (disabled: draws nothing)."""
+    from tqdm import tqdm  # a third-party import only the callers that show progress pay for
 
     return tqdm(total=total, desc=f"{backend.name}:{backend.model}", unit="req",
                 file=sys.stderr, disable=not enabled, dynamic_ncols=True)
 
 
-# --- a whole run ----------------------------------------------------------------------------
-
-
-def run_fingerprint(backend_name: str, model: str, settings: dict[str, Any],
-                    prompt_sha256: str) -> str:
-    """What makes two runs' records interchangeable; stored on every record's meta."""
-    blob = json.dumps({"backend": backend_name, "model": model, "prompt": prompt_sha256,
-                       "settings": generation_settings(settings)}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def run_inference(
-    *,
-    backend_name: str,
-    model: str,
-    clips: Sequence[Any],
-    audio_root: Path | None,
-    out_dir: Path,
-    prompt: Any,
-    settings: dict[str, Any] | None = None,
-    cache_dir: Path | None = None,
-    concurrency: int = 4,
-    timeout_s: float = 120,
-    max_retries: int = 5,
-    price_in_per_m: float = 0.0,
-    price_out_per_m: float = 0.0,
-    limit: int | None = None,
-    progress: bool = True,
-    backoff: Backoff = Backoff(),
-    backend: Backend | None = None,
-) -> dict[str, Any]:
-    """Run one model over `clips` (manifest order; the first `limit` if given).
-
-    `prompt` is an `agl.prompts.Prompt`. Records whose run fingerprint (backend, model,
-    generation settings, prompt hash) differs from this run's are dropped first, so a
-    changed prompt never mixes with old answers (unchanged calls still come from the cache).
-    Returns the summary also written to `<out_dir>/run_summary.json`.
-    """
-    from agl.predictions.records import Status, iter_records, write_predictions
-
-    settings = dict(settings or {})
-    all_clips = list(clips)
-    selected = all_clips[:limit] if limit is not None else all_clips
-    out_dir = Path(out_dir)
-    pred_path = out_dir / PREDICTIONS
-    fingerprint = run_fingerprint(backend_name, model, settings, prompt.sha256)
-    backend_cls = get_backend(backend_name)
-
-    kept: dict[str, Any] = {}
-    if pred_path.exists():
-        records = list(iter_records(pred_path))
-        same = [p for p in records if p.meta.get("run_fingerprint") == fingerprint]
-        if len(same) != len(records):
-            print(f"{pred_path}: {len(records) - len(same)} record(s) from a different "
-                  "model/settings/prompt dropped; they are requested again", file=sys.stderr)
-            write_predictions(pred_path, same)
-        for p in same:
-            kept[p.sample_id] = p
-    finished = {k for k, p in kept.items() if p.finished}
-    pending = [c for c in selected if c.key not in finished]
-
-    t0 = time.perf_counter()
-    session = {"requests": 0, "cache_hits": 0}
-    if pending:
-        backend = backend or backend_cls(model, **settings)
-        if backend.needs_audio:
-            _require_audio(pending, audio_root)
-        backend.prepare(all_clips, audio_root)
-        requests = [
-            Request(sample_id=c.key, prompt=prompt.text,
-                    audio_path=(Path(audio_root) / c.relpath) if backend.needs_audio else None)
-            for c in pending
-        ]
-        source = stream(backend, requests,
-                        cache=ResponseCache(cache_dir) if cache_dir is not None else None,
-                        concurrency=concurrency, timeout_s=timeout_s, max_retries=max_retries,
-                        backoff=backoff)
-        asyncio.run(_run(backend, requests, source, pred_path, price_in_per_m, price_out_per_m,
-                         fingerprint, prompt, progress, session))
-    wall = time.perf_counter() - t0
-
-    latest = {p.sample_id: p for p in iter_records(pred_path)} if pred_path.exists() else {}
-    chosen = [latest[c.key] for c in selected if c.key in latest]
-    summary = _summary(chosen, Status, len(selected), backend_name, model, settings, prompt,
-                       fingerprint, price_in_per_m, price_out_per_m, wall, session)
-    # The tracked files hold what data, params and code decide (canonical order and floats);
-    # latencies, attempts, cache hits and wall time go to a timings file DVC ignores.
-    from agl.inference.finalize import write_canonical_run
-
-    write_canonical_run(out_dir, pred_path, latest, [c.key for c in all_clips], summary)
-    return summary
-
-
-def _require_audio(clips: Sequence[Any], audio_root: Path | None) -> None:
-    if audio_root is None:
-        raise AglError("this backend listens to the audio; pass --audio-root")
-    missing = [c for c in clips if not (Path(audio_root) / c.relpath).is_file()]
-    if missing:
-        raise AglError(
-            f"{len(missing)} of {len(clips)} audio file(s) missing under {audio_root}, e.g. "
-            f"{Path(audio_root) / missing[0].relpath}; download the audio first (agl download)"
-        )
-
-
-async def _run(backend, requests, source, pred_path, price_in, price_out, fingerprint, prompt,
-               progress, session) -> None:
-    """Consume (index, reply) pairs from `source` into durable prediction records."""
-    from agl.predictions.records import PredictionWriter, Status
-
-    bar = _progress_bar(len(requests), backend, enabled=progress)
-    tally = {"failures": 0, "spend": 0.0}
-    secrets = known_secrets(backend.settings)
-    buffer: list[Any] = []
-    flushing: asyncio.Future | None = None
-
-    async def flush(writer: PredictionWriter) -> None:
-        # Group commit off the event loop: every record that arrived while the previous
-        # fsync ran goes out with the next one, so the disk's fsync rate never caps the
-        # request rate. A record counts (progress, session totals) once it is durable.
-        while buffer:
-            batch = buffer[:]
-            buffer.clear()
-            await asyncio.to_thread(writer.write_many, batch)
-            for pred in batch:
-                session["requests"] += pred.meta["attempts"]
-                session["cache_hits"] += pred.meta["cached"]
-                tally["failures"] += pred.status is Status.FAILED
-                tally["spend"] += pred.meta["cost_usd"]
-            bar.set_postfix_str(f"failed={tally['failures']} spend=${tally['spend']:.4f}",
-                                refresh=False)
-            bar.update(len(batch))
-
-    try:
-        with PredictionWriter(pred_path) as writer:
-            try:
-                async for i, reply in source:
-                    buffer.append(_prediction(requests[i].sample_id, reply, backend, prompt,
-                                              fingerprint, price_in, price_out, secrets))
-                    if flushing is None or flushing.done():
-                        if flushing is not None:
-                            flushing.result()  # a failed write stops the run
-                        flushing = asyncio.ensure_future(flush(writer))
-            finally:
-                if flushing is not None:
-                    await flushing
-                await flush(writer)
-    finally:
-        bar.close()
-        await backend.aclose()
-
-
-def _prediction(sid, reply, backend, prompt, fingerprint, price_in, price_out, secrets):
-    """The durable record of one reply: non-finite numbers are missing values, and no
-    field (reply text, reasoning, error, meta) carries a secret."""
-    from agl.predictions.records import Prediction, without_non_finite
-
-    pred = _raw_prediction(sid, reply, backend, prompt, fingerprint, price_in, price_out)
-    pred = without_non_finite(pred)
-    if secrets:
-        pred = Prediction.from_json(scrub(pred.to_json(), secrets))
-    return pred
-
-
-def _raw_prediction(sid, reply, backend, prompt, fingerprint, price_in, price_out):
-    from agl.predictions.parse import parse_reply
-    from agl.predictions.records import Prediction, Status
-
-    meta = {
-        "backend": backend.name, "model": backend.model,
-        "latency_s": reply.latency_s, "input_tokens": reply.input_tokens,
-        "output_tokens": reply.output_tokens, "cost_usd": cost_usd(reply, price_in, price_out),
-        "prompt": prompt.name, "prompt_sha256": prompt.sha256,
-        "run_fingerprint": fingerprint, **reply.extra,
-    }
-    meta["attempts"] = reply.extra.get("attempts", 1)
-    meta["cached"] = bool(reply.extra.get("cached", False))
-    served = meta.pop("prediction", None)
-    if served is not None:  # replay: a ready prediction, not text to parse
-        return Prediction.from_json(served).with_meta(**meta)
-    if reply.status is ReplyStatus.OK:
-        try:
-            return parse_reply(sid, reply.text, **meta)
-        except Exception as exc:  # a parser bug on hostile text costs one clip, not the run
-            return Prediction(sid, Status.UNPARSEABLE, raw_reply=reply.text,
-                              error=f"reply could not be parsed ({type(exc).__name__}: "
-                                    f"{str(exc)[:200]})",
-                              missing=("latitude", "longitude", "city", "country", "continent"),
-                              meta=meta)
-    if reply.status is ReplyStatus.REFUSED:
-        return Prediction(sid, Status.REFUSED, raw_reply=reply.text, refused=True,
-                          missing=("latitude", "longitude", "city", "country", "continent"),
-                          meta=meta)
-    return Prediction(sid, Status.FAILED, error=reply.error, meta=meta)
-
-
-def _stats(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"mean": None, "p50": None, "p95": None, "max": None}
-    s = sorted(values)
-    return {"mean": statistics.fmean(s), "p50": statistics.median(s),
-            "p95": s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))], "max": s[-1]}
-
-
-def _summary(chosen, Status, n_selected, backend_name, model, settings, prompt, fingerprint,
-             price_in, price_out, wall, session) -> dict[str, Any]:
-    counts = {s.value: 0 for s in Status}
-    for p in chosen:
-        counts[p.status.value] += 1
-
-    def total(field: str) -> float:
-        return sum(float(p.meta.get(field) or 0) for p in chosen)
-
-    fresh = [p for p in chosen if not p.meta.get("cached") and p.meta.get("latency_s") is not None]
-    local = {k: _stats([float(p.meta[k]) for p in chosen if p.meta.get(k) is not None])
-             for k in ("prefill_s", "decode_s", "tokens_per_s")}
-    return {
-        "backend": backend_name,
-        "model": model,
-        "settings": public_settings(settings),
-        "prompt": prompt.name,
-        "prompt_sha256": prompt.sha256,
-        "prompt_source": str(prompt.source),
-        "run_fingerprint": fingerprint,
-        "price_in_per_m": price_in,
-        "price_out_per_m": price_out,
-        "n": n_selected,
-        "n_recorded": len(chosen),
-        "complete": len(chosen) == n_selected and counts["failed"] == 0,
-        **{f"n_{k}": v for k, v in counts.items()},
-        "input_tokens": int(total("input_tokens")),
-        "output_tokens": int(total("output_tokens")),
-        "cost_usd": total("cost_usd"),
-        "latency_s": _stats([float(p.meta["latency_s"]) for p in fresh]),
-        "cached": sum(1 for p in chosen if p.meta.get("cached")),
-        "attempts": int(total("attempts")),
-        **({f"local_{k}": v for k, v in local.items()} if local["decode_s"]["mean"] else {}),
-        "wall_s": wall,
-        "session_requests": session["requests"],
-        "session_cache_hits": session["cache_hits"],
-    }
-
-
-__all__ = [
-    "Backoff", "complete", "complete_sync", "cost_usd", "run_inference", "stream",
-    "run_fingerprint",
-]
+__all__ = ["Backoff", "RunOptions", "complete", "complete_sync", "cost_usd", "progress_bar", "stream"]

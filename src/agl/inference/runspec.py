@@ -1,7 +1,8 @@
 """The `models:` and `infer:` sections of params.yaml, validated into frozen records.
 
 Errors name the file and the key (`params.yaml: models[2].backend: ...`), so a typo is one
-clear line instead of a traceback from deep inside a run.
+clear line instead of a traceback from deep inside a run. `agl.inference.model_run.run_spec`
+runs one of these models.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agl.core.retry import RETRY_AFTER_CAP_S
 from agl.dataset.manifest import is_plain_name
 from agl.errors import AglError
 
@@ -37,7 +39,7 @@ class InferSettings:
     max_retries: int = 5
     # The longest server Retry-After honoured, seconds; past it the clip fails with the
     # server's request named (a 429 asking for a day must not stall the run).
-    retry_after_cap_s: float = 120.0
+    retry_after_cap_s: float = RETRY_AFTER_CAP_S
     cache_dir: str | None = "cache/responses"
     limit: int | None = None
 
@@ -142,59 +144,6 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
         raise AglError(f"{path}: not found; run from the repository root") from None
     except yaml.YAMLError as exc:
         raise AglError(f"{path}: not valid YAML ({exc})") from None
-
-
-def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
-             audio_root: str | Path | None, out_dir: str | Path, limit: int | None = None,
-             progress: bool = True, telemetry: str | Path | None = None) -> dict[str, Any]:
-    """Run one model of params.yaml over a manifest; returns the run summary.
-
-    A model served by several replicas (`base_url` a list, see agl.backends.endpoints) runs with the
-    replicas' total concurrency unless the entry sets its own; the returned summary (not the
-    file) gains `endpoints` (requests, failures, latency per endpoint), also written to
-    `telemetry` when given: timings stay out of DVC's outputs."""
-    import warnings
-
-    from agl.dataset.manifest import ManifestWarning, clips, load_manifest
-    from agl.inference.runner import Backoff, run_inference
-    from agl.prompts import load_prompt
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("default", ManifestWarning)
-        frame = load_manifest(manifest)
-    prompt = load_prompt(spec.prompt or infer.prompt, source=infer.prompt_source)
-    from agl.backends.endpoints import pool_capacity
-    from agl.core.workspace import shared_path
-
-    capacity = pool_capacity(spec.settings) if spec.backend == "openai-compatible" else None
-    backend = None
-    if capacity is not None:
-        from agl.backends.base import get_backend
-
-        backend = get_backend(spec.backend)(spec.model, **spec.settings)
-    summary = run_inference(
-        backend_name=spec.backend, model=spec.model, clips=clips(frame),
-        audio_root=Path(audio_root) if audio_root else None, out_dir=Path(out_dir),
-        prompt=prompt, settings=spec.settings,
-        cache_dir=shared_path(infer.cache_dir) if infer.cache_dir else None,
-        concurrency=int(spec.concurrency or capacity or infer.concurrency),
-        timeout_s=float(infer.timeout_s),
-        max_retries=int(infer.max_retries), price_in_per_m=spec.price_in_per_m,
-        price_out_per_m=spec.price_out_per_m,
-        limit=limit if limit is not None else infer.limit, progress=progress,
-        backoff=Backoff(retry_after_cap_s=float(infer.retry_after_cap_s)),
-        backend=backend,
-    )
-    if backend is not None:
-        summary = {**summary, "endpoints": backend.endpoint_report()}
-        if telemetry is not None:
-            import json
-
-            Path(telemetry).parent.mkdir(parents=True, exist_ok=True)
-            Path(telemetry).write_text(json.dumps({"run": spec.name,
-                                                   "endpoints": summary["endpoints"]},
-                                                  indent=2) + "\n", encoding="utf-8")
-    return summary
 
 
 def summary_line(summary: dict[str, Any]) -> str:

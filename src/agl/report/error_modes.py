@@ -147,7 +147,7 @@ def classify(scored: pd.DataFrame, predictions: dict[str, Any] | None = None, *,
 def _judge(rows: list[dict], pending: list[tuple[int, pd.Series]], predictions: dict[str, Any],
            run: str, judge: JudgeConfig) -> None:
     from agl.backends.base import ReplyStatus, Request
-    from agl.inference.runner import complete_sync
+    from agl.inference.runner import RunOptions, complete_sync
 
     requests = []
     for _, row in pending:
@@ -155,9 +155,10 @@ def _judge(rows: list[dict], pending: list[tuple[int, pd.Series]], predictions: 
         reasoning = (getattr(p, "reasoning", None) or getattr(p, "raw_reply", None) or "")
         requests.append(Request(sample_id=f"{run}:{row['sample_id']}",
                                 prompt=judge_prompt(row, reasoning)))
+    options = RunOptions(cache_dir=judge.cache_dir, concurrency=judge.concurrency,
+                         timeout_s=judge.timeout_s, max_retries=judge.max_retries, progress=False)
     replies = complete_sync(judge.backend, judge.model, requests, settings=judge.settings,
-                            cache_dir=judge.cache_dir, concurrency=judge.concurrency,
-                            timeout_s=judge.timeout_s, max_retries=judge.max_retries)
+                            options=options)
     for (i, _), reply in zip(pending, replies, strict=True):
         if reply.status is not ReplyStatus.OK:
             rows[i].update(source="judge", why=f"judge call {reply.status}: {reply.error or ''}")

@@ -1,0 +1,321 @@
+"""One model's benchmark run: every clip through the runner into a durable, resumable run folder.
+
+`run_inference(spec, prompt, clips, out_dir=..., audio_root=..., options=...)` appends every
+result to `<out>/predictions.jsonl` (fsync'd) the moment it arrives; a rerun skips finished
+clips and retries failed ones; `<out>/run_summary.json` holds the totals. At the end the
+folder is made canonical (`agl.inference.finalize`). `run_spec` runs one model of params.yaml
+(`agl.inference.runspec`) over a manifest.
+
+The requests themselves (concurrency, timeout, retries, cache) are the runner's
+(`agl.inference.runner`); here each reply becomes a prediction record (parsed, priced, without
+non-finite numbers or secrets) and the records become the run's summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agl.backends.base import Backend, Reply, ReplyStatus, Request, get_backend
+from agl.backends.endpoints import pool_capacity
+from agl.core.secrets import known_secrets, scrub
+from agl.core.workspace import shared_path
+from agl.dataset.manifest import ManifestWarning, load_manifest
+from agl.dataset.manifest import clips as manifest_clips
+from agl.errors import AglError
+from agl.inference.cache import ResponseCache, generation_settings, public_settings
+from agl.inference.finalize import PREDICTIONS, write_canonical_run
+from agl.inference.runner import Backoff, RunOptions, cost_usd, progress_bar, stream
+from agl.inference.runspec import InferSettings, ModelSpec
+from agl.predictions.parse import parse_reply
+from agl.predictions.records import (
+    Prediction,
+    PredictionWriter,
+    Status,
+    iter_records,
+    without_non_finite,
+    write_predictions,
+)
+from agl.prompts import Prompt, load_prompt
+
+_DEFAULT_OPTIONS = RunOptions()  # one shared default, as a default argument value would be
+
+
+@dataclass(frozen=True)
+class _RunContext:
+    """What every record and the summary of one run share."""
+
+    spec: ModelSpec
+    prompt: Prompt
+    fingerprint: str
+    pred_path: Path
+    progress: bool
+
+
+def run_fingerprint(backend_name: str, model: str, settings: dict[str, Any],
+                    prompt_sha256: str) -> str:
+    """What makes two runs' records interchangeable; stored on every record's meta."""
+    blob = json.dumps({"backend": backend_name, "model": model, "prompt": prompt_sha256,
+                       "settings": generation_settings(settings)}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def run_inference(
+    spec: ModelSpec,
+    prompt: Prompt,
+    clips: Sequence[Any],
+    *,
+    out_dir: Path,
+    audio_root: Path | None,
+    options: RunOptions = _DEFAULT_OPTIONS,
+    backend: Backend | None = None,
+) -> dict[str, Any]:
+    """Run one model over `clips` (manifest order; the first `options.limit` if given).
+
+    `spec` names the backend, model, settings and prices; its `prompt` and `concurrency`
+    overrides are the caller's to resolve (`run_spec` does) into `prompt` and `options`.
+    `backend`: an instance to use instead of building one from `spec` (a replica pool).
+    Records whose run fingerprint (backend, model, generation settings, prompt hash) differs
+    from this run's are dropped first, so a changed prompt never mixes with old answers
+    (unchanged calls still come from the cache). Returns the summary also written to
+    `<out_dir>/run_summary.json`.
+    """
+    settings = dict(spec.settings or {})
+    all_clips = list(clips)
+    selected = all_clips[: options.limit] if options.limit is not None else all_clips
+    out_dir = Path(out_dir)
+    pred_path = out_dir / PREDICTIONS
+    fingerprint = run_fingerprint(spec.backend, spec.model, settings, prompt.sha256)
+    backend_cls = get_backend(spec.backend)
+    ctx = _RunContext(spec, prompt, fingerprint, pred_path, options.progress)
+
+    kept: dict[str, Any] = {}
+    if pred_path.exists():
+        records = list(iter_records(pred_path))
+        same = [p for p in records if p.meta.get("run_fingerprint") == fingerprint]
+        if len(same) != len(records):
+            print(f"{pred_path}: {len(records) - len(same)} record(s) from a different "
+                  "model/settings/prompt dropped; they are requested again", file=sys.stderr)
+            write_predictions(pred_path, same)
+        for p in same:
+            kept[p.sample_id] = p
+    finished = {k for k, p in kept.items() if p.finished}
+    pending = [c for c in selected if c.key not in finished]
+
+    t0 = time.perf_counter()
+    session = {"requests": 0, "cache_hits": 0}
+    if pending:
+        backend = backend or backend_cls(spec.model, **settings)
+        if backend.needs_audio:
+            _require_audio(pending, audio_root)
+        backend.prepare(all_clips, audio_root)
+        requests = [
+            Request(sample_id=c.key, prompt=prompt.text,
+                    audio_path=(Path(audio_root) / c.relpath) if backend.needs_audio else None)
+            for c in pending
+        ]
+        source = stream(backend, requests,
+                        cache=ResponseCache(options.cache_dir) if options.cache_dir is not None else None,
+                        concurrency=options.concurrency, timeout_s=options.timeout_s,
+                        max_retries=options.max_retries, backoff=options.backoff)
+        asyncio.run(_consume(backend, requests, source, ctx, session))
+    wall = time.perf_counter() - t0
+
+    latest = {p.sample_id: p for p in iter_records(pred_path)} if pred_path.exists() else {}
+    chosen = [latest[c.key] for c in selected if c.key in latest]
+    summary = _summary(chosen, len(selected), ctx, wall, session)
+    # The tracked files hold what data, params and code decide (canonical order and floats);
+    # latencies, attempts, cache hits and wall time go to a timings file DVC ignores.
+    write_canonical_run(out_dir, pred_path, latest, [c.key for c in all_clips], summary)
+    return summary
+
+
+def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
+             audio_root: str | Path | None, out_dir: str | Path, limit: int | None = None,
+             progress: bool = True, telemetry: str | Path | None = None) -> dict[str, Any]:
+    """Run one model of params.yaml over a manifest; returns the run summary.
+
+    A model served by several replicas (`base_url` a list, see agl.backends.endpoints) runs with the
+    replicas' total concurrency unless the entry sets its own; the returned summary (not the
+    file) gains `endpoints` (requests, failures, latency per endpoint), also written to
+    `telemetry` when given: timings stay out of DVC's outputs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", ManifestWarning)
+        frame = load_manifest(manifest)
+    prompt = load_prompt(spec.prompt or infer.prompt, source=infer.prompt_source)
+    capacity = pool_capacity(spec.settings) if spec.backend == "openai-compatible" else None
+    backend = None
+    if capacity is not None:
+        backend = get_backend(spec.backend)(spec.model, **spec.settings)
+    options = RunOptions(
+        cache_dir=shared_path(infer.cache_dir) if infer.cache_dir else None,
+        concurrency=int(spec.concurrency or capacity or infer.concurrency),
+        timeout_s=float(infer.timeout_s), max_retries=int(infer.max_retries),
+        backoff=Backoff(retry_after_cap_s=float(infer.retry_after_cap_s)),
+        progress=progress, limit=limit if limit is not None else infer.limit,
+    )
+    summary = run_inference(spec, prompt, manifest_clips(frame),
+                            out_dir=Path(out_dir), audio_root=Path(audio_root) if audio_root else None,
+                            options=options, backend=backend)
+    if backend is not None:
+        summary = {**summary, "endpoints": backend.endpoint_report()}
+        if telemetry is not None:
+            Path(telemetry).parent.mkdir(parents=True, exist_ok=True)
+            Path(telemetry).write_text(json.dumps({"run": spec.name,
+                                                   "endpoints": summary["endpoints"]},
+                                                  indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def _require_audio(clips: Sequence[Any], audio_root: Path | None) -> None:
+    if audio_root is None:
+        raise AglError("this backend listens to the audio; pass --audio-root")
+    missing = [c for c in clips if not (Path(audio_root) / c.relpath).is_file()]
+    if missing:
+        raise AglError(
+            f"{len(missing)} of {len(clips)} audio file(s) missing under {audio_root}, e.g. "
+            f"{Path(audio_root) / missing[0].relpath}; download the audio first (agl download)"
+        )
+
+
+async def _consume(backend: Backend, requests: list[Request],
+                   source: AsyncIterator[tuple[int, Reply]], ctx: _RunContext,
+                   session: dict[str, int]) -> None:
+    """Consume (index, reply) pairs from `source` into durable prediction records."""
+    bar = progress_bar(len(requests), backend, enabled=ctx.progress)
+    tally = {"failures": 0, "spend": 0.0}
+    secrets = known_secrets(backend.settings)
+    buffer: list[Any] = []
+    flushing: asyncio.Future | None = None
+
+    async def flush(writer: PredictionWriter) -> None:
+        # Group commit off the event loop: every record that arrived while the previous
+        # fsync ran goes out with the next one, so the disk's fsync rate never caps the
+        # request rate. A record counts (progress, session totals) once it is durable.
+        while buffer:
+            batch = buffer[:]
+            buffer.clear()
+            await asyncio.to_thread(writer.write_many, batch)
+            for pred in batch:
+                session["requests"] += pred.meta["attempts"]
+                session["cache_hits"] += pred.meta["cached"]
+                tally["failures"] += pred.status is Status.FAILED
+                tally["spend"] += pred.meta["cost_usd"]
+            bar.set_postfix_str(f"failed={tally['failures']} spend=${tally['spend']:.4f}",
+                                refresh=False)
+            bar.update(len(batch))
+
+    try:
+        with PredictionWriter(ctx.pred_path) as writer:
+            try:
+                async for i, reply in source:
+                    buffer.append(_prediction(requests[i].sample_id, reply, backend, ctx, secrets))
+                    if flushing is None or flushing.done():
+                        if flushing is not None:
+                            flushing.result()  # a failed write stops the run
+                        flushing = asyncio.ensure_future(flush(writer))
+            finally:
+                if flushing is not None:
+                    await flushing
+                await flush(writer)
+    finally:
+        bar.close()
+        await backend.aclose()
+
+
+def _prediction(sid: str, reply: Reply, backend: Backend, ctx: _RunContext,
+                secrets: list[str]) -> Prediction:
+    """The durable record of one reply: non-finite numbers are missing values, and no
+    field (reply text, reasoning, error, meta) carries a secret."""
+    pred = _raw_prediction(sid, reply, backend, ctx)
+    pred = without_non_finite(pred)
+    if secrets:
+        pred = Prediction.from_json(scrub(pred.to_json(), secrets))
+    return pred
+
+
+def _raw_prediction(sid: str, reply: Reply, backend: Backend, ctx: _RunContext) -> Prediction:
+    meta = {
+        "backend": backend.name, "model": backend.model,
+        "latency_s": reply.latency_s, "input_tokens": reply.input_tokens,
+        "output_tokens": reply.output_tokens,
+        "cost_usd": cost_usd(reply, ctx.spec.price_in_per_m, ctx.spec.price_out_per_m),
+        "prompt": ctx.prompt.name, "prompt_sha256": ctx.prompt.sha256,
+        "run_fingerprint": ctx.fingerprint, **reply.extra,
+    }
+    meta["attempts"] = reply.extra.get("attempts", 1)
+    meta["cached"] = bool(reply.extra.get("cached", False))
+    served = meta.pop("prediction", None)
+    if served is not None:  # replay: a ready prediction, not text to parse
+        return Prediction.from_json(served).with_meta(**meta)
+    if reply.status is ReplyStatus.OK:
+        try:
+            return parse_reply(sid, reply.text, **meta)
+        except Exception as exc:  # a parser bug on hostile text costs one clip, not the run
+            return Prediction(sid, Status.UNPARSEABLE, raw_reply=reply.text,
+                              error=f"reply could not be parsed ({type(exc).__name__}: "
+                                    f"{str(exc)[:200]})",
+                              missing=("latitude", "longitude", "city", "country", "continent"),
+                              meta=meta)
+    if reply.status is ReplyStatus.REFUSED:
+        return Prediction(sid, Status.REFUSED, raw_reply=reply.text, refused=True,
+                          missing=("latitude", "longitude", "city", "country", "continent"),
+                          meta=meta)
+    return Prediction(sid, Status.FAILED, error=reply.error, meta=meta)
+
+
+def _stats(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"mean": None, "p50": None, "p95": None, "max": None}
+    s = sorted(values)
+    return {"mean": statistics.fmean(s), "p50": statistics.median(s),
+            "p95": s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))], "max": s[-1]}
+
+
+def _summary(chosen: list[Prediction], n_selected: int, ctx: _RunContext, wall: float,
+             session: dict[str, int]) -> dict[str, Any]:
+    counts = {s.value: 0 for s in Status}
+    for p in chosen:
+        counts[p.status.value] += 1
+
+    def total(field: str) -> float:
+        return sum(float(p.meta.get(field) or 0) for p in chosen)
+
+    spec, prompt = ctx.spec, ctx.prompt
+    fresh = [p for p in chosen if not p.meta.get("cached") and p.meta.get("latency_s") is not None]
+    local = {k: _stats([float(p.meta[k]) for p in chosen if p.meta.get(k) is not None])
+             for k in ("prefill_s", "decode_s", "tokens_per_s")}
+    return {
+        "backend": spec.backend,
+        "model": spec.model,
+        "settings": public_settings(dict(spec.settings or {})),
+        "prompt": prompt.name,
+        "prompt_sha256": prompt.sha256,
+        "prompt_source": str(prompt.source),
+        "run_fingerprint": ctx.fingerprint,
+        "price_in_per_m": spec.price_in_per_m,
+        "price_out_per_m": spec.price_out_per_m,
+        "n": n_selected,
+        "n_recorded": len(chosen),
+        "complete": len(chosen) == n_selected and counts["failed"] == 0,
+        **{f"n_{k}": v for k, v in counts.items()},
+        "input_tokens": int(total("input_tokens")),
+        "output_tokens": int(total("output_tokens")),
+        "cost_usd": total("cost_usd"),
+        "latency_s": _stats([float(p.meta["latency_s"]) for p in fresh]),
+        "cached": sum(1 for p in chosen if p.meta.get("cached")),
+        "attempts": int(total("attempts")),
+        **({f"local_{k}": v for k, v in local.items()} if local["decode_s"]["mean"] else {}),
+        "wall_s": wall,
+        "session_requests": session["requests"],
+        "session_cache_hits": session["cache_hits"],
+    }
