@@ -280,7 +280,8 @@ def test_report_section_renders(experiment, tmp_path):
     import pandas as pd
 
     from agl.counterfactual.report_section import section
-    from agl.report.build import ReportOptions, RunInput, build_report
+    from agl.report.build import build_report
+    from agl.report.inputs import ReportOptions, RunInput
 
     work, _, effects = experiment
     table = pd.concat(

@@ -14,7 +14,8 @@ from factories import manifest, prediction
 
 from agl.dataset import demo
 from agl.report import analysis
-from agl.report.build import ReportOptions, RunInput, build_report
+from agl.report.build import build_report
+from agl.report.inputs import ReportOptions, RunInput
 from agl.scoring.evaluate import score_run
 
 

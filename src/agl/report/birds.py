@@ -21,7 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agl.birds import range_model as birdrange
 from agl.core import canonical
+from agl.report import plots
+from agl.report.analysis import compare_runs, group_row
+from agl.report.tables import breakdown_table, frame_table, slug
 
 GROUPS = ("birds heard", "no birds heard", "not listened")
 
@@ -38,8 +42,6 @@ def _birds_heard(birds: pd.DataFrame) -> dict[str, str]:
 
 def by_birds(scored: pd.DataFrame, heard: dict[str, str], **boot) -> pd.DataFrame:
     """A partition of a run's clips by what BirdNET heard (clips it never saw: not listened)."""
-    from agl.report.analysis import group_row
-
     group = scored["sample_id"].astype(str).map(heard).fillna("not listened")
     rows = [
         {"breakdown": "birds", "group": g, **group_row(scored[group == g], **boot)}
@@ -84,9 +86,6 @@ def _pick_clip(run) -> tuple[str, dict[str, Any]] | None:
 
 def surface_map(run, runs, path: Path) -> tuple[Path, str] | None:
     """Draw birdrange's occurrence surface for one clip with truth and every run's guess."""
-    from agl.birds import range_model as birdrange
-    from agl.report import plots
-
     picked = _pick_clip(run)
     if picked is None:
         return None
@@ -135,8 +134,6 @@ def surface_map(run, runs, path: Path) -> tuple[Path, str] | None:
 
 def birds_section(runs, birds_csv: Path | None, figs: Path, tables: Path, *, options, img) -> str:
     """HTML of the section; its tables go to `tables/`, its map to `figs/`."""
-    from agl.report.analysis import compare_runs
-
     if birds_csv is None:  # not asked for (e.g. `agl report` without the birds table)
         return ""
     parts = ["<section id='birds-section'><h2>Birds: what an expert ear hears</h2>"]
@@ -156,14 +153,12 @@ def birds_section(runs, birds_csv: Path | None, figs: Path, tables: Path, *, opt
         "and birdrange then abstains (scored as a refusal).</p>"
     )
     boot = {"bootstrap": options.bootstrap, "seed": options.seed}
-    from agl.report.build import _breakdown_table, _frame_table, _slug
-
     tables_out = []
     for r in runs:
         t = by_birds(r.scored, heard, **boot).assign(run=r.name)
         tables_out.append(t)
         parts.append(f"<h4>{html.escape(r.name)}: error by birds heard</h4>")
-        parts.append(_breakdown_table(t.drop(columns="run"), f"birds-{_slug(r.name)}"))
+        parts.append(breakdown_table(t.drop(columns="run"), f"birds-{slug(r.name)}"))
     if tables_out:
         canonical.write_csv(pd.concat(tables_out, ignore_index=True), tables / "birds_breakdown.csv")
 
@@ -205,7 +200,7 @@ def birds_section(runs, birds_csv: Path | None, figs: Path, tables: Path, *, opt
             "clips: no estimate (note).</p>"
         )
         cols = ["a", "b", "metric", "n", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value", "note"]
-        parts.append(_frame_table(paired[cols], "birds-paired", 4))
+        parts.append(frame_table(paired[cols], "birds-paired", 4))
     else:
         parts.append("<p>No clip with birds heard: nothing to compare birdrange on.</p>")
     drawn = surface_map(br, runs, figs / "birdrange_surface.png")

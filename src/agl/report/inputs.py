@@ -1,0 +1,101 @@
+"""What a report is built from: the evaluated runs, and the params' `report:` section.
+
+`collect_runs` finds every evaluated run (`<dir>/<run>/metrics.json` with its per-clip
+`scores_<protocol>.csv` beside, written by the evaluate and paper stages);
+`options_from_config` and `judge_from_config` read params.yaml `report:` into a
+`ReportOptions` and the error-mode judge. `agl.report.build` turns them into the report.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from agl.errors import AglError, reject_unknown_keys
+from agl.predictions.records import read_predictions
+from agl.report.error_modes import JudgeConfig
+
+
+@dataclass
+class RunInput:
+    """One evaluated run: its name, per-clip scores, predictions (for the judge) and info."""
+
+    name: str
+    scored: pd.DataFrame
+    predictions: dict[str, Any] | None = None  # for the judge: reasoning per clip
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """params.yaml `report:` (less `judge` and `track`): what the report computes and shows."""
+
+    protocol: str = "paper"
+    bootstrap: int = 1000
+    seed: int = 0
+    min_country_clips: int = 10
+    confidence_bins: int = 5
+    factor_bootstrap: int = 200
+    paired_bootstrap: int = 2000
+    paired_permutations: int = 10000
+    wrong_km: float = 750.0
+    maps_for: int = 6  # maps and confusion heat maps for the best N runs (by mean km)
+    min_support: int = 10  # clips behind an estimate (group mean, accuracy, factor presence)
+    factor_min_events: int = 10  # correct and wrong answers per factor of the regression
+
+
+def collect_runs(roots: list[Path], protocol: str) -> list[RunInput]:
+    """Every `<root>/<run>/metrics.json` that has `scores_<protocol>.csv` beside it."""
+    runs = []
+    for root in roots:
+        for metrics in sorted(Path(root).glob("*/metrics.json")):
+            scores = metrics.parent / f"scores_{protocol}.csv"
+            if not scores.exists():
+                continue
+            doc = json.loads(metrics.read_text())
+            name = str(doc.get("run") or metrics.parent.name)
+            frame = pd.read_csv(scores, keep_default_na=True)
+            for col in ("has_speech", "refused", "failed"):
+                frame[col] = frame[col].astype(str).str.lower().eq("true")
+            preds_path = metrics.parent / "predictions.jsonl"
+            preds = read_predictions(preds_path) if preds_path.exists() else None
+            runs.append(RunInput(name, frame, preds, {
+                "metrics": str(metrics), "data_version": str(doc.get("data_version") or ""),
+                "dataset": str(doc.get("dataset") or ""), "dataset_clips": doc.get("dataset_clips")}))
+    return runs
+
+
+def judge_from_config(cfg: dict[str, Any] | None) -> JudgeConfig | None:
+    """A JudgeConfig from the params' `report.judge` mapping (None: no judge)."""
+    if not cfg:
+        return None
+    missing = [k for k in ("backend", "model") if not cfg.get(k)]
+    if missing:
+        raise AglError(f"params report.judge: set {', '.join(missing)} (or judge: null)")
+    cache = cfg.get("cache_dir")
+    return JudgeConfig(backend=str(cfg["backend"]), model=str(cfg["model"]),
+                       settings=dict(cfg.get("settings") or {}),
+                       cache_dir=Path(cache) if cache else None,
+                       concurrency=int(cfg.get("concurrency", 4)),
+                       timeout_s=float(cfg.get("timeout_s", 120)),
+                       max_retries=int(cfg.get("max_retries", 5)))
+
+
+def options_from_config(cfg: dict[str, Any]) -> ReportOptions:
+    """ReportOptions from params.yaml `report:`; an unknown key or a value of the wrong type
+    is one line naming it."""
+    known = ReportOptions.__dataclass_fields__
+    reject_unknown_keys(cfg, set(known) | {"judge", "track"}, "params report")
+    values = {}
+    for k, v in cfg.items():
+        if k in known:
+            kind = type(getattr(ReportOptions, k))
+            try:
+                values[k] = kind(v)
+            except (TypeError, ValueError):
+                raise AglError(f"params report.{k}: {v!r} is not a {kind.__name__}") from None
+    return ReportOptions(**values)

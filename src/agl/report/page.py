@@ -1,0 +1,186 @@
+"""The report page: the HTML of `report.html` from the analyses `agl.report.build` computed.
+
+Sections in order: the leaderboard, then per data version the distance error, maps, error
+modes, paired comparisons and per-run breakdowns, then any extra sections (birds,
+counterfactuals) and the provenance. Tables and figures come from `agl.report.tables`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from agl.report import error_modes, plots, tables
+from agl.report.error_modes import JudgeConfig
+from agl.report.inputs import ReportOptions, RunInput
+from agl.scoring.leaderboard import SUBSET_NOTE, groups, render_rows
+
+
+def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], board: pd.DataFrame | None,
+                options: ReportOptions, judge: JudgeConfig | None, provenance: dict[str, Any],
+                leaderboard_csv: Path | None, extra_sections: Sequence[str] = ()) -> str:
+    """The whole report.html: the leaderboard, one block of sections per data version (its
+    analysis `a` from `agl.report.build`), the extra sections, then the provenance."""
+    runs = [r.name for _, _, a in sections for r in a["order"]]
+    data = str(provenance.get("dataset", ""))
+    if len(sections) > 1:  # name every dataset the runs were scored on, not only the pipeline's
+        data = "; ".join(str(g[0].info.get("dataset") or "unknown data") for _, g, _ in sections)
+    parts = ["<!doctype html><html><head><meta charset='utf-8'>",
+             "<title>AGL1K report</title><style>", _CSS, "</style></head><body>",
+             "<h1>AGL1K benchmark report</h1>",
+             f"<p class='dataset'>Data: <b>{html.escape(data)}</b></p>",
+             f"<p>Protocol: <b>{html.escape(options.protocol)}</b>. Runs: "
+             f"{html.escape(', '.join(runs))}.</p>"]
+    if len(sections) > 1:
+        parts.append(f"<p>The runs were scored on {len(sections)} different datasets (data "
+                     "versions): each has its own leaderboard, figures, breakdowns and paired "
+                     "tests below; runs on different data are never compared.</p>")
+
+    parts.append("<section id='leaderboard-section'><h2>Leaderboard</h2>")
+    if board is not None and not board.empty:
+        parts.append("<p>Mean distance and accuracies with 95% bootstrap intervals; 'paper' "
+                     "columns are the values the AGL1K paper reports for the same model.</p>")
+        for k, (header, rows_of) in enumerate(groups(board)):
+            head, rows = render_rows(rows_of)
+            if header:
+                parts.append(f"<h3>{html.escape(header)}</h3>")
+            parts.append(tables.table(head, rows, "leaderboard" if k == 0 else f"leaderboard-{k + 1}")
+                         .replace("<table ", "<table class='leaderboard' ", 1))
+            if "subset" in rows_of and rows_of["subset"].astype(str).str.lower().eq("true").any():
+                parts.append(f"<p class='note'>{html.escape(SUBSET_NOTE)}</p>")
+    else:
+        where = html.escape(str(leaderboard_csv)) if leaderboard_csv else "no file given"
+        parts.append(f"<p>No leaderboard ({where}); headline numbers per run:</p>")
+        rows = [[r.name, *(tables.with_ci(a["breakdowns"][r.name]["all"].iloc[0], c, d) for c, d in
+                           (("mean_km", 1), ("country_acc", 3), ("continent_acc", 3)))]
+                for _, _, a in sections for r in a["order"]]
+        parts.append(tables.table(["run", "mean km", "country acc", "continent acc"], rows,
+                            "leaderboard"))
+    parts.append("</section>")
+    for version, group, a in sections:
+        if len(sections) > 1:
+            info = group[0].info
+            label = html.escape(str(info.get("dataset") or "unknown data"))
+            parts.append(f"<section class='data-version' id='data-{html.escape(version[:12])}'>"
+                         f"<h2 class='data-version'>Data: {label} (data version "
+                         f"{html.escape(version[:12])})</h2>")
+        parts.append(_render_data(a, options, judge))
+        if len(sections) > 1:
+            parts.append("</section>")
+
+    parts.extend(extra_sections)
+    parts.append("<section id='provenance'><h2>Provenance</h2>")
+    rows = [[k, json.dumps(v, default=str) if not isinstance(v, str) else v]
+            for k, v in provenance.items()]
+    parts.append(tables.table(["what", "value"], rows, "provenance-table"))
+    parts.append("</section></body></html>")
+    return "\n".join(parts)
+
+
+def _render_data(a: dict[str, Any], options: ReportOptions, judge: JudgeConfig | None) -> str:
+    """The sections of one dataset's runs (ids carry the data version when there are several)."""
+    order, breakdowns, mode_table, factors = a["order"], a["breakdowns"], a["mode_table"], a["factors"]
+    paired, written, sfx = a["paired"], a["written"], a["sfx"]
+    tag = sfx.replace("_", "-")
+    parts = []
+    parts.append(f"<section id='cdf-section{tag}'><h2>Distance error</h2>")
+    parts.append(tables.img(written[f"cdf{sfx}"], "Cumulative distribution of distance error "
+                      "(marks at 1, 25, 200, 750, 2500 km)", f"cdf{tag}"))
+    parts.append(tables.img(written[f"accuracy_by_continent{sfx}"], "Accuracy by true continent",
+                      f"accuracy-by-continent{tag}"))
+    parts.append("</section>")
+
+    parts.append(f"<section id='map-section{tag}'><h2>Maps</h2>")
+    for r in order[: options.maps_for]:
+        parts.append(tables.img(written[f"map_{r.name}"], f"{r.name}: true locations coloured by "
+                          "error, and predicted points", f"map-{tables.slug(r.name)}"))
+    parts.append("<h3>Interactive</h3><p>Hover a point: the clip, its true and predicted place "
+                 "and the error; the line joins it to the prediction.</p>")
+    for r in order[: options.maps_for]:
+        parts.append(f"<h4>{html.escape(r.name)}</h4>")
+        parts.append(plots.svg_map(r.scored, svg_id=f"svgmap-{tables.slug(r.name)}"))
+    parts.append("</section>")
+
+    parts.append(f"<section id='error-modes-section{tag}'><h2>Error modes</h2>")
+    judged = ("judge: " + html.escape(f"{judge.backend}/{judge.model}") + ", rubric "
+              + error_modes.prompt_version()) if judge else (
+        "no judge configured: only Refusal and Failure are decided (from the record); the "
+        "other six modes need a judge and those predictions are counted as 'Unjudged'")
+    judged = judged[0].upper() + judged[1:]
+    parts.append(f"<p>Wrong = refused, failed, or wrong country (distance &gt; "
+                 f"{options.wrong_km:g} km where the country is not scored). {judged}.</p>")
+    parts.append(tables.frame_table(mode_table, f"error-modes{tag}", 0))
+    parts.append(tables.img(written[f"error_modes{sfx}"], "Error modes per run (share of wrong predictions)",
+                      f"error-modes-bars{tag}"))
+    parts.append("</section>")
+
+    if not paired.empty:
+        parts.append(f"<section id='paired-section{tag}'><h2>Paired comparisons</h2><p>Best run "
+                     "(lowest mean km) against each other run on their common clips: "
+                     "difference A - B with a paired bootstrap 95% CI and a sign-flip "
+                     f"permutation p-value; fewer than {options.min_support} common clips: "
+                     "no estimate (note).</p>")
+        cols = ["a", "b", "metric", "n", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value",
+                "note"]
+        parts.append(tables.frame_table(paired[cols], f"paired{tag}", 4))
+        parts.append("</section>")
+
+    parts.append(f"<section id='breakdowns-section{tag}'><h2>Breakdowns per run</h2>")
+    for r in order:
+        b = breakdowns[r.name]
+        slug = tables.slug(r.name)
+        parts.append(f"<h3>{html.escape(r.name)}</h3>")
+        for key, title in (("all", "All clips"), ("speech", "Speech vs non-speech"),
+                           ("category", "Sound category, non-speech clips (overlapping)"),
+                           ("continent", "True continent"),
+                           ("country", f"True country (>= {options.min_country_clips} clips)"),
+                           ("status", "Prediction status"), ("calibration",
+                                                             "Self-reported confidence")):
+            if key in b:
+                parts.append(f"<h4>{html.escape(title)}</h4>")
+                parts.append(tables.breakdown_table(b[key], f"{key}-{slug}", options.min_support))
+        parts.append("<h4>Continent confusion (counts)</h4>")
+        parts.append(tables.frame_table(b["confusion"], f"confusion-{slug}", 0))
+        if f"confusion_{r.name}" in written:
+            parts.append(tables.img(written[f"confusion_{r.name}"], f"{r.name}: continent confusion",
+                              f"confusion-img-{slug}"))
+        f = factors[r.name]
+        if not f.empty:
+            fa = f.attrs
+            parts.append("<h4>What predicts a correct country (logistic regression, "
+                         f"n = {fa.get('n')} scored clips, {fa.get('correct')} correct)</h4>")
+            if fa.get("insufficient"):
+                parts.append(f"<p class='insufficient'>No factor estimated: "
+                             f"{html.escape(fa['insufficient'])}. Counts only:</p>")
+                f = f[["factor", "n_present", "n_correct_present"]]
+            else:
+                failed = fa.get("bootstrap_failed", 0)
+                parts.append(f"<p>95% CIs from {fa.get('bootstrap')} of "
+                             f"{fa.get('bootstrap_requested')} bootstrap fits; {failed} failed "
+                             "(a resample held one outcome only, or the fit did not converge)"
+                             + (": read the intervals with care" if failed else "") + ". A "
+                             "factor needs at least "
+                             f"{options.min_support} clips with and without it.</p>")
+            parts.append(tables.frame_table(f, f"factors-{slug}", 3))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
+table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}
+td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
+th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
+img{max-width:100%;height:auto} figure{margin:1em 0}
+figcaption{font-size:13px;color:#555}
+.no-chart,.insufficient{color:#7a4a00;font-style:italic}
+.svgmap{max-width:100%;height:auto;border:1px solid #ccc}
+.svgmap line{stroke:#d62728;stroke-width:1;visibility:hidden}
+.svgmap g:hover line{visibility:visible} .svgmap g:hover circle{r:5;stroke:#000}
+h2.data-version{border-top:4px solid #444;padding-top:0.5em;margin-top:2.5em;font-size:1.7em}
+"""
