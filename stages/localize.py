@@ -18,7 +18,9 @@ from pathlib import Path
 from _params import load, run_main
 
 from agl.core import canonical
-from agl.curation.localizability import JUDGE_PROMPT, LocalizabilityConfig, ratings_frame, run_localizability
+from agl.curation.localizability import ratings_frame, run_localizability
+from agl.curation.localizability_judges import JUDGE_PROMPT
+from agl.curation.localizability_params import LocalizabilityConfig
 from agl.dataset.manifest import content_hash, load_manifest
 from agl.errors import AglError
 

@@ -15,20 +15,17 @@ import pytest
 import yaml
 
 from agl.backends.base import Backend, Reply, ReplyStatus, register
-from agl.curation.localizability import (
+from agl.curation.localizability import run_localizability
+from agl.curation.localizability_judges import (
     JUDGE_PROMPT,
     LexicalJudge,
-    LocalizabilityConfig,
-    fit_localizability,
     krippendorff_alpha_interval,
-    localizability,
     parse_ratings,
     render_judge_prompt,
     run_judges,
-    run_localizability,
-    select,
-    targets,
 )
+from agl.curation.localizability_params import LocalizabilityConfig
+from agl.curation.localizability_weights import fit_localizability, localizability, select, targets
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.errors import AglError
 from agl.predictions.records import Prediction, Status
@@ -169,7 +166,7 @@ class CountingJudge(Backend):
 
 
 def test_backend_judges_are_cached_and_agreement_reported(tmp_path):
-    from agl.curation.localizability import agreement
+    from agl.curation.localizability_judges import agreement
 
     cfg = LocalizabilityConfig.from_params({
         "judges": [{"name": "j1", "backend": "test-judge", "model": "m"},
