@@ -11,11 +11,11 @@ import pytest
 from factories import manifest, prediction
 
 from agl.cli import main
+from agl.core.geo import EARTH_MAX_KM
 from agl.dataset.manifest import load_manifest, write_manifest
 from agl.errors import AglError
 from agl.predictions.records import PredictionWriter, Status, prediction_frame, read_predictions
 from agl.scoring.evaluate import score_with_notes
-from agl.scoring.protocols import EARTH_MAX_KM
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from agl.core import canonical
 from agl.counterfactual.perturb import Intervention
 from agl.errors import AglError
 
-SPEECH_THRESHOLD = 0.1  # the paper's "has speech": human_sounds >= 0.1 (agl.scoring.protocols)
+SPEECH_THRESHOLD = 0.1  # the paper's "has speech": human_sounds >= 0.1 (agl.scoring.score_table)
 MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
 
 

@@ -43,7 +43,7 @@ def score_run(
     *,
     strict_refusal_km: float = EARTH_MAX_KM,
 ) -> pd.DataFrame:
-    """One row per scored clip under `protocol` (columns: agl.scoring.protocols.SCORE_COLUMNS)."""
+    """One row per scored clip under `protocol` (columns: agl.scoring.score_table.SCORE_COLUMNS)."""
     return score_with_notes(manifest, predictions, protocol, strict_refusal_km=strict_refusal_km)[0]
 
 
