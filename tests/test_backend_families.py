@@ -137,7 +137,7 @@ def test_audio_only_processor_without_torchvision(family_model):
     backend builds the same processor class from tokenizer, feature extractor and template."""
     import importlib.util
 
-    from agl.backends.local_transformers import load_processor
+    from agl.backends._transformers_loading import load_processor
 
     proc = load_processor(str(family_model("qwen2_5_omni")))
     assert type(proc).__name__ == "Qwen2_5OmniProcessor"

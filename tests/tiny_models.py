@@ -276,7 +276,7 @@ def build_gemma3n(path: Path) -> Path:
     from transformers.convert_slow_tokenizer import bytes_to_unicode
     from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer
 
-    from agl.backends.local_transformers import without_submodels
+    from agl.backends._transformers_loading import without_submodels
 
     vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
     for s in ["<|endoftext|>", "<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<start_of_audio>"]:

@@ -13,7 +13,8 @@ processor that needs torchvision. When `AutoProcessor` fails for that reason, th
 class named in the checkpoint is built from its tokenizer, audio feature extractor and chat
 template alone (its image/video slots empty); audio prompts never touch those slots.
 Likewise a vision tower a family's table lists under `unbuilt` (Gemma-3n's timm MobileNet)
-is not built at all (`without_submodels`); its weights are skipped on load.
+is not built at all (`without_submodels`); its weights are skipped on load. Loading lives in
+`agl.backends._transformers_loading`; this file is the backend: its queue and batches.
 
 Settings:
   device        cpu | cuda | cuda:N | auto (default: cuda when available)
@@ -44,13 +45,14 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from agl.backends._families import family, window_seconds
+from agl.backends._transformers_loading import feature_extractor, load_checkpoint
 from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
+from agl.core.decode import clip_seconds, load_mono
 from agl.errors import AglError
 
 
@@ -81,71 +83,21 @@ class LocalTransformers(Backend):
     def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:
         self._load()  # fail before the first request, as one clear line
 
-    def _device_dtype(self):
-        import torch
-
-        device = str(self.settings.get("device", "auto"))
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        name = str(self.settings.get("dtype", "auto"))
-        if name == "auto":
-            name = "bfloat16" if device.startswith("cuda") else "float32"
-        dtype = getattr(torch, name, None)
-        if not isinstance(dtype, torch.dtype):
-            raise AglError(f"transformers backend: unknown dtype '{name}'")
-        return device, dtype
-
     def _load(self):
         with self._lock:
-            if self._loaded is not None:
-                return self._loaded
-            import transformers
-
-            t0 = time.perf_counter()
-            local_only = bool(self.settings.get("local_files_only", True))
-            revision = self.settings.get("revision")  # a Hub branch, tag or commit
-            hub = {"local_files_only": local_only, "revision": revision}
-            try:
-                config = transformers.AutoConfig.from_pretrained(self.model, **hub)
-                arch = (config.architectures or [None])[0]
-                cls = getattr(transformers, arch, None) if arch else None
-                if cls is None:
-                    raise AglError(f"transformers backend: {self.model}: config names no "
-                                   f"model class this transformers version has ({arch})")
-                fam = family(config.model_type)
-                device, dtype = self._device_dtype()
-                with without_submodels(fam.unbuilt):
-                    model = cls.from_pretrained(self.model, dtype=dtype, **hub, **fam.load)
-                model.to(device).eval()
-                processor = load_processor(self.model, local_only, revision)
-            except AglError:
-                raise
-            except (OSError, ValueError, ImportError) as exc:
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                raise AglError(f"transformers backend: cannot load '{self.model}' "
-                               f"({type(exc).__name__}: {first}); give a local path or "
-                               "download the weights into the Hugging Face cache") from None
-            if _feature_extractor(processor) is None:
-                raise AglError(f"transformers backend: {self.model}: its processor has no "
-                               "audio feature extractor; not an audio-language model")
-            tok = getattr(processor, "tokenizer", None)
-            if tok is not None:
-                # Batches are left-padded so that every clip's new tokens start together.
-                tok.padding_side = "left"
-            self.load_s = time.perf_counter() - t0
-            self._loaded = (model, processor, config)
+            if self._loaded is None:
+                model, processor, config, self.load_s = load_checkpoint(self.model, self.settings)
+                self._loaded = (model, processor, config)
             return self._loaded
 
     # --- requests in, batches out -----------------------------------------------------------
 
     async def generate(self, request: Request) -> Reply:
         model, processor, config = await asyncio.to_thread(self._load)
-        fe = _feature_extractor(processor)
+        fe = feature_extractor(processor)
         sr = int(fe.sampling_rate)
         wave, heard = None, {}
         if request.audio_path is not None:
-            from agl.core.decode import clip_seconds, load_mono
-
             window = window_seconds(family(config.model_type), processor, fe)
             max_s = self.settings.get("max_seconds")
             limits = [float(v) for v in (max_s, window) if v]
@@ -227,10 +179,10 @@ class LocalTransformers(Backend):
         return messages
 
     def _generate_batch(self, model, processor, config, items) -> list[Reply]:
-        import torch
+        import torch  # heavy: imported only when a local model runs
 
         fam = family(config.model_type)
-        fe = _feature_extractor(processor)
+        fe = feature_extractor(processor)
         with self._lock:
             texts = [processor.apply_chat_template(self._messages(req),
                                                    add_generation_prompt=True, tokenize=False)
@@ -320,124 +272,10 @@ class LocalTransformers(Backend):
         self._loaded = None
 
 
-_BUILD_LOCK = threading.Lock()
-
-
-@contextmanager
-def without_submodels(model_types: Sequence[str]) -> Iterator[None]:
-    """Build a model whose sub-models of these config `model_type`s are left out.
-
-    Multimodal classes build every tower through `AutoModel.from_config`, images included,
-    even when only audio will be given. Where a family's table names such a tower (Gemma-3n's
-    timm vision tower: 300M parameters, and timm needs torchvision), it is replaced while the
-    model is built by an empty module that refuses to run; its checkpoint weights then match
-    nothing and are skipped on load. Audio prompts never reach it, so replies are unchanged.
-    """
-    if not model_types:
-        yield
-        return
-    import torch
-    from transformers import AutoModel
-
-    class NotLoaded(torch.nn.Module):
-        def __init__(self, model_type: str):
-            super().__init__()
-            self.model_type = model_type
-
-        def forward(self, *args: Any, **kwargs: Any) -> Any:
-            raise RuntimeError(f"the {self.model_type} sub-model was not loaded: this "
-                               "backend gives the model audio and text only")
-
-    own = AutoModel.__dict__.get("from_config")
-    build = AutoModel.from_config
-
-    def from_config(cls, config, **kwargs):
-        if getattr(config, "model_type", None) in model_types:
-            return NotLoaded(config.model_type)
-        return build(config, **kwargs)
-
-    with _BUILD_LOCK:  # one patched build at a time; restored even when loading fails
-        AutoModel.from_config = classmethod(from_config)
-        try:
-            yield
-        finally:
-            if own is None:
-                del AutoModel.from_config
-            else:
-                AutoModel.from_config = own
-
-
-def _feature_extractor(processor: Any) -> Any:
-    """The processor's audio part: `feature_extractor` for most, `audio_processor` for Phi-4."""
-    return getattr(processor, "feature_extractor", None) or getattr(processor,
-                                                                    "audio_processor", None)
-
-
-def load_processor(path: str, local_only: bool = True, revision: str | None = None) -> Any:
-    """`AutoProcessor`, or where that needs torchvision (a video or image processor the
-    omni families and Phi-4 carry), the same processor class built from its tokenizer,
-    audio feature extractor and chat template alone."""
-    import transformers
-
-    hub = {"local_files_only": local_only, "revision": revision}
-    try:
-        return transformers.AutoProcessor.from_pretrained(path, **hub)
-    except (ImportError, ValueError) as exc:  # v5 says either, naming torchvision
-        if "torchvision" not in str(exc).lower():
-            raise
-        return _audio_only_processor(path, hub)
-
-
-def _audio_only_processor(path: str, hub: dict[str, Any]) -> Any:
-    import transformers
-    from transformers.utils import cached_file
-
-    def read_json(name: str) -> dict[str, Any]:
-        f = cached_file(path, name, **hub, _raise_exceptions_for_missing_entries=False)
-        return json.loads(Path(f).read_text(encoding="utf-8")) if f else {}
-
-    proc_cfg = read_json("processor_config.json")
-    name = proc_cfg.get("processor_class") or read_json("preprocessor_config.json").get(
-        "processor_class")
-    cls = getattr(transformers, name, None) if name else None
-    if cls is None:
-        raise ImportError(f"{path}: its processor needs torchvision and names no processor "
-                          "class to build an audio-only one from")
-    parts: dict[str, Any] = {}
-    for attr in cls.get_attributes():
-        if attr == "tokenizer":
-            parts[attr] = transformers.AutoTokenizer.from_pretrained(path, **hub)
-        elif attr in ("feature_extractor", "audio_processor"):
-            parts[attr] = transformers.AutoFeatureExtractor.from_pretrained(path, **hub)
-        else:
-            parts[attr] = None  # the image / video slot: unused by audio prompts
-    template_file = cached_file(path, "chat_template.jinja", **hub,
-                                _raise_exceptions_for_missing_entries=False)
-    template = (Path(template_file).read_text(encoding="utf-8") if template_file
-                else read_json("chat_template.json").get("chat_template")
-                or proc_cfg.get("chat_template")
-                or getattr(parts.get("tokenizer"), "chat_template", None))
-    extra = {k: v for k, v in proc_cfg.items()
-             if k not in parts and k not in ("processor_class", "chat_template")
-             and not isinstance(v, dict)}
-
-    class AudioOnly(cls):  # type: ignore[misc, valid-type]
-        def check_argument_for_proper_class(self, argument_name, argument):
-            if argument is None:
-                return None
-            return super().check_argument_for_proper_class(argument_name, argument)
-
-    AudioOnly.__name__ = AudioOnly.__qualname__ = cls.__name__
-    try:
-        return AudioOnly(**parts, chat_template=template, **extra)
-    except TypeError:
-        return AudioOnly(**parts, chat_template=template)
-
-
 def _peak_memory_mb(device: Any) -> float:
     """Peak memory of this generate call on CUDA; on CPU, the process's peak RSS so far."""
     if str(device).startswith("cuda"):
-        import torch
+        import torch  # heavy: imported only when a local model runs
 
         return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
     import resource
@@ -456,7 +294,7 @@ class _FirstTokenClock:
 
     def now(self) -> float:
         if self.cuda:
-            import torch
+            import torch  # heavy: imported only when a local model runs
 
             torch.cuda.synchronize()
         return time.perf_counter()
