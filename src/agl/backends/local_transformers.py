@@ -58,6 +58,8 @@ from agl.errors import AglError
 
 @register("transformers")
 class LocalTransformers(Backend):
+    """A local audio-language model (see the module docstring for its settings)."""
+
     def __init__(self, model: str, **settings: Any):
         super().__init__(model, **settings)
         self.deterministic = not bool(settings.get("do_sample", False))

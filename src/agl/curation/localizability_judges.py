@@ -69,6 +69,7 @@ class LexicalJudge:
         self.patterns = {c: [_term_pattern(t) for t in vocab[c]] for c in CATEGORY_COLUMNS}
 
     def rate(self, reasoning: str) -> dict[str, int]:
+        """Per category: distinct vocabulary terms found in the reasoning, capped."""
         return {c: min(self.rating_max, sum(bool(p.search(reasoning)) for p in pats))
                 for c, pats in self.patterns.items()}
 

@@ -37,6 +37,8 @@ def fit_weights(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Weights:
+    """The fitted weights per category (AGL1K column order) and the clips behind each fit."""
+
     a: np.ndarray  # positive weights (good clips)
     a_bar: np.ndarray  # negative weights (bad clips)
     n_good: int
@@ -44,6 +46,7 @@ class Weights:
 
     @property
     def sets(self) -> list[str]:
+        """Each category's set: P (a_i > ā_i), N (ā_i > a_i) or neutral."""
         return ["P" if p > n else "N" if n > p else "neutral" for p, n in zip(self.a, self.a_bar,
                                                                              strict=True)]
 
@@ -53,6 +56,7 @@ class Weights:
         return np.where(self.a > self.a_bar, self.a, np.where(self.a_bar > self.a, -self.a_bar, 0.0))
 
     def frame(self):
+        """The weights as a table (weights.csv): category, a, a_bar, set, weight, fit sizes."""
         import pandas as pd
 
         return pd.DataFrame({"category": list(CATEGORY_COLUMNS), "a": self.a, "a_bar": self.a_bar,
@@ -121,6 +125,7 @@ def holdout_split(keys: Sequence[str], fraction: float, seed: int) -> set[str]:
 
 
 def rank_check(l_k: np.ndarray, errors_km: np.ndarray) -> dict[str, Any]:
+    """Spearman's rho (and p) between l_k and the error; None with a note when undefined."""
     from scipy.stats import spearmanr
 
     if len(l_k) < 3 or np.ptp(l_k) == 0 or np.ptp(errors_km) == 0:

@@ -70,20 +70,26 @@ class ClipResult:
 
 @dataclass(frozen=True)
 class Summary:
+    """Every clip's result, in manifest order: counts, the missing clips, the summary line."""
+
     results: tuple[ClipResult, ...]
 
     def count(self, status: str) -> int:
+        """How many clips ended with `status`."""
         return sum(r.status == status for r in self.results)
 
     @property
     def failed(self) -> tuple[ClipResult, ...]:
+        """The clips that failed or differ from the lock."""
         return tuple(r for r in self.results if r.status in ("failed", "corrupt"))
 
     @property
     def bytes(self) -> int:
+        """Bytes transferred in this run."""
         return sum(r.bytes for r in self.results)
 
     def as_dict(self) -> dict[str, object]:
+        """The counts and every missing clip with its reason (the stage's summary file)."""
         return {
             "clips": len(self.results),
             "downloaded": self.count("downloaded"),
@@ -116,6 +122,7 @@ class Summary:
             )
 
     def line(self) -> str:
+        """One line for the terminal, with a warning for files no Archive checksum vouched for."""
         d = self.as_dict()
         text = (
             f"{d['downloaded']} downloaded, {d['present']} already present, "

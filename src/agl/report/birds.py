@@ -63,6 +63,7 @@ def _summary(run) -> dict[str, Any]:
 
 
 def find_birdrange(runs) -> Any | None:
+    """The first run whose run_summary.json names the birdrange backend, or None."""
     for r in runs:
         if _summary(r).get("backend") == "birdrange":
             return r
