@@ -695,7 +695,8 @@ def test_a_correct_page_passes(tmp_path, params):
     page.write_text(
         "# Fine\n\n```bash\nagl infer --backend gemini --model m --manifest x --audio-root a "
         "--out o --dry-run\ndvc exp run -S evaluate.metric_bootstrap=500\n"
-        "python stages/leaderboard.py build --runs build/runs --paper build/paper\nscripts/mlflow-server status\n```\n\n"
+        "python stages/leaderboard.py build --runs build/runs --paper build/paper\n"
+        "scripts/mlflow-server status\n```\n\n"
         "```yaml\nevaluate: {metric_bootstrap: 500}\nmodels:\n  mine: {backend: random}\n```\n\n"
         "See [here](#fine), `agl models --yaml NAME` and `params.yaml: paper.base_url`.\n",
         encoding="utf-8")
