@@ -330,18 +330,28 @@ def run_inference(
                     audio_path=(Path(audio_root) / c.relpath) if backend.needs_audio else None)
             for c in pending
         ]
-        source = stream(backend, requests,
-                        cache=ResponseCache(cache_dir) if cache_dir is not None else None,
-                        concurrency=concurrency, timeout_s=timeout_s, max_retries=max_retries,
-                        backoff=backoff)
-        asyncio.run(_run(backend, requests, source, pred_path, price_in_per_m, price_out_per_m,
-                         fingerprint, prompt, progress, session))
+        cache = ResponseCache(cache_dir) if cache_dir is not None else None
+        from agl.batch.hook import batch_session  # mode: batch (agl.batch); sync: a guard
+
+        with batch_session(backend, requests, out_dir=out_dir, pred_path=pred_path, cache=cache,
+                           prompt=prompt, fingerprint=fingerprint, price_in=price_in_per_m,
+                           price_out=price_out_per_m, timeout_s=timeout_s,
+                           concurrency=concurrency) as batch:
+            requests = batch.requests
+            source = batch.tag(stream(backend, requests, cache=cache, concurrency=concurrency,
+                                      timeout_s=timeout_s, max_retries=max_retries,
+                                      backoff=backoff), requests)
+            asyncio.run(_run(backend, requests, source, pred_path, price_in_per_m,
+                             price_out_per_m, fingerprint, prompt, progress, session))
     wall = time.perf_counter() - t0
 
     latest = {p.sample_id: p for p in iter_records(pred_path)} if pred_path.exists() else {}
     chosen = [latest[c.key] for c in selected if c.key in latest]
     summary = _summary(chosen, Status, len(selected), backend_name, model, settings, prompt,
                        fingerprint, price_in_per_m, price_out_per_m, wall, session)
+    from agl.batch.hook import batch_summary
+
+    summary = batch_summary(summary, chosen, settings, out_dir, batch.report if pending else None)
     # The tracked files hold what data, params and code decide (canonical order and floats);
     # latencies, attempts, cache hits and wall time go to a timings file DVC ignores.
     from agl.inference.finalize import write_canonical_run

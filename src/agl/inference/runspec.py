@@ -206,6 +206,9 @@ def summary_line(summary: dict[str, Any]) -> str:
             f"${s['cost_usd']:.4f}")
     if s["n_failed"]:
         line += "; rerun the same command to retry the failures"
+    from agl.batch.hook import summary_text
+
+    line += summary_text(s)
     for e in s.get("endpoints") or []:
         lat = e["latency_s"]["p50"] if e["latency_s"] else None
         line += (f"\n  {e['url']}: {e['requests']} request(s), {e['failures']} failed"
