@@ -91,6 +91,7 @@ class FakeBatchService:
         self.files: dict[str, dict[str, Any]] = {}  # id -> {data, mime, purpose}
         self.billed: Counter = Counter()
         self.calls: list[tuple[str, str]] = []
+        self.sync_requests: list[BatchRequest] = []  # the synchronous calls, as received
         self.reject_create: tuple[int, str] | None = None
         self.hold_create_at: int | None = None  # the n-th create is made, never answered
         self.creates = 0
@@ -183,7 +184,7 @@ class FakeBatchService:
 
     def _finish(self, job: FakeJob) -> list[tuple[BatchRequest, Result | None]]:
         """Each request's result as the job ends (None: never run)."""
-        if job.fate == "fail":
+        if job.fate == "fail" and not job.cancel_requested:
             return []
         n = len(job.requests) if job.fate == "complete" and not job.cancel_requested \
             else job.answered_before_end
@@ -203,6 +204,7 @@ class FakeBatchService:
     def _openai(self, method, p, query, headers, raw, body):
         if p == "/chat/completions":
             req = BatchRequest(None, body, *_openai_audio(body))
+            self.sync_requests.append(req)
             res = self._answer(req)
             if res.error:
                 return res.error[0], {"error": {"message": res.error[1]}}, {}
@@ -288,9 +290,8 @@ class FakeBatchService:
                 job.output[name] = fid
         job.output["counts"] = {"total": len(job.requests), "completed": len(out),
                                 "failed": len(err)}
-        job.state = {"complete": "completed", "expire": "expired", "fail": "failed"}[job.fate]
-        if job.cancel_requested:
-            job.state = "cancelled"
+        job.state = "cancelled" if job.cancel_requested else {
+            "complete": "completed", "expire": "expired", "fail": "failed"}[job.fate]
 
     def _openai_batch(self, job: FakeJob) -> dict:
         counts = job.output.get("counts") or {"total": len(job.requests), "completed": 0,
@@ -337,6 +338,7 @@ class FakeBatchService:
             return 200, self._gemini_file(fid), {}
         if p.endswith(":generateContent"):
             req = BatchRequest(None, body, *self._gemini_audio(body))
+            self.sync_requests.append(req)
             res = self._answer(req)
             if res.error:
                 return res.error[0], {"error": {"code": res.error[0], "message": res.error[1],
@@ -432,10 +434,9 @@ class FakeBatchService:
             self.files[fid] = {"data": "".join(json.dumps(r) + "\n" for r in rows).encode(),
                                "mime": "application/jsonl"}
             job.output = {"responsesFile": f"files/{fid}"}
-        job.state = {"complete": "BATCH_STATE_SUCCEEDED", "expire": "BATCH_STATE_EXPIRED",
-                     "fail": "BATCH_STATE_FAILED"}[job.fate]
-        if job.cancel_requested:
-            job.state = "BATCH_STATE_CANCELLED"
+        job.state = "BATCH_STATE_CANCELLED" if job.cancel_requested else {
+            "complete": "BATCH_STATE_SUCCEEDED", "expire": "BATCH_STATE_EXPIRED",
+            "fail": "BATCH_STATE_FAILED"}[job.fate]
 
     def _gemini_op(self, job: FakeJob) -> dict:
         meta = {"@type": "type.googleapis.com/google.ai.generativelanguage.v1beta."

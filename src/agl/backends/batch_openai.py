@@ -34,6 +34,8 @@ ENDPOINT = "/v1/chat/completions"
 _OUTCOME = {"completed": "completed", "failed": "failed", "expired": "expired",
             "cancelled": "cancelled"}
 UPLOAD_TIMEOUT_S = 900.0  # a 200 MB request file on a slow uplink
+# Error codes of requests an expired or cancelled job never ran.
+_NOT_RUN = ("batch_expired", "batch_cancelled")
 
 
 @provider("openai")
@@ -113,8 +115,11 @@ class OpenAIBatch(BatchProvider):
                 except (json.JSONDecodeError, UnicodeDecodeError):
                     continue  # a torn line names no clip; its clip falls back
                 cid = d.get("custom_id") if isinstance(d, dict) else None
-                if isinstance(cid, str) and not isinstance(out.get(cid), Reply):
-                    out[cid] = _one(d)
+                if not isinstance(cid, str) or isinstance(out.get(cid), Reply):
+                    continue
+                if (d.get("error") or {}).get("code") in _NOT_RUN:
+                    continue  # never run: the job's own end (expired, cancelled) says why
+                out[cid] = _one(d)
         return out
 
     async def cancel(self, job: Job) -> None:
