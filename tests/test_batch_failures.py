@@ -211,16 +211,12 @@ def test_batch_mode_is_refused_for_a_backend_without_a_batch_api():
 
 
 def test_the_dvc_stage_exits_75_while_clips_are_out_then_0(tmp_path, monkeypatch):
-    import importlib.util
-
     import yaml
 
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "stages"))
+    import infer as stage  # stages/infer.py
+
     manifest, audio = make_clips(tmp_path, 4)
-    spec = importlib.util.spec_from_file_location("infer_stage", Path(__file__).resolve()
-                                                  .parents[1] / "stages" / "infer.py")
-    stage = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stage)
-    monkeypatch.chdir(tmp_path)
     with FakeBatchService(answer) as svc:
         params = {"infer": {"cache_dir": str(tmp_path / "cache"), "timeout_s": 30},
                   "models": {"gem": {"backend": "gemini", "model": "fake",
@@ -228,7 +224,8 @@ def test_the_dvc_stage_exits_75_while_clips_are_out_then_0(tmp_path, monkeypatch
                                      "price_in_per_m": 2.0, "price_out_per_m": 10.0}}}
         (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
         argv = ["--name", "gem", "--manifest", str(manifest), "--audio-root", str(audio),
-                "--out", str(tmp_path / "build" / "gem")]
+                "--out", str(tmp_path / "build" / "gem"), "--params", str(tmp_path / "params.yaml"),
+                "--telemetry", str(tmp_path / "telemetry.json")]
         codes = [stage.main(argv) for _ in range(3)]
         assert stage.main(argv + ["--batch-status"]) == 0
     assert codes == [75, 75, 0]  # probe out; the rest out; all collected

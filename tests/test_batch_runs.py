@@ -19,8 +19,8 @@ from fake_batch import BatchRequest, FakeBatchService, FakeJob, Result
 from fake_llm import gemini_response, openai_completion
 from test_inference_api import FAST
 
-from agl.inference import run_inference
-from agl.manifest import clips, load_manifest
+from agl.dataset.manifest import clips, load_manifest
+from agl.inference.runner import run_inference
 from agl.prompts import load_prompt
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,7 +41,7 @@ def make_clips(root: Path, n: int) -> tuple[Path, Path]:
     import pandas as pd
     import soundfile as sf
 
-    from agl.manifest import CATEGORY_COLUMNS, write_manifest
+    from agl.dataset.manifest import CATEGORY_COLUMNS, write_manifest
 
     rows = []
     for i in range(n):
@@ -114,7 +114,7 @@ def lines(out: Path) -> list[dict]:
 
 
 def without_bookkeeping(records: list[dict]) -> list[str]:
-    from agl import canonical
+    from agl.core import canonical
 
     out = []
     for r in records:

@@ -20,7 +20,6 @@ import json
 import time
 from typing import Any
 
-from agl.core.decode import mime_type
 from agl.backends._http import retryable_status
 from agl.backends.base import Reply, Request
 from agl.batch.provider import (
@@ -33,6 +32,7 @@ from agl.batch.provider import (
     reply_or_error,
 )
 from agl.batch.state import Job
+from agl.core.decode import mime_type
 
 FILE_LIFETIME_S = 48 * 3600.0
 # An upload is reused only while it will outlive a job submitted now (the API expires a
