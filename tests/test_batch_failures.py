@@ -231,3 +231,31 @@ def test_the_dvc_stage_exits_75_while_clips_are_out_then_0(tmp_path, monkeypatch
     assert codes == [75, 75, 0]  # probe out; the rest out; all collected
     summary = json.loads((tmp_path / "build" / "gem" / "run_summary.json").read_text())
     assert summary["complete"] and summary["batch"]["answered_by"]["batch"] == 4
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_key_quoted_by_the_provider_is_written_nowhere(tmp_path, api, capsys):
+    """A provider error that echoes the key (a request error, a failed job) reaches no
+    record, summary, state file or log line."""
+    import os
+
+    key = os.environ["OPENAI_API_KEY" if api == "openai" else "GEMINI_API_KEY"]
+    manifest, audio = make_clips(tmp_path, 3)
+
+    def leaky(req: BatchRequest) -> Result:
+        if req.custom_id == "clip_001":
+            return Result(error=(400, f"bad request from key {key}"))
+        return answer(req)
+
+    def fail_second(job: FakeJob) -> None:
+        if len(job.requests) == 1:  # the job after the probe fails, quoting the key
+            job.fate, job.fail_message = "fail", f"rejected for key {key}"
+
+    out = tmp_path / "run"
+    with FakeBatchService(leaky, plan=fail_second) as svc:
+        run_until_done(api, manifest, audio, out, tmp_path / "cache", settings(api, svc.url))
+    written = "".join(p.read_text() for p in out.iterdir() if p.is_file())
+    logged = capsys.readouterr()
+    assert "[redacted]" in written and key not in written
+    assert key not in logged.out + logged.err
+    assert {r["status"] for r in lines(out)} == {"ok"}

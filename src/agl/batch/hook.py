@@ -69,8 +69,11 @@ def batch_session(backend: Backend, requests: list[Request], *, out_dir: Path, p
     # one would submit or request the same clips again.
     with exclusive(out_dir, "this run's batch jobs"):
         report = run_pass(ctx, requests)
+        from agl.core.secrets import known_secrets, scrub_text
+
+        secrets = known_secrets(backend.settings)  # a provider's error may quote the key
         for line in report.messages:
-            print(f"batch: {line}", file=sys.stderr)
+            print(scrub_text(f"batch: {line}", secrets), file=sys.stderr)
         yield BatchSession(report.sync_now, report.reasons, report)
 
 

@@ -194,7 +194,7 @@ async def _collect(ctx: PassContext, prov: BatchProvider, state: BatchState,
             writer.write_many(preds)  # durable before the job leaves the state file
             answered |= {p.sample_id for p in preds}
             report.collected += len(preds)
-            _after_job(state, job, st, results, report)
+            _after_job(state, job, st, results, report, ctx.backend.settings)
             state.jobs.remove(job)
             save()
             await _quiet(prov.cleanup(job, st))
@@ -236,11 +236,12 @@ def _job_records(ctx: PassContext, state: BatchState, job: Job, st: JobStatus,
 
 
 def _after_job(state: BatchState, job: Job, st: JobStatus, results: dict[str, Reply | str],
-               report: PassReport) -> None:
+               report: PassReport, prov_settings: dict[str, Any]) -> None:
     """The probe's verdict, a job refused as a whole, and the job's line in the history."""
     n_ok = sum(1 for sid in job.clips if isinstance(results.get(sid), Reply))
     errors = [r for sid, r in results.items() if sid in job.clips and isinstance(r, str)]
     why = st.error or (errors[0] if errors else None) or f"job ended {st.state}"
+    why = scrub(why[:500], known_secrets(prov_settings))
     if job.probe:
         if n_ok:
             state.probe = {"status": "accepted", "job": job.job_id}
