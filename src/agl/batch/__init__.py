@@ -9,6 +9,8 @@ new, and returns at once, saying what is still out. Every pass is safe to kill:
                       clips each job holds, when it expires; a new machine or day resumes it.
 * `agl.batch.run`     one pass: poll, collect (results matched by custom id), fall back,
                       probe, submit; a clip is in at most one live job.
+* `agl.batch.submit`  screening and submission: request files within the provider's limits.
+* `agl.batch.context` what a pass carries and reports.
 * `agl.batch.hook`    how the runner (`agl.inference.runner`) calls a pass: the clips left for the
                       synchronous path, their reasons, the summary's batch section.
 * `agl.batch.control` `--batch-status` and `--batch-cancel`.

@@ -22,18 +22,20 @@ The order makes every kill recoverable with nothing lost and nothing paid twice:
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agl.backends.base import Backend, BackendError, Reply, Request
+from agl.backends.base import Reply, Request
 from agl.batch import state as state_mod
-from agl.batch.options import BatchOptions
-from agl.batch.provider import BatchProvider, Chunk, JobStatus, SubmitError, provider_class
+from agl.batch.context import PassContext, PassReport, quiet, short, to_sync
+from agl.batch.provider import BatchProvider, JobStatus, provider_class
 from agl.batch.state import BatchState, Job
+from agl.batch.submit import screen, submit
 from agl.core.secrets import known_secrets, scrub
+
+__all__ = ["FIND_GRACE_S", "PassContext", "PassReport", "run_pass"]
 
 # A job record without a provider id younger than this is not given up when the provider's
 # list does not show it yet (a list may lag a create): its clips stay held for a later pass.
@@ -41,34 +43,6 @@ FIND_GRACE_S = 600.0
 _LOST = {"completed": "the batch job finished without a result for this clip",
          "expired": "the batch job expired before answering this clip",
          "cancelled": "the batch job was cancelled before answering this clip"}
-
-
-@dataclass
-class PassContext:
-    backend: Backend  # the run's backend: names the records, holds the settings
-    out_dir: Path
-    pred_path: Path
-    cache: Any  # agl.inference.cache.ResponseCache | None
-    prompt: Any
-    fingerprint: str
-    price_in: float
-    price_out: float
-    options: BatchOptions
-    timeout_s: float
-    concurrency: int
-
-
-@dataclass
-class PassReport:
-    sync_now: list[Request] = field(default_factory=list)  # for the synchronous path now
-    reasons: dict[str, str] = field(default_factory=dict)  # sample id -> why synchronous
-    collected: int = 0
-    submitted_jobs: int = 0
-    submitted_clips: int = 0
-    in_flight_jobs: int = 0
-    in_flight_clips: int = 0
-    waiting: int = 0  # neither answered, submitted nor synchronous: the next pass takes them
-    messages: list[str] = field(default_factory=list)
 
 
 def run_pass(ctx: PassContext, requests: list[Request]) -> PassReport:
@@ -131,7 +105,7 @@ async def _resolve_unconfirmed(prov: BatchProvider, state: BatchState, report: P
         try:
             found = await prov.find(job)
         except Exception as exc:  # noqa: BLE001 - its clips stay held; the next pass asks again
-            report.messages.append(f"could not look up job {job.tag} ({_short(exc)}); its "
+            report.messages.append(f"could not look up job {job.tag} ({short(exc)}); its "
                                    f"{len(job.clips)} clip(s) stay held; rerun later")
             continue
         if found:
@@ -150,7 +124,7 @@ async def _resolve_unconfirmed(prov: BatchProvider, state: BatchState, report: P
                 state.probe = None
             report.messages.append(f"job {job.tag} was never created; its {len(job.clips)} "
                                    "clip(s) go back to the queue")
-            await _quiet(prov.cleanup(job, None))
+            await quiet(prov.cleanup(job, None))
         save()
 
 
@@ -166,7 +140,7 @@ async def _collect(ctx: PassContext, prov: BatchProvider, state: BatchState,
             try:
                 st = await prov.status(job)
             except Exception as exc:  # noqa: BLE001 - polled again next pass
-                report.messages.append(f"could not poll job {job.job_id} ({_short(exc)}); "
+                report.messages.append(f"could not poll job {job.job_id} ({short(exc)}); "
                                        "rerun later")
                 continue
             job.provider_state, job.last_poll = st.state, now
@@ -182,13 +156,13 @@ async def _collect(ctx: PassContext, prov: BatchProvider, state: BatchState,
                             "cancelled; a later run collects it and falls back")
                     except Exception as exc:  # noqa: BLE001
                         report.messages.append(f"could not cancel job {job.job_id} "
-                                               f"({_short(exc)})")
+                                               f"({short(exc)})")
                 continue
             try:
                 results = await prov.results(job, st)
             except Exception as exc:  # noqa: BLE001 - the job stays; the next pass retries
                 report.messages.append(f"could not read the results of job {job.job_id} "
-                                       f"({_short(exc)}); rerun later")
+                                       f"({short(exc)}); rerun later")
                 continue
             preds = _job_records(ctx, state, job, st, results, finished | answered)
             writer.write_many(preds)  # durable before the job leaves the state file
@@ -197,7 +171,7 @@ async def _collect(ctx: PassContext, prov: BatchProvider, state: BatchState,
             _after_job(state, job, st, results, report, ctx.backend.settings)
             state.jobs.remove(job)
             save()
-            await _quiet(prov.cleanup(job, st))
+            await quiet(prov.cleanup(job, st))
             save()
     return answered
 
@@ -270,16 +244,16 @@ async def _route(ctx: PassContext, prov: BatchProvider, state: BatchState,
         if sid in held:
             continue
         if state.rejected is not None:
-            _to_sync(report, r, f"batch not accepted for this model: {state.rejected}")
+            to_sync(report, r, f"batch not accepted for this model: {state.rejected}")
         elif sid in state.fallback and (opts.fallback == "sync"
                                         or state.attempts.get(sid, 0) >= opts.max_attempts):
-            _to_sync(report, r, state.fallback[sid])
+            to_sync(report, r, state.fallback[sid])
         else:
             batchable.append(r)
     if state.rejected is not None and any(r.sample_id not in held for r in todo):
         report.messages.append(f"{ctx.backend.name}:{ctx.backend.model}: "
                                f"{state.rejected}; running synchronously")
-    batchable = await _screen(ctx, batchable, report)
+    batchable = await screen(ctx, batchable, report)
     if not batchable:
         return
     running = state.probe is not None and state.probe.get("status") == "running"
@@ -288,177 +262,13 @@ async def _route(ctx: PassContext, prov: BatchProvider, state: BatchState,
             report.waiting += len(batchable)
             return
         probe, rest = batchable[:2], batchable[2:]
-        await _submit(ctx, prov, state, probe, report, save, probe=True)
+        await submit(ctx, prov, state, probe, report, save, probe=True)
         if state.rejected is not None:
             for r in rest:
-                _to_sync(report, r, f"batch not accepted for this model: {state.rejected}")
+                to_sync(report, r, f"batch not accepted for this model: {state.rejected}")
         else:
             report.waiting += len(rest)
             if rest:
                 report.messages.append(f"{len(rest)} clip(s) wait for the probe job's answer")
         return
-    await _submit(ctx, prov, state, batchable, report, save, probe=False)
-
-
-def _to_sync(report: PassReport, request: Request, reason: str | None) -> None:
-    report.sync_now.append(request)
-    if reason:
-        report.reasons[request.sample_id] = reason
-
-
-async def _screen(ctx: PassContext, requests: list[Request], report: PassReport) -> list[Request]:
-    """Hash the audio (the cache key); a cache hit, unreadable or undecodable audio goes to
-    the synchronous path, which answers from the cache or records the failure unrequested."""
-    from agl.core.audio import probe
-    from agl.inference.cache import cache_key
-    from agl.inference.runner import PROBE_SECONDS, _hash_audio
-
-    keep = []
-    for r in requests:
-        try:
-            r = await asyncio.to_thread(_hash_audio, r)
-        except OSError:
-            report.sync_now.append(r)
-            continue
-        if ctx.cache is not None and ctx.backend.deterministic:
-            key = cache_key(ctx.backend.name, ctx.backend.model, ctx.backend.settings, r)
-            if ctx.cache.get(key) is not None:
-                report.sync_now.append(r)
-                continue
-        if r.audio_path is not None:
-            got = await asyncio.to_thread(probe, r.audio_path, PROBE_SECONDS)
-            if not got.ok:
-                report.sync_now.append(r)
-                continue
-        keep.append(r)
-    return keep
-
-
-async def _submit(ctx: PassContext, prov: BatchProvider, state: BatchState,
-                  requests: list[Request], report: PassReport, save, *, probe: bool) -> None:
-    """Write the requests into request files within the provider's limits; one job each."""
-    max_requests, max_bytes = ctx.options.limits(ctx.backend.name)
-    try:
-        refused = await prov.prepare(requests, save)
-    except SubmitError as exc:
-        report.waiting += len(requests)
-        report.messages.append(f"could not upload the audio ({exc}); rerun to retry")
-        return
-    queue = []
-    for r in requests:
-        if r.sample_id in refused:
-            _to_sync(report, r, f"not accepted for batch: {refused[r.sample_id]}")
-        else:
-            queue.append(r)
-    with tempfile.TemporaryDirectory(prefix="agl-batch-") as tmp:
-        chunk, fh, members = None, None, {}
-        for i, r in enumerate(queue):
-            try:
-                line = await prov.line(r)
-            except BackendError:
-                _to_sync(report, r, None)  # the synchronous path records the same error
-                continue
-            if len(line) + 1 > max_bytes:
-                _to_sync(report, r, f"its request ({len(line) + 1:,} bytes) exceeds the batch "
-                                    f"file limit ({max_bytes:,} bytes)")
-                continue
-            if chunk is not None and (len(chunk.sample_ids) >= max_requests
-                                      or chunk.nbytes + len(line) + 1 > max_bytes):
-                fh.close()
-                if not await _send(ctx, prov, state, chunk, members, report, save, probe):
-                    _unsent(state, queue[i:], report)
-                    return
-                chunk = None
-            if chunk is None:
-                chunk = Chunk(Path(tmp) / f"requests-{report.submitted_jobs + 1}.jsonl")
-                fh, members = open(chunk.path, "wb"), {}
-            fh.write(line + b"\n")
-            chunk.sample_ids.append(r.sample_id)
-            chunk.nbytes += len(line) + 1
-            members[r.sample_id] = r
-        if chunk is not None:
-            fh.close()
-            await _send(ctx, prov, state, chunk, members, report, save, probe)
-
-
-def _unsent(state: BatchState, requests: list[Request], report: PassReport) -> None:
-    """Requests not submitted after a job could not be: synchronous if batch is refused for
-    this model, else they wait for the next pass."""
-    for r in requests:
-        if state.rejected is not None:
-            _to_sync(report, r, f"batch not accepted for this model: {state.rejected}")
-        else:
-            report.waiting += 1
-
-
-async def _send(ctx: PassContext, prov: BatchProvider, state: BatchState, chunk: Chunk,
-                members: dict[str, Request], report: PassReport, save, probe: bool) -> bool:
-    from agl.inference.cache import cache_key
-
-    b = ctx.backend
-    tag = state_mod.new_tag()
-    try:
-        ref = await prov.upload_input(chunk)
-    except SubmitError as exc:
-        _refused(ctx, state, exc, list(members.values()), report)
-        return False
-    keyed = ctx.cache is not None and b.deterministic
-    job = Job(tag=tag, provider=prov.name, created=time.time(), input_ref=ref, probe=probe,
-              fingerprint=ctx.fingerprint,
-              clips={sid: {"key": cache_key(b.name, b.model, b.settings, r) if keyed else None,
-                           "audio_sha256": r.audio_sha256} for sid, r in members.items()})
-    state.jobs.append(job)
-    for sid in members:
-        state.attempts[sid] = state.attempts.get(sid, 0) + 1
-    if probe:
-        state.probe = {"status": "running"}
-    save()  # the record exists before the job: a kill from here on is resolved by its tag
-    try:
-        created = await prov.create(chunk, ref, tag)
-    except SubmitError as exc:
-        if exc.ambiguous:
-            report.messages.append(f"job {tag}: creation uncertain ({exc}); its "
-                                   f"{len(members)} clip(s) stay held and the next run looks "
-                                   "it up")
-            return False
-        state.jobs.remove(job)
-        for sid in members:
-            state.attempts[sid] -= 1
-        if probe:
-            state.probe = None
-        save()
-        await _quiet(prov.cleanup(job, None))
-        _refused(ctx, state, exc, list(members.values()), report)
-        return False
-    job.job_id, job.expires_at = created.job_id, created.expires_at
-    save()
-    report.submitted_jobs += 1
-    report.submitted_clips += len(members)
-    report.messages.append(f"{'probe ' if probe else ''}job {created.job_id} submitted with "
-                           f"{len(members)} clip(s)")
-    return True
-
-
-def _refused(ctx: PassContext, state: BatchState, exc: SubmitError, requests: list[Request],
-             report: PassReport) -> None:
-    if exc.rejected:
-        why = scrub(str(exc)[:500], known_secrets(ctx.backend.settings))
-        state.rejected = f"the provider refused the batch job ({why})"
-        if state.probe is not None or ctx.options.probe:
-            state.probe = {"status": "rejected", "reason": state.rejected}
-        report.messages.append(f"{ctx.backend.name}:{ctx.backend.model}: {state.rejected}; "
-                               "running synchronously")
-    else:
-        report.messages.append(f"could not submit a job ({exc}); rerun to retry")
-    _unsent(state, requests, report)
-
-
-async def _quiet(coro) -> None:
-    try:
-        await coro
-    except Exception:  # noqa: BLE001 - clean-up is best effort
-        pass
-
-
-def _short(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {str(exc)[:200]}"
+    await submit(ctx, prov, state, batchable, report, save, probe=False)
