@@ -63,6 +63,7 @@ class FakeJob:
     created: int
     inline: bool = False
     input_file: str | None = None
+    input_bytes: int = 0  # the request file's size (it is deleted once the job is done)
     state: str = "validating"
     polls: int = 0
     ready_after: int = 1  # it finishes on this poll
@@ -258,7 +259,8 @@ class FakeBatchService:
             requests.append(BatchRequest(d["custom_id"], d["body"], *_openai_audio(d["body"])))
         assert len({r.custom_id for r in requests}) == len(requests), "custom ids repeat"
         job = FakeJob(self._id("batch_"), "openai", body["metadata"]["agl_job"], requests,
-                      int(time.time()), input_file=body["input_file_id"])
+                      int(time.time()), input_file=body["input_file_id"],
+                      input_bytes=len(self.files[body["input_file_id"]]["data"]))
         self.plan(job)
         self.jobs[job.id] = job
         if self.creates == self.hold_create_at:

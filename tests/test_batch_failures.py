@@ -259,3 +259,26 @@ def test_a_key_quoted_by_the_provider_is_written_nowhere(tmp_path, api, capsys):
     assert "[redacted]" in written and key not in written
     assert key not in logged.out + logged.err
     assert {r["status"] for r in lines(out)} == {"ok"}
+
+
+def test_jobs_are_split_by_size_and_a_request_over_the_file_limit_goes_synchronous(tmp_path):
+    """OpenAI request lines carry their audio as base64: a request file is cut where the next
+    line would pass `max_bytes`, and a single request larger than that runs synchronously."""
+    import numpy as np
+    import soundfile as sf
+
+    manifest, audio = make_clips(tmp_path, 7)  # ~5.6 kB per request line
+    big = audio / "clip_003" / "a.wav"
+    sf.write(big, np.random.default_rng(99).uniform(-0.1, 0.1, 16000), 16000)  # ~43 kB line
+    out = tmp_path / "run"
+    with FakeBatchService(answer) as svc:
+        s = settings("openai", svc.url, probe=False, max_bytes=12_000)
+        run_until_done("openai", manifest, audio, out, tmp_path / "cache", s)
+        sizes = sorted(len(j.requests) for j in svc.jobs.values())
+        assert sizes == [2, 2, 2] and len(svc.sync_requests) == 1
+        assert all(5_000 < j.input_bytes <= 12_000 for j in svc.jobs.values())
+        assert all(j.input_file not in svc.files for j in svc.jobs.values())  # cleaned up
+    records = {r["sample_id"]: r for r in lines(out)}
+    assert {r["status"] for r in records.values()} == {"ok"}
+    assert records["clip_003"]["meta"]["answered_by"] == "sync"
+    assert "exceeds the batch file limit" in records["clip_003"]["meta"]["batch_fallback"]
