@@ -282,3 +282,40 @@ def test_jobs_are_split_by_size_and_a_request_over_the_file_limit_goes_synchrono
     assert {r["status"] for r in records.values()} == {"ok"}
     assert records["clip_003"]["meta"]["answered_by"] == "sync"
     assert "exceeds the batch file limit" in records["clip_003"]["meta"]["batch_fallback"]
+
+
+@pytest.mark.parametrize("age_s, held", [(30, True), (3600, False)])
+def test_a_job_record_the_provider_never_saw(tmp_path, age_s, held, capsys):
+    """A record saved just before a create that never reached the provider (the process died
+    in between): while young it keeps its clips held (a list may lag a create); once older
+    than the grace period its clips go back to the queue and are submitted once."""
+    import time
+
+    from agl.batch import state as state_mod
+    from agl.inference.runner import run_fingerprint
+
+    manifest, audio = make_clips(tmp_path, 3)
+    out = tmp_path / "run"
+    with FakeBatchService(answer) as svc:
+        s = settings("openai", svc.url, probe=False)
+        fp = run_fingerprint("openai", "fake", s, load_prompt_sha())
+        state = state_mod.BatchState("openai", "fake", fp, jobs=[state_mod.Job(
+            tag="agl-0-lost", provider="openai", created=time.time() - age_s, fingerprint=fp,
+            clips={"clip_000": {"key": None, "audio_sha256": None}})])
+        state_mod.save(out, state)
+        first = run("openai", manifest, audio, out, tmp_path / "cache", s)
+        err = capsys.readouterr().err
+        if held:
+            assert "not listed by the provider yet" in err
+            assert first["batch_in_flight"]["clips"] == 3  # 1 held + 2 submitted
+            assert "clip_000" not in svc.submitted()
+        else:
+            assert "was never created" in err
+            run_until_done("openai", manifest, audio, out, tmp_path / "cache", s)
+            assert set(svc.submitted().values()) == {1} and len(svc.submitted()) == 3
+
+
+def load_prompt_sha() -> str:
+    from agl.prompts import load_prompt
+
+    return load_prompt().sha256
