@@ -12,8 +12,8 @@ import sys
 
 import _params
 
-from agl.inference.model_run import run_spec
-from agl.inference.runspec import parse_infer, parse_models, summary_line
+from agl.inference.model_run import run_spec, summary_line
+from agl.inference.runspec import parse_infer, parse_models
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,6 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--telemetry", default=None,
                     help="per-endpoint requests/failures/latency of a replica pool (not a DVC "
                          "output: timings); default build/telemetry/<name>.json")
+    ap.add_argument("--batch-status", action="store_true",
+                    help="print the model's batch jobs (settings.mode: batch) and exit")
+    ap.add_argument("--batch-cancel", action="store_true",
+                    help="cancel the model's batch jobs; the next run collects and falls back")
     args = ap.parse_args(argv)
     key = f"models.{args.name}"
     p = _params.load("infer", key, path=args.params, required=False)
@@ -37,10 +41,27 @@ def main(argv: list[str] | None = None) -> int:
                                 source), args.name, source)
     spec = parse_models({args.name: p[key]}, source)[0]
     infer = parse_infer(p["infer"], source)
+    if args.batch_status or args.batch_cancel:
+        from agl.batch.control import cancel_lines, status_lines
+
+        act = cancel_lines if args.batch_cancel else status_lines
+        for line in act(spec.backend, spec.model, spec.settings, args.out,
+                        timeout_s=float(infer.timeout_s)):
+            print(line)
+        return 0
     summary = run_spec(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                        out_dir=args.out, progress=sys.stderr.isatty(),
                        telemetry=args.telemetry or f"build/telemetry/{args.name}.json")
     print(summary_line(summary), file=sys.stderr)
+    from agl.batch.hook import pending
+
+    if pending(summary):
+        # A non-zero exit keeps DVC from locking an unfinished run; `dvc repro` again later
+        # polls the jobs and collects (75: EX_TEMPFAIL, come back later).
+        print(f"stages/infer.py: {args.name}: {pending(summary)} clip(s) still with the batch "
+              "API (jobs submitted); run `dvc repro` again later to collect them",
+              file=sys.stderr)
+        return 75
     return 0
 
 

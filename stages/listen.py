@@ -21,8 +21,8 @@ from agl.counterfactual.effects import log_listen_run, score_level
 from agl.errors import AglError
 from agl.inference.estimate import estimate_run
 from agl.inference.finalize import SUMMARY
-from agl.inference.model_run import run_spec
-from agl.inference.runspec import parse_infer, parse_models, summary_line
+from agl.inference.model_run import run_spec, summary_line
+from agl.inference.runspec import parse_infer, parse_models
 
 
 def main(argv: list[str] | None = None) -> int:

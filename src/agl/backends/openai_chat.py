@@ -63,9 +63,9 @@ class OpenAIChat(Backend):
         return {"type": "input_audio",
                 "input_audio": {"data": base64.b64encode(data).decode("ascii"), "format": fmt}}
 
-    async def generate(self, request: Request) -> Reply:
-        import openai
-
+    async def chat_request(self, request: Request) -> dict[str, Any]:
+        """The keyword arguments of `chat.completions.create` for `request`; the batch
+        path (agl.backends.batch_openai) sends the same body."""
         content: list[dict[str, Any]] = [{"type": "text", "text": request.prompt}]
         if request.audio_path is not None:
             content.append(await self._audio_content(Path(request.audio_path)))
@@ -84,9 +84,14 @@ class OpenAIChat(Backend):
             kw["extra_body"] = dict(self.settings["extra_body"])
         if request.audio_path is not None and self.name == "openai":
             kw["modalities"] = ["text"]
+        return {"model": self.model, "messages": messages, **kw}
+
+    async def generate(self, request: Request) -> Reply:
+        import openai
+
+        kw = await self.chat_request(request)
         try:
-            resp = await self._get_client().chat.completions.create(
-                model=self.model, messages=messages, **kw)
+            resp = await self._get_client().chat.completions.create(**kw)
         except openai.APIStatusError as exc:
             code = exc.status_code
             raise BackendError(f"{self.name} {code}: {_message(exc)}",

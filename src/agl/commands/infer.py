@@ -43,6 +43,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", action="store_true",
                    help="print the requests, audio minutes and estimated cost; send nothing")
+    b = p.add_argument_group("batch mode (gemini, openai; see docs/batch.md)")
+    b.add_argument("--batch", action="store_true",
+                   help="send the requests as batch jobs (half price, up to 24 h); returns once "
+                        "they are submitted (exit 75 while clips are out); rerun to collect")
+    b.add_argument("--batch-status", action="store_true",
+                   help="print each batch job of --out: state, clips, counts, age; send nothing")
+    b.add_argument("--batch-cancel", action="store_true",
+                   help="cancel the batch jobs of --out; the next run collects what they "
+                        "answered and sends the rest by the fallback")
     p.set_defaults(func=run)
 
 
@@ -99,8 +108,8 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.inference.model_run import run_spec
-    from agl.inference.runspec import InferSettings, ModelSpec, summary_line
+    from agl.inference.model_run import run_spec, summary_line
+    from agl.inference.runspec import InferSettings, ModelSpec
 
     _check_numbers(args)
     from agl.core.outpaths import input_file, output_dir
@@ -110,6 +119,15 @@ def run(args: argparse.Namespace) -> int:
     settings = parse_settings(args.setting)
     if args.base_url:
         settings["base_url"] = args.base_url[0] if len(args.base_url) == 1 else args.base_url
+    if args.batch:
+        settings["mode"] = "batch"
+    if args.batch_status or args.batch_cancel:
+        from agl.batch.control import cancel_lines, status_lines
+
+        act = cancel_lines if args.batch_cancel else status_lines
+        for line in act(args.backend, args.model, settings, args.out, timeout_s=args.timeout):
+            print(line)
+        return 0
     spec = ModelSpec(name="cli", backend=args.backend, model=args.model, settings=settings,
                      price_in_per_m=args.price_in, price_out_per_m=args.price_out)
     infer = InferSettings(prompt=args.prompt, prompt_source=args.prompt_source,
@@ -127,10 +145,22 @@ def run(args: argparse.Namespace) -> int:
         est = estimate_run(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                            out_dir=args.out, limit=args.limit)
         print(f"dry run: {args.backend}:{args.model or '-'}: {est.line()}")
+        from agl.batch.options import price_line
+
+        both = price_line(args.backend, settings, est.cost_usd)
+        if both:
+            print(f"dry run: {both}")
         return 0
     summary = run_spec(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                        out_dir=args.out, limit=args.limit, progress=not args.no_progress)
     print(summary_line(summary), file=sys.stderr)
+    from agl.batch.hook import pending
+
+    if pending(summary):
+        # Not an error and not a finished run: 75 (EX_TEMPFAIL) tells a script to come back.
+        print(f"agl infer: {pending(summary)} clip(s) still with the batch API; rerun the same "
+              "command later to collect them", file=sys.stderr)
+        return 75
     if summary["n_recorded"] and summary["n_failed"] == summary["n_recorded"]:
         print(f"agl infer: error: no clip succeeded (all {summary['n_failed']} failed; the "
               f"reasons are in the error field of {args.out}/predictions.jsonl)",

@@ -38,7 +38,9 @@ _NOT_GENERATION = frozenset(
      "endpoint_backoff_cap_s",
      # transformers: where timings go and how long a partial batch waits; `batch_size`
      # stays in the key (bfloat16 kernels may round a padded batch differently).
-     "efficiency_log", "batch_wait_s"}
+     "efficiency_log", "batch_wait_s",
+     # batch mode (agl.batch): how requests travel, not what they ask.
+     "mode", "batch"}
 )
 CACHE_VERSION = 2
 

@@ -40,6 +40,7 @@ VOLATILE_META = (
     "tokens_per_s",
     "submitted_at",
     "listened_s",
+    "batch_job",
 )
 # run_summary.json keys of the same kind.
 VOLATILE_SUMMARY = (
@@ -52,6 +53,7 @@ VOLATILE_SUMMARY = (
     "wall_s",
     "session_requests",
     "session_cache_hits",
+    "batch_in_flight",
 )
 # The authors' verbatim fields stay verbatim.
 QUANTITIES = {"original": canonical.EXACT}

@@ -21,44 +21,32 @@ import sys
 import time
 import warnings
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agl.backends.base import Backend, Reply, ReplyStatus, Request, get_backend
+from agl.backends.base import Backend, Reply, Request, get_backend
 from agl.backends.endpoints import pool_capacity
-from agl.core.secrets import known_secrets, scrub
+from agl.batch.hook import batch_session, batch_summary, summary_text
+from agl.core.secrets import known_secrets
 from agl.core.workspace import shared_path
 from agl.dataset.manifest import ManifestWarning, load_manifest
 from agl.dataset.manifest import clips as manifest_clips
 from agl.errors import AglError
 from agl.inference.cache import ResponseCache, generation_settings, public_settings
 from agl.inference.finalize import PREDICTIONS, write_canonical_run
-from agl.inference.runner import Backoff, RunOptions, cost_usd, progress_bar, stream
+from agl.inference.record import RunContext, make_prediction
+from agl.inference.runner import Backoff, RunOptions, progress_bar, stream
 from agl.inference.runspec import InferSettings, ModelSpec
-from agl.predictions.parse import parse_reply
 from agl.predictions.records import (
     Prediction,
     PredictionWriter,
     Status,
     iter_records,
-    without_non_finite,
     write_predictions,
 )
 from agl.prompts import Prompt, load_prompt
 
 _DEFAULT_OPTIONS = RunOptions()  # one shared default, as a default argument value would be
-
-
-@dataclass(frozen=True)
-class _RunContext:
-    """What every record and the summary of one run share."""
-
-    spec: ModelSpec
-    prompt: Prompt
-    fingerprint: str
-    pred_path: Path
-    progress: bool
 
 
 def run_fingerprint(backend_name: str, model: str, settings: dict[str, Any],
@@ -96,7 +84,7 @@ def run_inference(
     pred_path = out_dir / PREDICTIONS
     fingerprint = run_fingerprint(spec.backend, spec.model, settings, prompt.sha256)
     backend_cls = get_backend(spec.backend)
-    ctx = _RunContext(spec, prompt, fingerprint, pred_path, options.progress)
+    ctx = RunContext(spec, prompt, fingerprint, pred_path, options.progress)
 
     kept: dict[str, Any] = {}
     if pred_path.exists():
@@ -123,16 +111,23 @@ def run_inference(
                     audio_path=(Path(audio_root) / c.relpath) if backend.needs_audio else None)
             for c in pending
         ]
-        source = stream(backend, requests,
-                        cache=ResponseCache(options.cache_dir) if options.cache_dir is not None else None,
-                        concurrency=options.concurrency, timeout_s=options.timeout_s,
-                        max_retries=options.max_retries, backoff=options.backoff)
-        asyncio.run(_consume(backend, requests, source, ctx, session))
+        cache = ResponseCache(options.cache_dir) if options.cache_dir is not None else None
+        # mode: batch hands clips to the provider's batch API (agl.batch); sync: a guard only
+        with batch_session(backend, requests, out_dir=out_dir, pred_path=pred_path, cache=cache,
+                           prompt=prompt, fingerprint=fingerprint, price_in=spec.price_in_per_m,
+                           price_out=spec.price_out_per_m, timeout_s=options.timeout_s,
+                           concurrency=options.concurrency) as batch:
+            requests = batch.requests
+            source = batch.tag(stream(backend, requests, cache=cache, concurrency=options.concurrency,
+                                      timeout_s=options.timeout_s, max_retries=options.max_retries,
+                                      backoff=options.backoff), requests)
+            asyncio.run(_consume(backend, requests, source, ctx, session))
     wall = time.perf_counter() - t0
 
     latest = {p.sample_id: p for p in iter_records(pred_path)} if pred_path.exists() else {}
     chosen = [latest[c.key] for c in selected if c.key in latest]
     summary = _summary(chosen, len(selected), ctx, wall, session)
+    summary = batch_summary(summary, chosen, settings, out_dir, batch.report if pending else None)
     # The tracked files hold what data, params and code decide (canonical order and floats);
     # latencies, attempts, cache hits and wall time go to a timings file DVC ignores.
     write_canonical_run(out_dir, pred_path, latest, [c.key for c in all_clips], summary)
@@ -188,7 +183,7 @@ def _require_audio(clips: Sequence[Any], audio_root: Path | None) -> None:
 
 
 async def _consume(backend: Backend, requests: list[Request],
-                   source: AsyncIterator[tuple[int, Reply]], ctx: _RunContext,
+                   source: AsyncIterator[tuple[int, Reply]], ctx: RunContext,
                    session: dict[str, int]) -> None:
     """Consume (index, reply) pairs from `source` into durable prediction records."""
     bar = progress_bar(len(requests), backend, enabled=ctx.progress)
@@ -218,7 +213,7 @@ async def _consume(backend: Backend, requests: list[Request],
         with PredictionWriter(ctx.pred_path) as writer:
             try:
                 async for i, reply in source:
-                    buffer.append(_prediction(requests[i].sample_id, reply, backend, ctx, secrets))
+                    buffer.append(make_prediction(requests[i].sample_id, reply, backend, ctx, secrets))
                     if flushing is None or flushing.done():
                         if flushing is not None:
                             flushing.result()  # a failed write stops the run
@@ -232,47 +227,6 @@ async def _consume(backend: Backend, requests: list[Request],
         await backend.aclose()
 
 
-def _prediction(sid: str, reply: Reply, backend: Backend, ctx: _RunContext,
-                secrets: list[str]) -> Prediction:
-    """The durable record of one reply: non-finite numbers are missing values, and no
-    field (reply text, reasoning, error, meta) carries a secret."""
-    pred = _raw_prediction(sid, reply, backend, ctx)
-    pred = without_non_finite(pred)
-    if secrets:
-        pred = Prediction.from_json(scrub(pred.to_json(), secrets))
-    return pred
-
-
-def _raw_prediction(sid: str, reply: Reply, backend: Backend, ctx: _RunContext) -> Prediction:
-    meta = {
-        "backend": backend.name, "model": backend.model,
-        "latency_s": reply.latency_s, "input_tokens": reply.input_tokens,
-        "output_tokens": reply.output_tokens,
-        "cost_usd": cost_usd(reply, ctx.spec.price_in_per_m, ctx.spec.price_out_per_m),
-        "prompt": ctx.prompt.name, "prompt_sha256": ctx.prompt.sha256,
-        "run_fingerprint": ctx.fingerprint, **reply.extra,
-    }
-    meta["attempts"] = reply.extra.get("attempts", 1)
-    meta["cached"] = bool(reply.extra.get("cached", False))
-    served = meta.pop("prediction", None)
-    if served is not None:  # replay: a ready prediction, not text to parse
-        return Prediction.from_json(served).with_meta(**meta)
-    if reply.status is ReplyStatus.OK:
-        try:
-            return parse_reply(sid, reply.text, **meta)
-        except Exception as exc:  # a parser bug on hostile text costs one clip, not the run
-            return Prediction(sid, Status.UNPARSEABLE, raw_reply=reply.text,
-                              error=f"reply could not be parsed ({type(exc).__name__}: "
-                                    f"{str(exc)[:200]})",
-                              missing=("latitude", "longitude", "city", "country", "continent"),
-                              meta=meta)
-    if reply.status is ReplyStatus.REFUSED:
-        return Prediction(sid, Status.REFUSED, raw_reply=reply.text, refused=True,
-                          missing=("latitude", "longitude", "city", "country", "continent"),
-                          meta=meta)
-    return Prediction(sid, Status.FAILED, error=reply.error, meta=meta)
-
-
 def _stats(values: list[float]) -> dict[str, float | None]:
     if not values:
         return {"mean": None, "p50": None, "p95": None, "max": None}
@@ -281,7 +235,7 @@ def _stats(values: list[float]) -> dict[str, float | None]:
             "p95": s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))], "max": s[-1]}
 
 
-def _summary(chosen: list[Prediction], n_selected: int, ctx: _RunContext, wall: float,
+def _summary(chosen: list[Prediction], n_selected: int, ctx: RunContext, wall: float,
              session: dict[str, int]) -> dict[str, Any]:
     counts = {s.value: 0 for s in Status}
     for p in chosen:
@@ -319,3 +273,22 @@ def _summary(chosen: list[Prediction], n_selected: int, ctx: _RunContext, wall: 
         "session_requests": session["requests"],
         "session_cache_hits": session["cache_hits"],
     }
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    """One line (plus one per replica) saying what a run did: counts by status, requests made
+    this time and from cache, cost, batch jobs, and what to do about failures."""
+    s = summary
+    line = (f"{s['backend']}:{s['model'] or '-'}: {s['n_recorded']}/{s['n']} clips "
+            f"(ok {s['n_ok']}, partial {s['n_partial']}, refused {s['n_refused']}, "
+            f"unparseable {s['n_unparseable']}, failed {s['n_failed']}); "
+            f"{s['session_requests']} request(s) this time, {s['session_cache_hits']} from cache; "
+            f"${s['cost_usd']:.4f}")
+    if s["n_failed"]:
+        line += "; rerun the same command to retry the failures"
+    line += summary_text(s)
+    for e in s.get("endpoints") or []:
+        lat = e["latency_s"]["p50"] if e["latency_s"] else None
+        line += (f"\n  {e['url']}: {e['requests']} request(s), {e['failures']} failed"
+                 + (f", p50 {lat:.3f} s" if lat is not None else ""))
+    return line

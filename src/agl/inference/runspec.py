@@ -144,19 +144,3 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
         raise AglError(f"{path}: not found; run from the repository root") from None
     except yaml.YAMLError as exc:
         raise AglError(f"{path}: not valid YAML ({exc})") from None
-
-
-def summary_line(summary: dict[str, Any]) -> str:
-    s = summary
-    line = (f"{s['backend']}:{s['model'] or '-'}: {s['n_recorded']}/{s['n']} clips "
-            f"(ok {s['n_ok']}, partial {s['n_partial']}, refused {s['n_refused']}, "
-            f"unparseable {s['n_unparseable']}, failed {s['n_failed']}); "
-            f"{s['session_requests']} request(s) this time, {s['session_cache_hits']} from cache; "
-            f"${s['cost_usd']:.4f}")
-    if s["n_failed"]:
-        line += "; rerun the same command to retry the failures"
-    for e in s.get("endpoints") or []:
-        lat = e["latency_s"]["p50"] if e["latency_s"] else None
-        line += (f"\n  {e['url']}: {e['requests']} request(s), {e['failures']} failed"
-                 + (f", p50 {lat:.3f} s" if lat is not None else ""))
-    return line

@@ -1,0 +1,250 @@
+"""Gemini's Batch API (google-genai `batches`) for the `gemini` backend (see agl.batch).
+
+Audio goes in through the Files API (one upload per distinct clip, referenced by URI; an
+uploaded file lives 48 h), the prompt and generation config exactly as the synchronous
+`Gemini.generate` sends them (`Gemini._config`, audio part first, then the prompt). A job's
+requests go inline when they total at most `batch.inline_max_bytes` (the API takes up to
+20 MB inline; results then come back inline), otherwise as a JSONL file uploaded through
+the Files API (results come back as a file). Each request carries its sample id: `metadata:
+{key}` inline, `key` in a file; results are matched by it, never by position.
+
+The job's display name is its local tag, so a job whose creation was interrupted is found
+by listing the project's batches. A finished job's audio uploads and request file are
+deleted (best effort; they expire on their own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from agl.backends._http import retryable_status
+from agl.backends.base import Reply, Request
+from agl.batch.provider import (
+    BatchProvider,
+    Chunk,
+    Created,
+    JobStatus,
+    SubmitError,
+    provider,
+    reply_or_error,
+)
+from agl.batch.state import Job
+from agl.core.decode import mime_type
+
+FILE_LIFETIME_S = 48 * 3600.0
+# An upload is reused only while it will outlive a job submitted now (the API expires a
+# job after ~48 h): uploaded within the last 2 h. Older ones are uploaded again.
+REUSE_MIN_LEFT_S = 46 * 3600.0
+_OUTCOME = {"JOB_STATE_SUCCEEDED": "completed", "JOB_STATE_PARTIALLY_SUCCEEDED": "completed",
+            "JOB_STATE_FAILED": "failed", "JOB_STATE_EXPIRED": "expired",
+            "JOB_STATE_CANCELLED": "cancelled"}
+UPLOAD_TIMEOUT_S = 900.0
+
+
+@provider("gemini")
+class GeminiBatch(BatchProvider):
+    def __init__(self, *args: Any, **kw: Any):
+        super().__init__(*args, **kw)
+        self._inline: dict[str, Any] = {}  # sample id -> InlinedRequest (for inline jobs)
+
+    def _client(self):
+        return self.backend._get_client()
+
+    # --- audio through the Files API ------------------------------------------------------
+
+    async def prepare(self, requests: list[Request], save) -> dict[str, str]:
+        now = time.time()
+        need = {}
+        for r in requests:
+            up = self.state.uploads.get(r.audio_sha256 or "")
+            if r.audio_path is not None and (up is None
+                                             or up["expires_at"] - now < REUSE_MIN_LEFT_S):
+                need[r.audio_sha256] = r.audio_path
+        semaphore = asyncio.Semaphore(self.concurrency)
+        refused: dict[str, str] = {}
+
+        async def one(sha: str, path) -> None:
+            async with semaphore:
+                try:
+                    self.state.uploads[sha] = await self._upload_audio(path)
+                except SubmitError as exc:
+                    if not exc.rejected:
+                        raise
+                    refused[sha] = str(exc)
+
+        outcomes = await asyncio.gather(*(one(sha, p) for sha, p in need.items()),
+                                        return_exceptions=True)
+        save()  # what was uploaded is reused by the next pass
+        for exc in outcomes:
+            if isinstance(exc, BaseException):
+                raise exc  # transient: every clip waits for the next pass
+        return {r.sample_id: refused[r.audio_sha256] for r in requests
+                if r.audio_sha256 in refused}
+
+    async def _upload_audio(self, path) -> dict[str, Any]:
+        from google.genai import errors
+
+        client = self._client()
+        mime = mime_type(path)
+        try:
+            async with asyncio.timeout(max(self.timeout_s, UPLOAD_TIMEOUT_S)):
+                f = await client.aio.files.upload(file=str(path), config={"mime_type": mime})
+                for _ in range(120):  # audio is usually ACTIVE within seconds
+                    if f.state is None or f.state.name != "PROCESSING":
+                        break
+                    await asyncio.sleep(1)
+                    f = await client.aio.files.get(name=f.name)
+        except errors.APIError as exc:
+            code = exc.code if isinstance(exc.code, int) else None
+            raise SubmitError(f"audio upload of {path.name}: gemini {code}: {exc.message}",
+                              rejected=code is not None and not retryable_status(code)) from None
+        except Exception as exc:  # network, timeout: the next pass uploads it again
+            raise SubmitError(f"audio upload of {path.name}: {type(exc).__name__}: {exc}") from None
+        if f.state is not None and f.state.name == "FAILED":
+            raise SubmitError(f"audio upload of {path.name} failed on the server", rejected=True)
+        expires = f.expiration_time.timestamp() if f.expiration_time else None
+        return {"name": f.name, "uri": f.uri, "mime": f.mime_type or mime,
+                "expires_at": expires or time.time() + FILE_LIFETIME_S}
+
+    # --- requests and jobs ----------------------------------------------------------------
+
+    async def line(self, request: Request) -> bytes:
+        from google.genai import _common, batches, types
+
+        contents: list[Any] = []
+        if request.audio_path is not None:
+            up = self.state.uploads[request.audio_sha256]
+            contents.append(types.Part.from_uri(file_uri=up["uri"], mime_type=up["mime"]))
+        contents.append(request.prompt)  # as Gemini.generate: the audio, then the prompt
+        inline = types.InlinedRequest(contents=contents, config=self.backend._config(request),
+                                      metadata={"key": request.sample_id})
+        self._inline[request.sample_id] = inline
+        # The SDK's own conversion of an inline request, so a file line and an inline
+        # request are one body.
+        rest = batches._InlinedRequest_to_mldev(self._client()._api_client, inline)
+        rest = _common.encode_unserializable_types(_common.convert_to_dict(rest))
+        return json.dumps({"key": request.sample_id, "request": rest["request"]},
+                          ensure_ascii=False, separators=(",", ":")).encode()
+
+    async def upload_input(self, chunk: Chunk) -> str | None:
+        if chunk.nbytes <= self.options.inline_max_bytes:
+            return None
+        from google.genai import errors
+
+        try:
+            async with asyncio.timeout(max(self.timeout_s, UPLOAD_TIMEOUT_S)):
+                f = await self._client().aio.files.upload(
+                    file=str(chunk.path), config={"mime_type": "jsonl",
+                                                  "display_name": chunk.path.stem})
+        except errors.APIError as exc:
+            code = exc.code if isinstance(exc.code, int) else None
+            raise SubmitError(f"request file upload: gemini {code}: {exc.message}",
+                              rejected=code is not None and not retryable_status(code)) from None
+        except Exception as exc:
+            raise SubmitError(f"request file upload: {type(exc).__name__}: {exc}") from None
+        return f.name
+
+    async def create(self, chunk: Chunk, input_ref: str | None, tag: str) -> Created:
+        from google.genai import errors
+
+        src: Any = input_ref if input_ref else [self._inline[s] for s in chunk.sample_ids]
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                job = await self._client().aio.batches.create(
+                    model=self.backend.model, src=src, config={"display_name": tag})
+        except errors.APIError as exc:
+            code = exc.code if isinstance(exc.code, int) else None
+            raise SubmitError(f"gemini {code} {exc.status}: {exc.message}",
+                              rejected=code is not None and not retryable_status(code)) from None
+        except Exception as exc:  # it may have reached the server: look it up next time
+            raise SubmitError(f"{type(exc).__name__}: {exc}", ambiguous=True) from None
+        created = job.create_time.timestamp() if job.create_time else time.time()
+        return Created(job.name, created + FILE_LIFETIME_S)
+
+    async def find(self, job: Job) -> str | None:
+        async with asyncio.timeout(self.timeout_s * 4):
+            pager = await self._client().aio.batches.list(config={"page_size": 100})
+            async for j in pager:
+                if j.display_name == job.tag:
+                    return j.name
+        return None
+
+    async def status(self, job: Job) -> JobStatus:
+        async with asyncio.timeout(self.timeout_s):
+            j = await self._client().aio.batches.get(name=job.job_id)
+        state = j.state.name if j.state is not None else "JOB_STATE_UNSPECIFIED"
+        error = None
+        if j.error is not None:
+            error = f"{j.error.code or 'error'}: {j.error.message or ''}".strip()
+        return JobStatus(state, _OUTCOME.get(state), error, {}, job.expires_at, raw=j)
+
+    async def results(self, job: Job, status: JobStatus) -> dict[str, Reply | str]:
+        from agl.backends.gemini import _to_reply
+
+        out: dict[str, Reply | str] = {}
+        dest = status.raw.dest
+        if dest is not None and dest.inlined_responses:
+            for item in dest.inlined_responses:
+                key = (item.metadata or {}).get("key")
+                if not isinstance(key, str) or isinstance(out.get(key), Reply):
+                    continue
+                if item.response is not None:
+                    out[key] = reply_or_error(_to_reply, item.response)
+                else:
+                    out[key] = _error_text(item.error)
+        elif dest is not None and dest.file_name:
+            async with asyncio.timeout(max(self.timeout_s, UPLOAD_TIMEOUT_S)):
+                data = await self._client().aio.files.download(file=dest.file_name)
+            for raw in data.splitlines():
+                try:
+                    d = json.loads(raw)
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    continue  # a torn line names no clip; its clip falls back
+                key = d.get("key") if isinstance(d, dict) else None
+                if not isinstance(key, str) or isinstance(out.get(key), Reply):
+                    continue
+                if isinstance(d.get("response"), dict):
+                    out[key] = reply_or_error(lambda r: _to_reply(_response(r)), d["response"])
+                else:
+                    out[key] = _error_text(d.get("error") or d.get("status"))
+        return out
+
+    async def cancel(self, job: Job) -> None:
+        async with asyncio.timeout(self.timeout_s):
+            await self._client().aio.batches.cancel(name=job.job_id)
+
+    async def cleanup(self, job: Job, status: JobStatus | None) -> None:
+        names = [job.input_ref]
+        still_used = {c.get("audio_sha256") for j in self.state.jobs if j is not job
+                      for c in j.clips.values()}
+        for c in job.clips.values():
+            sha = c.get("audio_sha256")
+            if sha and sha not in still_used and sha in self.state.uploads:
+                names.append(self.state.uploads.pop(sha)["name"])
+        for name in names:
+            if not name:
+                continue
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    await self._client().aio.files.delete(name=name)
+            except Exception:  # noqa: BLE001 - uploaded files expire on their own in 48 h
+                pass
+
+
+def _response(d: dict[str, Any]):
+    """A REST GenerateContentResponse (a result file line) read as the SDK reads one."""
+    from google.genai import batches, types
+
+    return types.GenerateContentResponse._from_response(
+        response=batches._GenerateContentResponse_from_mldev(d), kwargs={})
+
+
+def _error_text(err: Any) -> str:
+    if err is None:
+        return "gemini: the result carries neither a response nor an error"
+    if isinstance(err, dict):
+        return f"gemini {err.get('code', '')} {err.get('message', '')}".strip()
+    return f"gemini {getattr(err, 'code', '') or ''} {getattr(err, 'message', '') or ''}".strip()

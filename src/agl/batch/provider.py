@@ -1,0 +1,145 @@
+"""What a provider's batch API must do for a pass (`agl.batch.run`), whatever its shape.
+
+A provider is one small class in `agl.backends.batch_<name>.py`, registered with
+`@provider("<backend name>")`. It wraps the backend's own SDK client and builds each
+request with the backend's own code, so a batch request is the synchronous request.
+
+The pass calls, in this order:
+  prepare(requests)          upload what the requests need by reference (Gemini: audio)
+  line(request)              the request as one JSONL line (its size decides the split)
+  upload_input(chunk)        the request file, if the API takes a file (its id), else None
+  create(chunk, ref, tag)    the job (tag: the local name, findable with `find`)
+  status(job)                the job's state; terminal or not
+  results(job, status)       {custom id: Reply, or the error text of a failed request}
+  cancel(job), cleanup(job, status)  cancel; delete what a finished job no longer needs
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agl.backends.base import Backend, BackendError, Reply, Request
+from agl.batch.options import BatchOptions
+from agl.batch.state import BatchState, Job
+
+
+@dataclass
+class Chunk:
+    """The requests of one job-to-be, written as JSONL to `path` as they are built."""
+
+    path: Path
+    sample_ids: list[str] = field(default_factory=list)
+    nbytes: int = 0
+
+
+@dataclass
+class Created:
+    job_id: str
+    expires_at: float | None = None
+
+
+@dataclass
+class JobStatus:
+    state: str  # the provider's own word (in_progress, JOB_STATE_RUNNING, ...)
+    # completed | failed | expired | cancelled once terminal, None while it may still run.
+    outcome: str | None
+    error: str | None = None  # why a job failed as a whole
+    counts: dict[str, int] = field(default_factory=dict)  # total / completed / failed if known
+    expires_at: float | None = None
+    raw: Any = None  # the provider's job object, for `results`
+
+
+class SubmitError(Exception):
+    """A job was not created. `rejected`: the provider refused the requests themselves
+    (a 4xx on create): batch is not for this model. Otherwise transient: try again later.
+    `ambiguous`: the create call may have reached the provider (a timeout, a dropped
+    connection): the job's record stays, and the next pass looks it up by its tag."""
+
+    def __init__(self, message: str, *, rejected: bool = False, ambiguous: bool = False):
+        super().__init__(message)
+        self.rejected = rejected
+        self.ambiguous = ambiguous
+
+
+class BatchProvider(abc.ABC):
+    name: ClassVar[str] = ""
+
+    def __init__(self, backend: Backend, options: BatchOptions, state: BatchState, *,
+                 timeout_s: float, concurrency: int):
+        self.backend = backend
+        self.options = options
+        self.state = state
+        self.timeout_s = timeout_s
+        self.concurrency = concurrency
+
+    async def prepare(self, requests: list[Request], save) -> dict[str, str]:
+        """Upload what the requests reference; {sample id: error} for those that cannot go
+        (they run synchronously, where the same error is recorded). `save()` persists the
+        state (uploads) as it grows. Default: nothing to upload."""
+        return {}
+
+    @abc.abstractmethod
+    async def line(self, request: Request) -> bytes:
+        """The request as one line of the provider's JSONL request file (no newline)."""
+
+    @abc.abstractmethod
+    async def upload_input(self, chunk: Chunk) -> str | None:
+        """Upload the chunk's request file; its id, or None where the requests go inline."""
+
+    @abc.abstractmethod
+    async def create(self, chunk: Chunk, input_ref: str | None, tag: str) -> Created:
+        """Create the job; raises SubmitError."""
+
+    @abc.abstractmethod
+    async def find(self, job: Job) -> str | None:
+        """The id of the job created with `job.tag`, if the provider has it."""
+
+    @abc.abstractmethod
+    async def status(self, job: Job) -> JobStatus: ...
+
+    @abc.abstractmethod
+    async def results(self, job: Job, status: JobStatus) -> dict[str, Reply | str]: ...
+
+    @abc.abstractmethod
+    async def cancel(self, job: Job) -> None: ...
+
+    async def cleanup(self, job: Job, status: JobStatus | None) -> None:
+        """Delete the files a finished job no longer needs; best effort."""
+        return None
+
+    async def aclose(self) -> None:
+        await self.backend.aclose()
+
+
+_PROVIDERS: dict[str, type[BatchProvider]] = {}
+
+
+def provider(name: str):
+    def deco(cls: type[BatchProvider]) -> type[BatchProvider]:
+        cls.name = name
+        _PROVIDERS[name] = cls
+        return cls
+
+    return deco
+
+
+def provider_class(backend_name: str) -> type[BatchProvider]:
+    if backend_name not in _PROVIDERS:
+        module = {"openai": "batch_openai", "gemini": "batch_gemini"}[backend_name]
+        importlib.import_module(f"agl.backends.{module}")
+    return _PROVIDERS[backend_name]
+
+
+def reply_or_error(convert, payload: Any) -> Reply | str:
+    """A provider's result converted with the backend's own reply reader; a result that
+    reader refuses (no candidates, no choices, not a completion) is a failed request."""
+    try:
+        return convert(payload)
+    except BackendError as exc:
+        return str(exc)
+    except Exception as exc:  # a malformed result costs its clip a fallback, not the pass
+        return f"unreadable result ({type(exc).__name__}: {str(exc)[:200]})"

@@ -1,0 +1,279 @@
+"""One batch pass over a run: resolve, poll, collect, route, probe, submit. Safe to kill.
+
+The order makes every kill recoverable with nothing lost and nothing paid twice:
+
+1. A job record with no provider id (the process died while creating it) is looked up by
+   its tag: adopted if the provider has it, dropped (its clips back in the queue) if not.
+2. Each live job is polled once. A finished one (completed, expired, cancelled, failed) is
+   collected: its answers are cached and appended to predictions.jsonl (fsync'd) first,
+   then the job leaves the state file; a clip without an answer gets its reason in
+   `fallback`. A kill in between collects the job again; recorded clips are skipped.
+   A job unfinished after `max_age_h` is cancelled (collected on a later pass).
+3. The run's other unfinished clips are routed: a clip held by a live job waits for it;
+   one with a fallback reason goes synchronous (or into a new job, `fallback: batch`);
+   one the cache answers, or whose audio does not decode, goes to the synchronous path
+   (which answers it from the cache, or records the failure, without a request).
+4. With `probe: true`, the first job holds two clips; the rest wait until it answered
+   (accepted) or not (rejected: one line, and every clip runs synchronously).
+5. The rest are written as request lines and split by the provider's count and size
+   limits; each job's record (tag, clips) is saved before the job is created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from agl.backends.base import Reply, Request
+from agl.batch import state as state_mod
+from agl.batch.context import PassContext, PassReport, quiet, short, to_sync
+from agl.batch.provider import BatchProvider, JobStatus, provider_class
+from agl.batch.state import BatchState, Job
+from agl.batch.submit import screen, submit
+from agl.core.secrets import known_secrets, scrub
+
+__all__ = ["FIND_GRACE_S", "PassContext", "PassReport", "run_pass"]
+
+# A job record without a provider id younger than this is not given up when the provider's
+# list does not show it yet (a list may lag a create): its clips stay held for a later pass.
+FIND_GRACE_S = 600.0
+_LOST = {"completed": "the batch job finished without a result for this clip",
+         "expired": "the batch job expired before answering this clip",
+         "cancelled": "the batch job was cancelled before answering this clip"}
+
+
+def run_pass(ctx: PassContext, requests: list[Request]) -> PassReport:
+    """One pass for `requests` (the run's unfinished clips); see the module docstring."""
+    return asyncio.run(_pass(ctx, requests))
+
+
+def new_state(ctx: PassContext) -> BatchState:
+    return BatchState(backend=ctx.backend.name, model=ctx.backend.model,
+                      fingerprint=ctx.fingerprint)
+
+
+async def _pass(ctx: PassContext, requests: list[Request]) -> PassReport:
+    state = state_mod.load(ctx.out_dir) or new_state(ctx)
+    if (state.backend, state.model) != (ctx.backend.name, ctx.backend.model):
+        state.probe, state.rejected = None, None  # another model: its own probe
+        state.backend, state.model = ctx.backend.name, ctx.backend.model
+    state.fingerprint = ctx.fingerprint
+    fresh = type(ctx.backend)(ctx.backend.model, **ctx.backend.settings)  # this loop's client
+    prov = provider_class(ctx.backend.name)(fresh, ctx.options, state, timeout_s=ctx.timeout_s,
+                                            concurrency=ctx.concurrency)
+    report = PassReport()
+
+    def save() -> None:
+        state_mod.save(ctx.out_dir, state)
+
+    try:
+        finished = _finished(ctx.pred_path)
+        for sid in [s for s in state.fallback if s in finished]:
+            del state.fallback[sid]
+        for sid in [s for s in state.attempts if s in finished]:
+            del state.attempts[sid]
+        await _resolve_unconfirmed(prov, state, report, save)
+        answered = await _collect(ctx, prov, state, finished, report, save)
+        for sid in answered:
+            state.fallback.pop(sid, None)
+            state.attempts.pop(sid, None)
+        todo = [r for r in requests if r.sample_id not in answered | finished]
+        await _route(ctx, prov, state, todo, report, save)
+    finally:
+        save()
+        await prov.aclose()
+    mine = [j for j in state.jobs if j.fingerprint == ctx.fingerprint]
+    report.in_flight_jobs = len(mine)
+    report.in_flight_clips = sum(len(j.clips) for j in mine)
+    return report
+
+
+def _finished(pred_path: Path) -> set[str]:
+    from agl.predictions.records import iter_records
+
+    if not pred_path.exists():
+        return set()
+    return {p.sample_id for p in iter_records(pred_path) if p.finished}
+
+
+async def _resolve_unconfirmed(prov: BatchProvider, state: BatchState, report: PassReport,
+                               save) -> None:
+    for job in [j for j in state.jobs if j.job_id is None]:
+        try:
+            found = await prov.find(job)
+        except Exception as exc:  # noqa: BLE001 - its clips stay held; the next pass asks again
+            report.messages.append(f"could not look up job {job.tag} ({short(exc)}); its "
+                                   f"{len(job.clips)} clip(s) stay held; rerun later")
+            continue
+        if found:
+            job.job_id = found
+            report.messages.append(f"job {found} (created when the last run stopped) found "
+                                   "and resumed")
+        elif time.time() - job.created < FIND_GRACE_S:
+            report.messages.append(f"job {job.tag} is not listed by the provider yet; its "
+                                   f"{len(job.clips)} clip(s) stay held; rerun in a few minutes")
+            continue
+        else:
+            state.jobs.remove(job)
+            for sid in job.clips:
+                state.attempts[sid] = max(0, state.attempts.get(sid, 1) - 1)
+            if job.probe:
+                state.probe = None
+            report.messages.append(f"job {job.tag} was never created; its {len(job.clips)} "
+                                   "clip(s) go back to the queue")
+            await quiet(prov.cleanup(job, None))
+        save()
+
+
+async def _collect(ctx: PassContext, prov: BatchProvider, state: BatchState,
+                   finished: set[str], report: PassReport, save) -> set[str]:
+    """Poll every live job once; record what the finished ones answered."""
+    from agl.predictions.records import PredictionWriter
+
+    answered: set[str] = set()
+    now = time.time()
+    with PredictionWriter(ctx.pred_path) as writer:
+        for job in [j for j in state.jobs if j.job_id is not None]:
+            try:
+                st = await prov.status(job)
+            except Exception as exc:  # noqa: BLE001 - polled again next pass
+                report.messages.append(f"could not poll job {job.job_id} ({short(exc)}); "
+                                       "rerun later")
+                continue
+            job.provider_state, job.last_poll = st.state, now
+            job.expires_at = st.expires_at or job.expires_at
+            if st.outcome is None:
+                if (now - job.created > ctx.options.max_age_h * 3600
+                        and not job.cancel_requested):
+                    try:
+                        await prov.cancel(job)
+                        job.cancel_requested = True
+                        report.messages.append(
+                            f"job {job.job_id} unfinished after {ctx.options.max_age_h:g} h: "
+                            "cancelled; a later run collects it and falls back")
+                    except Exception as exc:  # noqa: BLE001
+                        report.messages.append(f"could not cancel job {job.job_id} "
+                                               f"({short(exc)})")
+                continue
+            try:
+                results = await prov.results(job, st)
+            except Exception as exc:  # noqa: BLE001 - the job stays; the next pass retries
+                report.messages.append(f"could not read the results of job {job.job_id} "
+                                       f"({short(exc)}); rerun later")
+                continue
+            preds = _job_records(ctx, state, job, st, results, finished | answered)
+            writer.write_many(preds)  # durable before the job leaves the state file
+            answered |= {p.sample_id for p in preds}
+            report.collected += len(preds)
+            _after_job(state, job, st, results, report, ctx.backend.settings)
+            state.jobs.remove(job)
+            save()
+            await quiet(prov.cleanup(job, st))
+            save()
+    return answered
+
+
+def _job_records(ctx: PassContext, state: BatchState, job: Job, st: JobStatus,
+                 results: dict[str, Reply | str], done: set[str]) -> list[Any]:
+    from agl.inference.record import RunContext, make_prediction
+    from agl.inference.runner import _scrub_reply
+    from agl.inference.runspec import ModelSpec
+
+    secrets = known_secrets(ctx.backend.settings)
+    mine = job.fingerprint == ctx.fingerprint
+    factor = ctx.options.price_factor
+    # The records' cost at the batch price: the run's context with the discounted prices.
+    priced = ModelSpec(name="", backend=ctx.backend.name, model=ctx.backend.model,
+                       price_in_per_m=ctx.price_in * factor, price_out_per_m=ctx.price_out * factor)
+    run_ctx = RunContext(priced, ctx.prompt, ctx.fingerprint, ctx.pred_path, False)
+    preds = []
+    for sid, info in job.clips.items():
+        res = results.get(sid)
+        if isinstance(res, Reply):
+            reply = _scrub_reply(res, secrets)
+            if (ctx.cache is not None and info.get("key") and ctx.backend.deterministic):
+                # The entry a synchronous call would have left (its reply, one attempt).
+                ctx.cache.put(info["key"], replace(reply, extra={
+                    **reply.extra, "attempts": 1, "cached": False}))
+            if not mine or sid in done:
+                continue  # another prompt's job (cached only), or recorded by a killed pass
+            reply = replace(reply, extra={**reply.extra, "attempts": 1, "cached": False,
+                                          "answered_by": "batch", "batch_job": job.job_id})
+            preds.append(make_prediction(sid, reply, ctx.backend, run_ctx, secrets))
+        elif mine and sid not in done:
+            if isinstance(res, str):
+                reason = f"batch request failed: {res}"
+            elif st.outcome == "failed":
+                reason = f"the batch job failed: {st.error or st.state}"
+            else:
+                reason = _LOST[st.outcome]
+            state.fallback[sid] = scrub(reason[:500], secrets)
+    return preds
+
+
+def _after_job(state: BatchState, job: Job, st: JobStatus, results: dict[str, Reply | str],
+               report: PassReport, prov_settings: dict[str, Any]) -> None:
+    """The probe's verdict, a job refused as a whole, and the job's line in the history."""
+    n_ok = sum(1 for sid in job.clips if isinstance(results.get(sid), Reply))
+    errors = [r for sid, r in results.items() if sid in job.clips and isinstance(r, str)]
+    why = st.error or (errors[0] if errors else None) or f"job ended {st.state}"
+    why = scrub(why[:500], known_secrets(prov_settings))
+    if job.probe:
+        if n_ok:
+            state.probe = {"status": "accepted", "job": job.job_id}
+            report.messages.append(f"probe job {job.job_id} answered: the provider takes "
+                                   "this model with audio in batch")
+        else:
+            state.probe = {"status": "rejected", "job": job.job_id, "reason": why}
+            state.rejected = f"the probe job got no answer ({why})"
+    elif st.outcome == "failed" and not n_ok and state.rejected is None:
+        state.rejected = f"job {job.job_id} failed as a whole ({why})"
+    state.history.append({"tag": job.tag, "job_id": job.job_id, "state": st.state,
+                          "clips": len(job.clips), "answered": n_ok,
+                          "created": job.created, "finished": time.time(),
+                          "probe": job.probe})
+    report.messages.append(f"job {job.job_id} {st.state}: {n_ok} of {len(job.clips)} "
+                           "clip(s) answered")
+
+
+async def _route(ctx: PassContext, prov: BatchProvider, state: BatchState,
+                 todo: list[Request], report: PassReport, save) -> None:
+    held = {sid for j in state.jobs if j.fingerprint == ctx.fingerprint for sid in j.clips}
+    opts = ctx.options
+    batchable = []
+    for r in todo:
+        sid = r.sample_id
+        if sid in held:
+            continue
+        if state.rejected is not None:
+            to_sync(report, r, f"batch not accepted for this model: {state.rejected}")
+        elif sid in state.fallback and (opts.fallback == "sync"
+                                        or state.attempts.get(sid, 0) >= opts.max_attempts):
+            to_sync(report, r, state.fallback[sid])
+        else:
+            batchable.append(r)
+    if state.rejected is not None and any(r.sample_id not in held for r in todo):
+        report.messages.append(f"{ctx.backend.name}:{ctx.backend.model}: "
+                               f"{state.rejected}; running synchronously")
+    batchable = await screen(ctx, batchable, report)
+    if not batchable:
+        return
+    running = state.probe is not None and state.probe.get("status") == "running"
+    if opts.probe and (state.probe is None or running):
+        if running:
+            report.waiting += len(batchable)
+            return
+        probe, rest = batchable[:2], batchable[2:]
+        await submit(ctx, prov, state, probe, report, save, probe=True)
+        if state.rejected is not None:
+            for r in rest:
+                to_sync(report, r, f"batch not accepted for this model: {state.rejected}")
+        else:
+            report.waiting += len(rest)
+            if rest:
+                report.messages.append(f"{len(rest)} clip(s) wait for the probe job's answer")
+        return
+    await submit(ctx, prov, state, batchable, report, save, probe=False)

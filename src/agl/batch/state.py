@@ -1,0 +1,131 @@
+"""The batch jobs of one run: a small JSON file beside the run, rewritten atomically.
+
+`<run>/batch_state.json` holds everything a later pass (another day, another machine with
+the run folder and the key) needs to pick up where the last one left off:
+
+* `jobs`: the live jobs. Each has a local `tag` (sent to the provider as metadata or display
+  name), the provider's `job_id`, the uploaded input file, when it was created and expires,
+  whether it is the probe, and `clips`: sample id -> the cache key and audio hash of the
+  request it carries (the custom id of a request is its sample id). A job whose `job_id` is
+  still null was being created when the process died: the next pass looks it up by its tag
+  (found: adopted; not found: never created, its clips go back to the queue), so a kill
+  between "create" and "save" never submits a clip twice.
+* `uploads`: Gemini audio already in the Files API (audio SHA-256 -> name, uri, expiry).
+* `fallback`: sample id -> why its batch request did not answer (until the clip is answered).
+* `attempts`: sample id -> batch jobs it has been in (for `fallback: batch`).
+* `probe`: null, or {status: running | accepted | rejected, reason}.
+* `rejected`: null, or why the provider does not take these requests in batch; later
+  passes then run the clips synchronously, saying so.
+* `history`: finished jobs (id, final state, counts), for `--batch-status`.
+
+Not a DVC output: it holds ids, times and run history. The file is written to a temporary
+name, fsync'd and renamed, so a kill leaves the old or the new state, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agl.batch.options import STATE_FILE
+from agl.errors import AglError
+
+VERSION = 1
+
+
+@dataclass
+class Job:
+    tag: str
+    provider: str
+    clips: dict[str, dict[str, Any]]  # sample id (= custom id) -> {key, audio_sha256}
+    created: float
+    fingerprint: str = ""  # the run fingerprint its requests were built for
+    job_id: str | None = None
+    input_ref: str | None = None  # the uploaded request file (None: inline requests)
+    expires_at: float | None = None
+    probe: bool = False
+    cancel_requested: bool = False
+    provider_state: str | None = None
+    last_poll: float | None = None
+
+
+@dataclass
+class BatchState:
+    backend: str
+    model: str
+    fingerprint: str
+    jobs: list[Job] = field(default_factory=list)
+    uploads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fallback: dict[str, str] = field(default_factory=dict)
+    attempts: dict[str, int] = field(default_factory=dict)
+    probe: dict[str, Any] | None = None
+    rejected: str | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def in_flight(self) -> set[str]:
+        """Sample ids held by a live job (one that may still answer, or bill)."""
+        return {sid for job in self.jobs for sid in job.clips}
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["version"] = VERSION
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> BatchState:
+        d = dict(d)
+        d.pop("version", None)
+        d["jobs"] = [Job(**j) for j in d.get("jobs") or []]
+        return cls(**d)
+
+
+def state_path(out_dir: str | Path) -> Path:
+    return Path(out_dir) / STATE_FILE
+
+
+def load(out_dir: str | Path) -> BatchState | None:
+    path = state_path(out_dir)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise AglError(f"{path}: unreadable ({exc}); it lists this run's batch jobs: restore it "
+                       "(or, if no job is live, delete it)") from None
+    if not isinstance(raw, dict) or raw.get("version") != VERSION:
+        raise AglError(f"{path}: not a batch state file of version {VERSION}")
+    try:
+        return BatchState.from_json(raw)
+    except TypeError as exc:
+        raise AglError(f"{path}: malformed ({exc})") from None
+
+
+def save(out_dir: str | Path, state: BatchState) -> None:
+    path = state_path(out_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".batch_state-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(state.to_json(), fh, indent=1, sort_keys=True)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the rename itself survives a power cut
+    finally:
+        os.close(dir_fd)
+
+
+def new_tag() -> str:
+    """A job's local name, unique across runs and machines: `agl-<time>-<random>`."""
+    return f"agl-{int(time.time())}-{os.urandom(6).hex()}"

@@ -1,0 +1,71 @@
+"""One reply as a durable prediction record: what every record of a run shares, and the
+conversion (parse, refusal, failure; costs; no secret and no non-finite number kept).
+
+Used by the synchronous runner (agl.inference.model_run) and the batch path (agl.batch), so a
+reply becomes the same record whichever way it came.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from agl.backends.base import Backend, Reply, ReplyStatus
+from agl.core.secrets import scrub
+from agl.inference.runner import cost_usd
+from agl.inference.runspec import ModelSpec
+from agl.predictions.parse import parse_reply
+from agl.predictions.records import Prediction, Status, without_non_finite
+from agl.prompts import Prompt
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every record and the summary of one run share."""
+
+    spec: ModelSpec
+    prompt: Prompt
+    fingerprint: str
+    pred_path: Path
+    progress: bool
+
+
+def make_prediction(sid: str, reply: Reply, backend: Backend, ctx: RunContext,
+                secrets: list[str]) -> Prediction:
+    """The durable record of one reply: non-finite numbers are missing values, and no
+    field (reply text, reasoning, error, meta) carries a secret."""
+    pred = raw_prediction(sid, reply, backend, ctx)
+    pred = without_non_finite(pred)
+    if secrets:
+        pred = Prediction.from_json(scrub(pred.to_json(), secrets))
+    return pred
+
+
+def raw_prediction(sid: str, reply: Reply, backend: Backend, ctx: RunContext) -> Prediction:
+    meta = {
+        "backend": backend.name, "model": backend.model,
+        "latency_s": reply.latency_s, "input_tokens": reply.input_tokens,
+        "output_tokens": reply.output_tokens,
+        "cost_usd": cost_usd(reply, ctx.spec.price_in_per_m, ctx.spec.price_out_per_m),
+        "prompt": ctx.prompt.name, "prompt_sha256": ctx.prompt.sha256,
+        "run_fingerprint": ctx.fingerprint, **reply.extra,
+    }
+    meta["attempts"] = reply.extra.get("attempts", 1)
+    meta["cached"] = bool(reply.extra.get("cached", False))
+    served = meta.pop("prediction", None)
+    if served is not None:  # replay: a ready prediction, not text to parse
+        return Prediction.from_json(served).with_meta(**meta)
+    if reply.status is ReplyStatus.OK:
+        try:
+            return parse_reply(sid, reply.text, **meta)
+        except Exception as exc:  # a parser bug on hostile text costs one clip, not the run
+            return Prediction(sid, Status.UNPARSEABLE, raw_reply=reply.text,
+                              error=f"reply could not be parsed ({type(exc).__name__}: "
+                                    f"{str(exc)[:200]})",
+                              missing=("latitude", "longitude", "city", "country", "continent"),
+                              meta=meta)
+    if reply.status is ReplyStatus.REFUSED:
+        return Prediction(sid, Status.REFUSED, raw_reply=reply.text, refused=True,
+                          missing=("latitude", "longitude", "city", "country", "continent"),
+                          meta=meta)
+    return Prediction(sid, Status.FAILED, error=reply.error, meta=meta)
