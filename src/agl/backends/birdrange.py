@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
-from agl.errors import AglError
+from agl.errors import AglError, reject_unknown_keys
 
 _KNOWN = {
     "resolution_deg",
@@ -55,9 +55,7 @@ class BirdRange(Backend):
         from agl.birds.birdnet import BirdConfig
         from agl.birds.range_model import SCORINGS
 
-        unknown = sorted(set(settings) - _KNOWN)
-        if unknown:
-            raise AglError(f"birdrange: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(_KNOWN))}")
+        reject_unknown_keys(settings, _KNOWN, "birdrange settings")
         self.resolution_deg = float(settings.get("resolution_deg", 1.0))
         self.scoring = str(settings.get("scoring", "vote"))
         if self.scoring not in SCORINGS:

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from agl.core.audio import decode_mono, resample
 from agl.errors import AglError, reject_unknown_keys
 
 RATE = 48_000
@@ -255,8 +256,7 @@ def detect(probs: np.ndarray, clip_seconds: float, cfg: BirdConfig) -> tuple[Det
 
 
 def decode_48k(path: Path) -> np.ndarray:
-    from agl.curation.tagging import decode_mono, resample
-
+    """Mono float32 samples at BirdNET's 48 kHz."""
     mono, sr = decode_mono(path)
     return resample(mono, sr, RATE)
 

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agl.core import worldmap
 from agl.errors import AglError
 
 GRID_VERSION = 1
@@ -63,8 +64,6 @@ def week_of(text: str | None) -> int:
 def land_cells(resolution_deg: float, shoreline: str = "c") -> tuple[np.ndarray, np.ndarray]:
     """(lat, lon) of the grid's cell centres that lie on GSHHS land, south-west first."""
     from matplotlib.path import Path as Polygon
-
-    from agl.core import worldmap
 
     r = float(resolution_deg)
     if not 0 < r <= 30:

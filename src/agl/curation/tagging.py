@@ -5,7 +5,7 @@ Taggers (params.yaml `tag.tagger`):
 * `transformers`: any Hugging Face AudioSet audio-classification checkpoint; the default,
   used for real runs, is the Audio Spectrogram Transformer 'MIT/ast-finetuned-audioset-10-10-
   0.4593' (downloaded once into the Hugging Face cache). A clip is decoded to mono, resampled
-  with scipy's polyphase filter to the feature extractor's rate, and cut into windows of
+  with scipy's polyphase filter (`agl.core.audio`) to the feature extractor's rate, and cut into windows of
   `window_s` every `hop_s` (default: the checkpoint's own input length, 10.24 s for AST, without
   overlap); the last window is aligned to the clip's end so no audio is left out, and a clip
   shorter than one window is one (padded) window. Class probabilities are the sigmoid of the
@@ -33,6 +33,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from agl.core.audio import decode_mono, resample
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.errors import AglError, reject_unknown_keys
 
@@ -72,26 +73,6 @@ class TagConfig:
             if value is not None and not float(value) > 0:
                 raise AglError(f"{source}.{name}: must be positive or null, got {value}")
         return cfg
-
-
-def decode_mono(path: Path):
-    """(mono float32 samples, sample rate) of an audio file."""
-    import soundfile as sf
-
-    data, sr = sf.read(str(path), dtype="float32", always_2d=True)
-    return data.mean(axis=1), int(sr)
-
-
-def resample(x, sr: int, target: int):
-    """Polyphase resampling (scipy) from `sr` to `target` Hz."""
-    if sr == target:
-        return x
-    from math import gcd
-
-    from scipy.signal import resample_poly
-
-    g = gcd(sr, target)
-    return resample_poly(x, target // g, sr // g).astype("float32")
 
 
 def window_bounds(n: int, window: int, hop: int) -> list[tuple[int, int]]:

@@ -28,8 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from agl.core.gamemap import world_svg
 from agl.core.jsonutil import dumps
+from agl.core.worldmap import world_svg
 from agl.game.session import GameSession, RequestError
 
 MAX_BODY_BYTES = 4096  # a guess is ~200 bytes; anything near this is not from the page

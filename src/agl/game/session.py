@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agl.core.gamemap import great_circle
 from agl.core.jsonutil import dumps
+from agl.core.worldmap import great_circle
 from agl.dataset.manifest import Clip
 from agl.errors import AglError
 from agl.predictions.records import PLACE_FIELDS, Prediction, PredictionWriter, Status, read_predictions

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agl.core import audio
+
 DEFAULT_AUDIO_TOKENS_PER_S = 32.0
 DEFAULT_OUTPUT_TOKENS = 400
 
@@ -47,11 +49,9 @@ def clip_seconds(clip: Any, audio_root: Path | None) -> float:
     if audio_root is not None:
         path = Path(audio_root) / clip.relpath
         if path.is_file():
-            import soundfile as sf
-
             try:
-                return float(sf.info(str(path)).duration)
-            except RuntimeError:
+                return audio.clip_seconds(path)
+            except RuntimeError:  # soundfile's LibsndfileError: not a file it can read
                 pass
     return float(clip.seconds or 0.0)
 

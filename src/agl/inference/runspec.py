@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.dataset.manifest import is_plain_name
-from agl.errors import AglError
+from agl.errors import AglError, reject_unknown_keys
 
 
 @dataclass(frozen=True)
@@ -66,10 +66,7 @@ def parse_models(entries: Any, source: str = "params.yaml") -> list[ModelSpec]:
         where = f"{source}: {label}"
         if not isinstance(e, dict):
             raise AglError(f"{where}: expected a mapping with name, backend, model")
-        unknown = set(e) - _fields(ModelSpec)
-        if unknown:
-            raise AglError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: "
-                           f"{', '.join(sorted(_fields(ModelSpec)))}")
+        reject_unknown_keys(e, _fields(ModelSpec), where)
         for key in ("name", "backend"):
             if not isinstance(e.get(key), str) or not e[key]:
                 raise AglError(f"{where}.{key}: required text")
@@ -102,10 +99,7 @@ def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
     section = section or {}
     if not isinstance(section, dict):
         raise AglError(f"{source}: infer: expected a mapping")
-    unknown = set(section) - _fields(InferSettings)
-    if unknown:
-        raise AglError(f"{source}: infer: unknown key(s) {', '.join(sorted(unknown))}; known: "
-                       f"{', '.join(sorted(_fields(InferSettings)))}")
+    reject_unknown_keys(section, _fields(InferSettings), f"{source}: infer")
     try:
         s = InferSettings(**section)
         int(s.concurrency), float(s.timeout_s), int(s.max_retries), float(s.retry_after_cap_s)
