@@ -96,6 +96,7 @@ class Label:
 
 @cache
 def labels() -> tuple[Label, ...]:
+    """The acoustic model's classes, in output order (species and the 11 non-species)."""
     out = []
     for line in (model_dir() / LABELS_FILE).read_text(encoding="utf-8").splitlines():
         sci, _, common = line.partition("_")
@@ -104,6 +105,7 @@ def labels() -> tuple[Label, ...]:
 
 
 def interpreter(path: Path, threads: int):
+    """A LiteRT interpreter for a .tflite model file (the acoustic or the range model)."""
     from ai_edge_litert.interpreter import Interpreter
 
     return Interpreter(model_path=str(path), num_threads=max(1, int(threads)))
@@ -124,6 +126,7 @@ class BirdConfig:
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml birds") -> BirdConfig:
+        """Build from a params section; an unknown key or a value out of range names the key."""
         params = dict(params or {})
         reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
         cfg = cls(**params)
@@ -277,6 +280,7 @@ class Listener:
         )
 
     def listen(self, key: str, path: Path) -> ClipBirds:
+        """One clip from its file; a missing or undecodable file is a status, never a raise."""
         path = Path(path)
         if not path.is_file():
             return ClipBirds(key, "missing", error=f"{path} not found")
@@ -288,6 +292,7 @@ class Listener:
 
 
 def listen_clips(items: Sequence[tuple[str, Path]], cfg: BirdConfig) -> list[ClipBirds]:
+    """Every (key, audio path) in order; status `off` for all when `cfg.enabled` is false."""
     if not cfg.enabled:
         return [ClipBirds(k, "off") for k, _ in items]
     listener = Listener(cfg)
@@ -342,6 +347,7 @@ def frame(results: Sequence[ClipBirds]):
 
 
 def detections_jsonl(results: Sequence[ClipBirds]) -> str:
+    """Every clip's detections as canonical JSON Lines, sorted by key (birds_detections.jsonl)."""
     from agl.core.canonical import jsonl_line
 
     return "".join(

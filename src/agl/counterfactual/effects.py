@@ -37,6 +37,8 @@ MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
 
 @dataclass(frozen=True)
 class Subset:
+    """Which clips a derived dataset holds: `size` of them, stratified (`stratified_subset`)."""
+
     size: int | None = None  # None: every clip
     seed: int = 0
 

@@ -49,10 +49,12 @@ def as_frames(x: np.ndarray) -> np.ndarray:
 
 
 def mono(x: np.ndarray) -> np.ndarray:
+    """The mean of the channels, float32 (1-D input is already mono)."""
     return as_frames(x).mean(axis=1)
 
 
 def power(x: np.ndarray) -> float:
+    """Mean square (float64 accumulation); 0 for no samples."""
     return float(np.mean(np.square(x, dtype=np.float64))) if x.size else 0.0
 
 
@@ -156,6 +158,7 @@ def _vad_model():
 
 
 def identity(x: np.ndarray, sr: int) -> tuple[np.ndarray, int]:
+    """The clip unchanged (a copy)."""
     return as_frames(x).copy(), sr
 
 
@@ -274,6 +277,7 @@ def reverb(
 
 
 def reverse(x: np.ndarray, sr: int) -> tuple[np.ndarray, int]:
+    """The clip time-reversed."""
     return as_frames(x)[::-1].copy(), sr
 
 

@@ -48,6 +48,8 @@ from agl.errors import AglError, reject_unknown_keys
 
 @dataclass(frozen=True)
 class FilterConfig:
+    """params.yaml `filter:`: the thresholds (see the module docstring) and `jobs`."""
+
     min_rms_dbfs: float = -60.0
     max_clipping_ratio: float = 0.01
     clip_level: float = 0.999
@@ -217,18 +219,22 @@ def _filter_star(args: tuple) -> ClipFilterResult:
 
 @dataclass
 class FilterRun:
+    """Every clip's row, in input order, and how the run went (`run_filter`'s result)."""
+
     results: list[ClipFilterResult]
     wall_s: float
     jobs: int
     reasons: Counter = field(default_factory=Counter)
 
     def frame(self):
+        """The filter table (filter.csv): one row per clip, `ClipFilterResult`'s columns."""
         import pandas as pd
 
         return pd.DataFrame([asdict(r) for r in self.results],
                             columns=[f.name for f in fields(ClipFilterResult)])
 
     def summary(self, cfg: FilterConfig) -> dict[str, Any]:
+        """Counts by reason and status, throughput and the thresholds used."""
         audio_s = sum(r.seconds or 0.0 for r in self.results)
         reasons: Counter = Counter()
         for r in self.results:

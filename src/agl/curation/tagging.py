@@ -44,6 +44,8 @@ TAGGERS = ("precomputed", "transformers")
 
 @dataclass(frozen=True)
 class TagConfig:
+    """params.yaml `tag:` (see the module docstring for each choice)."""
+
     tagger: str = "precomputed"
     checkpoint: str = DEFAULT_CHECKPOINT
     window_s: float | None = None  # None: the checkpoint's input length
@@ -59,6 +61,7 @@ class TagConfig:
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml tag") -> TagConfig:
+        """Build from a params section; an unknown key or a bad choice names the key."""
         params = dict(params or {})
         reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
         cfg = cls(**params)
@@ -199,12 +202,15 @@ class ClipTags:
 
 @dataclass
 class TagRun:
+    """Every clip's tags, the tagger's class ids and what was run (`tag_clips`' result)."""
+
     tags: list[ClipTags]
     class_ids: list[str]
     wall_s: float
     info: dict[str, Any]
 
     def frame(self):
+        """One row per clip (tags.csv): status, the 8 category columns and speech."""
         import pandas as pd
 
         rows = []
@@ -231,6 +237,8 @@ class TagRun:
         return frame
 
     def summary(self) -> dict[str, Any]:
+        """Counts and settings for the stage's summary (`wall_s` is a timing: the stage keeps it
+        out of its DVC outputs)."""
         ok = [t for t in self.tags if t.status == "ok"]
         speech = [t.speech_fraction for t in ok if t.speech_fraction is not None]
         audio_s = sum(t.seconds or 0.0 for t in ok)
@@ -248,6 +256,7 @@ class TagRun:
 
 
 def resolve_ontology(cfg: TagConfig):
+    """The AudioSet ontology: `cfg.ontology`, or the pinned release fetched into the cache."""
     from agl.curation.ontology import fetch_ontology, load_ontology
 
     path = Path(cfg.ontology) if cfg.ontology else fetch_ontology(cfg.ontology_cache)

@@ -304,6 +304,6 @@ def from_params(
 
 
 def write_summary(path: Path, summary: dict) -> None:
-
+    """The download summary as sorted, indented JSON (a DVC output: same run, same bytes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -63,6 +63,8 @@ def load_static() -> dict[str, tuple[bytes, str]]:
 
 
 class GameServer(ThreadingHTTPServer):
+    """The game's HTTP server over one `GameSession`: page, map, audio and API (see above)."""
+
     daemon_threads = True  # a stalled audio download must not keep the process alive
 
     def __init__(self, address: tuple[str, int], session: GameSession,

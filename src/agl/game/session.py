@@ -61,6 +61,7 @@ class Guess:
 
 
 def check_player(name: str) -> str:
+    """`name` when it is a safe player name (it names the run folder), else one-line AglError."""
     if not _PLAYER_NAME.match(name or ""):
         raise AglError(
             f"player name {name!r}: use 1-40 letters, digits, '_', '-' or '.', starting with "

@@ -21,6 +21,8 @@ DEFAULT_OUTPUT_TOKENS = 400
 
 @dataclass(frozen=True)
 class Estimate:
+    """What a run would send before it is started: requests, audio, tokens and cost."""
+
     requests: int
     audio_minutes: float
     input_tokens: int

@@ -17,6 +17,8 @@ from agl.inference.runspec import ModelSpec, parse_models
 
 @dataclass(frozen=True)
 class RosterEntry:
+    """A model the project knows how to run, and what running it needs."""
+
     spec: ModelSpec
     key: str | None  # environment variable holding the API key, if any
     gpu_gb: float | None  # planning figure for bfloat16 weights + one batch
@@ -24,6 +26,7 @@ class RosterEntry:
 
 
 def load_roster(path: Path | None = None) -> list[RosterEntry]:
+    """The roster (`agl/data/roster.yaml`, or `path`), every entry checked like params.yaml."""
     import yaml
 
     source = path or resources.files("agl") / "data" / "roster.yaml"

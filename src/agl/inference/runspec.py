@@ -17,6 +17,8 @@ from agl.errors import AglError, reject_unknown_keys
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """One entry of params.yaml `models:`: which backend and model, its settings and prices."""
+
     name: str  # the run's folder: build/runs/<name>/
     backend: str
     model: str
@@ -30,6 +32,8 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class InferSettings:
+    """params.yaml `infer:`: what every inference run shares (prompt, concurrency, retries)."""
+
     prompt: str = "default"
     prompt_source: str | None = None  # the published file `agl1k-paper` reads its text from
     concurrency: int = 4
@@ -96,6 +100,7 @@ def parse_models(entries: Any, source: str = "params.yaml") -> list[ModelSpec]:
 
 
 def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
+    """params.yaml `infer:` checked; a bad key or value is one AglError naming it."""
     section = section or {}
     if not isinstance(section, dict):
         raise AglError(f"{source}: infer: expected a mapping")
@@ -119,6 +124,7 @@ def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
 
 
 def find_model(models: list[ModelSpec], name: str, source: str = "params.yaml") -> ModelSpec:
+    """The model named `name`, or an AglError listing the names there are."""
     for m in models:
         if m.name == name:
             return m
@@ -127,6 +133,7 @@ def find_model(models: list[ModelSpec], name: str, source: str = "params.yaml") 
 
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    """A params file as a dict ({} when empty); a missing or malformed file is an AglError."""
     import yaml
 
     path = Path(path)
@@ -192,6 +199,7 @@ def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
 
 
 def summary_line(summary: dict[str, Any]) -> str:
+    """A run summary in one line for stderr: clips by status, requests, cache hits, cost."""
     s = summary
     line = (f"{s['backend']}:{s['model'] or '-'}: {s['n_recorded']}/{s['n']} clips "
             f"(ok {s['n_ok']}, partial {s['n_partial']}, refused {s['n_refused']}, "
