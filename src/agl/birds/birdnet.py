@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 
 from agl.core.audio import decode_mono, resample
+from agl.core.canonical import jsonl_line
+from agl.dataset.manifest import CATEGORY_COLUMNS, content_hash
 from agl.errors import AglError, reject_unknown_keys
 
 RATE = 48_000
@@ -78,8 +80,6 @@ def model_dir() -> Path:
 @cache
 def file_sha256(path: Path) -> str:
     """The model file's SHA-256, once per process (it keys the birdrange grid cache)."""
-    from agl.dataset.manifest import content_hash
-
     return content_hash(path)
 
 
@@ -321,8 +321,6 @@ def frame(results: Sequence[ClipBirds]):
     """One row per clip (birds.csv): `birds_heard` is the clip attribute breakdowns use."""
     import pandas as pd
 
-    from agl.dataset.manifest import CATEGORY_COLUMNS
-
     rows = []
     for r in results:
         sp = r.species
@@ -348,8 +346,6 @@ def frame(results: Sequence[ClipBirds]):
 
 def detections_jsonl(results: Sequence[ClipBirds]) -> str:
     """Every clip's detections as canonical JSON Lines, sorted by key (birds_detections.jsonl)."""
-    from agl.core.canonical import jsonl_line
-
     return "".join(
         jsonl_line({"key": r.key, "status": r.status, "detections": [d.as_dict() for d in r.detections]})
         for r in sorted(results, key=lambda r: r.key)

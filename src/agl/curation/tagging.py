@@ -34,6 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from agl.core.audio import decode_mono, resample
+from agl.curation.ontology import (
+    column_membership,
+    fetch_ontology,
+    load_ontology,
+    multi_root_classes,
+    rollup,
+    tagger_classes,
+)
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.errors import AglError, reject_unknown_keys
 
@@ -135,8 +143,6 @@ def _class_ids(id2label: dict, ontology, checkpoint: str) -> tuple[list[str], in
     AudioSet's label index order, so a label spelled differently from the ontology falls back
     to its index there; any other checkpoint with an unknown label is refused.
     """
-    from agl.curation.ontology import tagger_classes
-
     labels = [str(id2label[i]) for i in range(len(id2label))]
     audioset = tagger_classes()
     ids, by_index = [], 0
@@ -257,8 +263,6 @@ class TagRun:
 
 def resolve_ontology(cfg: TagConfig):
     """The AudioSet ontology: `cfg.ontology`, or the pinned release fetched into the cache."""
-    from agl.curation.ontology import fetch_ontology, load_ontology
-
     path = Path(cfg.ontology) if cfg.ontology else fetch_ontology(cfg.ontology_cache)
     return load_ontology(path)
 
@@ -272,13 +276,9 @@ def tag_clips(items: Sequence[tuple[str, Path]], cfg: TagConfig, manifest=None) 
     tagger = None
     class_ids: list[str] = []
     if cfg.tagger == "transformers":
-        from agl.curation.ontology import multi_root_classes
-
         ontology = resolve_ontology(cfg)
         tagger = TransformersTagger(cfg, ontology)
         class_ids = tagger.class_ids
-        from agl.curation.ontology import column_membership
-
         membership = column_membership(ontology, class_ids)
         info.update(checkpoint=cfg.checkpoint, window_s=tagger.window_s, hop_s=tagger.hop_s,
                     labels_mapped_by_index=tagger.by_index,
@@ -314,8 +314,6 @@ def tag_clips(items: Sequence[tuple[str, Path]], cfg: TagConfig, manifest=None) 
         seconds = len(mono) / sr if sr else 0.0
         if tagger is not None:
             import pandas as pd
-
-            from agl.curation.ontology import rollup
 
             resampled = resample(mono, sr, tagger.rate)
             scores = tagger.scores(resampled)

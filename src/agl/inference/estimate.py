@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agl.backends.base import get_backend
 from agl.core import audio
+from agl.dataset.manifest import ManifestWarning, clips, load_manifest
+from agl.inference.runner import PREDICTIONS, run_fingerprint
+from agl.predictions.records import iter_records
+from agl.prompts import load_prompt
 
 DEFAULT_AUDIO_TOKENS_PER_S = 32.0
 DEFAULT_OUTPUT_TOKENS = 400
@@ -90,12 +95,6 @@ def estimate_run(
 ) -> Estimate:
     """The estimate for `agl infer --dry-run` and the stages: what `run_spec` would request."""
     import warnings
-
-    from agl.backends.base import get_backend
-    from agl.dataset.manifest import ManifestWarning, clips, load_manifest
-    from agl.inference.runner import PREDICTIONS, run_fingerprint
-    from agl.predictions.records import iter_records
-    from agl.prompts import load_prompt
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)

@@ -11,8 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agl.dataset.manifest import is_plain_name
+from agl.backends.base import get_backend
+from agl.backends.endpoints import pool_capacity
+from agl.core.workspace import shared_path
+from agl.dataset.manifest import ManifestWarning, clips, is_plain_name, load_manifest
 from agl.errors import AglError, reject_unknown_keys
+from agl.inference.runner import Backoff, run_inference
+from agl.prompts import load_prompt
 
 
 @dataclass(frozen=True)
@@ -156,22 +161,14 @@ def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
     `telemetry` when given: timings stay out of DVC's outputs."""
     import warnings
 
-    from agl.dataset.manifest import ManifestWarning, clips, load_manifest
-    from agl.inference.runner import Backoff, run_inference
-    from agl.prompts import load_prompt
-
     with warnings.catch_warnings():
         warnings.simplefilter("default", ManifestWarning)
         frame = load_manifest(manifest)
     prompt = load_prompt(spec.prompt or infer.prompt, source=infer.prompt_source)
-    from agl.backends.endpoints import pool_capacity
-    from agl.core.workspace import shared_path
 
     capacity = pool_capacity(spec.settings) if spec.backend == "openai-compatible" else None
     backend = None
     if capacity is not None:
-        from agl.backends.base import get_backend
-
         backend = get_backend(spec.backend)(spec.model, **spec.settings)
     summary = run_inference(
         backend_name=spec.backend, model=spec.model, clips=clips(frame),
