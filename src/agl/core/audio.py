@@ -26,22 +26,37 @@ import numpy as np
 BLOCK_FRAMES = 1 << 16
 
 
-def decode(path: str | Path, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
+def decode(
+    path: str | Path, max_seconds: float | None = None, *, rewind: bool = True
+) -> tuple[np.ndarray, int]:
     """(samples[frames, channels] float32, sample rate) of an audio file: all of it, or its
     first `max_seconds`. Raises what soundfile raises for a file it cannot decode
-    (LibsndfileError, RuntimeError, ValueError...); callers turn that into a status."""
+    (LibsndfileError, RuntimeError, ValueError...); callers turn that into a status.
+
+    `rewind`: seek to frame 0 before reading, as `soundfile.read` does (True: the filter,
+    the tagger, BirdNET, the interventions), or read straight after opening (False: the local
+    backends, `load_mono`). Both are deterministic, but libsndfile's MP3 decoder does not
+    give the same samples: on a 16 kHz LAME MP3 (the demo set's clips) about a quarter of
+    them differ by one float32 step (44.1 kHz MPEG-1 files decode identically). The two
+    ways are kept as each caller always decoded, so that no output pinned in dvc.lock moves;
+    making them one would re-record those outputs.
+    """
     import soundfile as sf  # loads libsndfile through cffi: only where a file is decoded
 
     with sf.SoundFile(str(path)) as f:
         sr = int(f.samplerate)
         frames = -1 if max_seconds is None else int(max_seconds * sr)
+        if rewind and f.seekable():
+            f.seek(0)
         data = f.read(frames=frames, dtype="float32", always_2d=True)
     return data, sr
 
 
-def decode_mono(path: str | Path, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
+def decode_mono(
+    path: str | Path, max_seconds: float | None = None, *, rewind: bool = True
+) -> tuple[np.ndarray, int]:
     """(mono float32 samples, sample rate): `decode`'s channels averaged (`mean(axis=1)`)."""
-    data, sr = decode(path, max_seconds)
+    data, sr = decode(path, max_seconds, rewind=rewind)
     return data.mean(axis=1), sr
 
 
@@ -59,8 +74,9 @@ def resample(x: np.ndarray, sr: int, target: int) -> np.ndarray:
 
 def load_mono(path: str | Path, sampling_rate: int, max_seconds: float | None = None) -> np.ndarray:
     """Contiguous float32 mono samples at `sampling_rate`, the first `max_seconds` if given
-    (what a model's feature extractor takes)."""
-    mono, sr = decode_mono(path, max_seconds)
+    (what a model's feature extractor takes). Read without rewinding (see `decode`): the
+    local backends' inputs stay what they were."""
+    mono, sr = decode_mono(path, max_seconds, rewind=False)
     return np.ascontiguousarray(resample(mono, sr, sampling_rate), dtype=np.float32)
 
 
