@@ -22,7 +22,7 @@ ARCHIVE = REPO.parent / "shared" / "data" / "agl1k" / "archive"
 
 
 def decode_seconds(path: Path) -> float:
-    from agl.curation.filtering import decode
+    from agl.core.audio import decode
 
     data, sr = decode(path)
     return data.shape[0] / sr

@@ -33,7 +33,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
-    from agl.counterfactual.effects import encode, read_audio
+    from agl.core.audio import decode
+    from agl.counterfactual.effects import encode
     from agl.counterfactual.perturb import apply, parse_perturb, speech_segments
 
     clips = sorted(SHARED.glob("*/*.mp3"))
@@ -42,7 +43,7 @@ def main() -> None:
     decoded = []
     for path in clips:
         t0 = time.perf_counter()
-        x, sr = read_audio(path)
+        x, sr = decode(path)
         dt = time.perf_counter() - t0
         decoded.append((path.parent.name, x, sr))
         print(

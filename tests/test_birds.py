@@ -197,7 +197,8 @@ def test_birds_breakdown_is_a_partition():
 def test_unknown_setting_is_one_clear_error():
     from agl.errors import AglError
 
-    with pytest.raises(AglError, match="unknown setting"):
+    expected = r"^birdrange settings: unknown key\(s\) resolutoin_deg; known: .*resolution_deg"
+    with pytest.raises(AglError, match=expected):
         get_backend("birdrange")("x", resolutoin_deg=1.0)
 
 

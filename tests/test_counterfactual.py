@@ -189,7 +189,7 @@ def test_mask_speech_costs_the_listener_only_on_speech_clips(experiment):
 
 
 def test_derived_dataset_is_complete_and_deterministic(dataset, experiment, tmp_path):
-    from agl.counterfactual.effects import read_audio
+    from agl.core.audio import decode
     from agl.dataset.checksums import file_digest, read_lock, read_source
 
     root, _ = dataset
@@ -210,7 +210,7 @@ def test_derived_dataset_is_complete_and_deterministic(dataset, experiment, tmp_
     assert len(flac) == 2 and all(rel.endswith(".flac") for rel in flac)
     assert ".flac" in (tmp_path / "flac_a" / "default" / "manifest.csv").read_text()
     rel = sorted(sub)[0]
-    assert np.array_equal(read_audio(level / "audio" / rel)[0], read_audio(again / "default" / "audio" / rel)[0])
+    assert np.array_equal(decode(level / "audio" / rel)[0], decode(again / "default" / "audio" / rel)[0])
 
 
 def test_dry_run_prints_requests_minutes_and_cost(dataset, tmp_path, capsys):

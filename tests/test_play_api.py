@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from agl.cli import main
-from agl.core.gamemap import great_circle, world_svg
 from agl.core.geo import geodesic_km
+from agl.core.worldmap import great_circle, world_svg
 from agl.dataset.manifest import ManifestWarning, clips, load_manifest, write_manifest
 from agl.errors import AglError
 from agl.game.server import MAX_BODY_BYTES, GameServer

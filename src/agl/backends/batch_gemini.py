@@ -32,7 +32,7 @@ from agl.batch.provider import (
     reply_or_error,
 )
 from agl.batch.state import Job
-from agl.core.decode import mime_type
+from agl.core.audio import mime_type
 
 FILE_LIFETIME_S = 48 * 3600.0
 # An upload is reused only while it will outlive a job submitted now (the API expires a

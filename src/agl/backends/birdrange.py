@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
-from agl.errors import AglError
+from agl.birds.birdnet import BirdConfig, Listener
+from agl.birds.range_model import SCORINGS, YEAR_ROUND, invert, load_or_build, reasoning, week_of
+from agl.errors import AglError, reject_unknown_keys
 
 _KNOWN = {
     "resolution_deg",
@@ -52,12 +54,8 @@ class BirdRange(Backend):
 
     def __init__(self, model: str = "birdnet-v2.4-range", **settings: Any):
         super().__init__(model, **settings)
-        from agl.birds.birdnet import BirdConfig
-        from agl.birds.range_model import SCORINGS
 
-        unknown = sorted(set(settings) - _KNOWN)
-        if unknown:
-            raise AglError(f"birdrange: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(_KNOWN))}")
+        reject_unknown_keys(settings, _KNOWN, "birdrange settings")
         self.resolution_deg = float(settings.get("resolution_deg", 1.0))
         self.scoring = str(settings.get("scoring", "vote"))
         if self.scoring not in SCORINGS:
@@ -81,14 +79,10 @@ class BirdRange(Backend):
         self._lock = threading.Lock()  # one interpreter: one clip at a time
 
     def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:
-        from agl.birds.range_model import YEAR_ROUND, week_of
-
         self._weeks = {c.key: (week_of(getattr(c, "date", "")) if self.use_dates else YEAR_ROUND) for c in clips}
 
     def grid(self, week: int):
         """The occurrence grid of a week, loaded from (or built into) the cache once."""
-        from agl.birds.range_model import load_or_build
-
         if week not in self._grids:
             self._grids[week], _ = load_or_build(
                 self.cache_dir,
@@ -100,16 +94,12 @@ class BirdRange(Backend):
         return self._grids[week]
 
     def listener(self):
-        from agl.birds.birdnet import Listener
-
         if self._listener is None:
             self._listener = Listener(self.cfg)
         return self._listener
 
     def answer(self, key: str, path: Path, week: int) -> Reply:
         """Listen, then invert (synchronous; `generate` runs it off the event loop)."""
-        from agl.birds.range_model import invert, reasoning
-
         with self._lock:
             t0 = time.perf_counter()
             heard = self.listener().listen(key, path)
@@ -162,7 +152,6 @@ class BirdRange(Backend):
     async def generate(self, request: Request) -> Reply:
         if request.audio_path is None:
             return Reply(ReplyStatus.FAILED, error="birdrange listens to the audio; none given")
-        from agl.birds.range_model import YEAR_ROUND
 
         week = self._weeks.get(request.sample_id, YEAR_ROUND)
         return await asyncio.to_thread(self.answer, request.sample_id, request.audio_path, week)

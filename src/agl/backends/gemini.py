@@ -23,7 +23,8 @@ from typing import Any
 
 from agl.backends._http import api_key, is_deterministic, retry_after_s, retryable_status
 from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, register
-from agl.core.decode import mime_type
+from agl.core.audio import mime_type
+from agl.prompts import ANSWER_SCHEMA
 
 _GENERATION = ("temperature", "top_p", "top_k", "max_output_tokens", "seed")
 # Finish reasons that mean the service withheld the answer rather than failed to give one.
@@ -63,8 +64,6 @@ class Gemini(Backend):
         if thinking:
             kw["thinking_config"] = types.ThinkingConfig(**thinking)
         if s.get("json_schema"):
-            from agl.prompts import ANSWER_SCHEMA
-
             kw["response_mime_type"] = "application/json"
             kw["response_json_schema"] = ANSWER_SCHEMA
         if request.system:

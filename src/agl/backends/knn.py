@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
+from agl.core.audio import load_mono
 from agl.errors import AglError
 
 SAMPLING_RATE = 16_000
@@ -67,8 +68,7 @@ def logmel_features(samples: np.ndarray) -> np.ndarray:
 
 
 def clip_features(path: Path, max_seconds: float) -> np.ndarray:
-    from agl.core.decode import load_mono
-
+    """The log-mel feature vector of a clip's first `max_seconds`."""
     return logmel_features(load_mono(path, SAMPLING_RATE, max_seconds))
 
 

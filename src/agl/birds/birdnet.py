@@ -34,6 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from agl.core.audio import decode_mono, resample
+from agl.core.canonical import jsonl_line
+from agl.dataset.manifest import CATEGORY_COLUMNS, content_hash
 from agl.errors import AglError, reject_unknown_keys
 
 RATE = 48_000
@@ -77,8 +80,6 @@ def model_dir() -> Path:
 @cache
 def file_sha256(path: Path) -> str:
     """The model file's SHA-256, once per process (it keys the birdrange grid cache)."""
-    from agl.dataset.manifest import content_hash
-
     return content_hash(path)
 
 
@@ -95,6 +96,7 @@ class Label:
 
 @cache
 def labels() -> tuple[Label, ...]:
+    """The acoustic model's classes, in output order (species and the 11 non-species)."""
     out = []
     for line in (model_dir() / LABELS_FILE).read_text(encoding="utf-8").splitlines():
         sci, _, common = line.partition("_")
@@ -103,6 +105,7 @@ def labels() -> tuple[Label, ...]:
 
 
 def interpreter(path: Path, threads: int):
+    """A LiteRT interpreter for a .tflite model file (the acoustic or the range model)."""
     from ai_edge_litert.interpreter import Interpreter
 
     return Interpreter(model_path=str(path), num_threads=max(1, int(threads)))
@@ -123,6 +126,7 @@ class BirdConfig:
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml birds") -> BirdConfig:
+        """Build from a params section; an unknown key or a value out of range names the key."""
         params = dict(params or {})
         reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
         cfg = cls(**params)
@@ -255,8 +259,7 @@ def detect(probs: np.ndarray, clip_seconds: float, cfg: BirdConfig) -> tuple[Det
 
 
 def decode_48k(path: Path) -> np.ndarray:
-    from agl.curation.tagging import decode_mono, resample
-
+    """Mono float32 samples at BirdNET's 48 kHz."""
     mono, sr = decode_mono(path)
     return resample(mono, sr, RATE)
 
@@ -277,6 +280,7 @@ class Listener:
         )
 
     def listen(self, key: str, path: Path) -> ClipBirds:
+        """One clip from its file; a missing or undecodable file is a status, never a raise."""
         path = Path(path)
         if not path.is_file():
             return ClipBirds(key, "missing", error=f"{path} not found")
@@ -288,6 +292,7 @@ class Listener:
 
 
 def listen_clips(items: Sequence[tuple[str, Path]], cfg: BirdConfig) -> list[ClipBirds]:
+    """Every (key, audio path) in order; status `off` for all when `cfg.enabled` is false."""
     if not cfg.enabled:
         return [ClipBirds(k, "off") for k, _ in items]
     listener = Listener(cfg)
@@ -316,8 +321,6 @@ def frame(results: Sequence[ClipBirds]):
     """One row per clip (birds.csv): `birds_heard` is the clip attribute breakdowns use."""
     import pandas as pd
 
-    from agl.dataset.manifest import CATEGORY_COLUMNS
-
     rows = []
     for r in results:
         sp = r.species
@@ -342,8 +345,7 @@ def frame(results: Sequence[ClipBirds]):
 
 
 def detections_jsonl(results: Sequence[ClipBirds]) -> str:
-    from agl.core.canonical import jsonl_line
-
+    """Every clip's detections as canonical JSON Lines, sorted by key (birds_detections.jsonl)."""
     return "".join(
         jsonl_line({"key": r.key, "status": r.status, "detections": [d.as_dict() for d in r.detections]})
         for r in sorted(results, key=lambda r: r.key)

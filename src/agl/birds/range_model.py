@@ -36,6 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
+from agl.birds.birdnet import META_FILE, file_sha256, interpreter, labels, model_dir
+from agl.core import worldmap
+from agl.dataset.crawl import reverse_geocode
 from agl.errors import AglError
 
 GRID_VERSION = 1
@@ -63,8 +66,6 @@ def week_of(text: str | None) -> int:
 def land_cells(resolution_deg: float, shoreline: str = "c") -> tuple[np.ndarray, np.ndarray]:
     """(lat, lon) of the grid's cell centres that lie on GSHHS land, south-west first."""
     from matplotlib.path import Path as Polygon
-
-    from agl.core import worldmap
 
     r = float(resolution_deg)
     if not 0 < r <= 30:
@@ -139,9 +140,6 @@ def compute_grid(
     lat: np.ndarray, lon: np.ndarray, week: int, floor: float, *, threads: int = 2, chunk: int = 4096
 ) -> OccurrenceGrid:
     """Evaluate the meta-model at every cell (the slow part: ~0.5 ms per cell on 2 cores)."""
-    from agl.birds.birdnet import META_FILE, interpreter, model_dir
-    from agl.dataset.crawl import reverse_geocode
-
     interp = interpreter(model_dir() / META_FILE, threads)
     inp = interp.get_input_details()[0]["index"]
     out = interp.get_output_details()[0]["index"]
@@ -186,8 +184,6 @@ def load_or_build(
 ) -> tuple[OccurrenceGrid, bool]:
     """The grid from `cache_dir` (content-addressed), or computed and stored there.
     Returns (grid, built_now). Written to a temporary file and renamed: crash-safe."""
-    from agl.birds.birdnet import META_FILE, file_sha256, model_dir
-
     key = grid_key(file_sha256(model_dir() / META_FILE), resolution_deg, week, floor, shoreline)
     path = Path(cache_dir) / f"{key}.npz"
     if path.is_file():
@@ -252,8 +248,6 @@ class Guess:
 
 
 def _class_index() -> dict[str, int]:
-    from agl.birds.birdnet import labels
-
     return {lab.scientific: j for j, lab in enumerate(labels())}
 
 
@@ -285,8 +279,6 @@ def invert(
     grid: OccurrenceGrid, species: Sequence[tuple[str, float]], *, scoring: str = "vote", floor: float = 0.01
 ) -> Guess:
     """The best land cell for the heard species (see module docstring)."""
-    from agl.birds.birdnet import labels
-
     if not species:
         raise AglError("birdrange: no species to invert")
     index, labs = _class_index(), labels()

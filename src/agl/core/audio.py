@@ -1,6 +1,12 @@
-"""Is this file audio we can use? Open it, decode it to the end, measure its duration.
+"""Audio files in, samples out: the one decoder and resampler of agl, and the probe.
 
-Used before any inference request (a zero-byte, text, random or cut-off `.mp3` is never sent
+* `decode` / `decode_mono` / `load_mono`: float32 samples through soundfile (libsndfile >=
+  1.1 decodes MP3 itself: no ffmpeg, no torchaudio). `resample`: scipy's polyphase filter
+  (`resample_poly`, its default Kaiser window), the only resampler agl uses, so the filter,
+  the tagger, BirdNET, the interventions and the local backends all hear the same signal.
+* `probe`: is this file audio we can use? Open it, decode it to the end, measure its duration.
+
+The probe is used before any inference request (a zero-byte, text, random or cut-off `.mp3` is never sent
 to a model, which would invent an answer for it) and by download verification and the filter
 (a file that decodes to much less than the manifest's `mp3seconds` is truncated).
 
@@ -12,9 +18,84 @@ Decoded block by block, so a long clip never sits in memory whole.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import gcd
 from pathlib import Path
 
+import numpy as np
+
 BLOCK_FRAMES = 1 << 16
+
+
+def decode(
+    path: str | Path, max_seconds: float | None = None, *, rewind: bool = True
+) -> tuple[np.ndarray, int]:
+    """(samples[frames, channels] float32, sample rate) of an audio file: all of it, or its
+    first `max_seconds`. Raises what soundfile raises for a file it cannot decode
+    (LibsndfileError, RuntimeError, ValueError...); callers turn that into a status.
+
+    `rewind`: seek to frame 0 before reading, as `soundfile.read` does (True: the filter,
+    the tagger, BirdNET, the interventions), or read straight after opening (False: the local
+    backends, `load_mono`). Both are deterministic, but libsndfile's MP3 decoder does not
+    give the same samples: on a 16 kHz LAME MP3 (the demo set's clips) about a quarter of
+    them differ by one float32 step (44.1 kHz MPEG-1 files decode identically). The two
+    ways are kept as each caller always decoded, so that no output pinned in dvc.lock moves;
+    making them one would re-record those outputs.
+    """
+    import soundfile as sf  # loads libsndfile through cffi: only where a file is decoded
+
+    with sf.SoundFile(str(path)) as f:
+        sr = int(f.samplerate)
+        frames = -1 if max_seconds is None else int(max_seconds * sr)
+        if rewind and f.seekable():
+            f.seek(0)
+        data = f.read(frames=frames, dtype="float32", always_2d=True)
+    return data, sr
+
+
+def decode_mono(
+    path: str | Path, max_seconds: float | None = None, *, rewind: bool = True
+) -> tuple[np.ndarray, int]:
+    """(mono float32 samples, sample rate): `decode`'s channels averaged (`mean(axis=1)`)."""
+    data, sr = decode(path, max_seconds, rewind=rewind)
+    return data.mean(axis=1), sr
+
+
+def resample(x: np.ndarray, sr: int, target: int) -> np.ndarray:
+    """`x` from `sr` to `target` Hz along its first axis (1-D mono or (frames, channels)),
+    as float32; `x` itself when the rates are equal. Polyphase (scipy `resample_poly`,
+    up/down reduced by their gcd)."""
+    if sr == target:
+        return x
+    from scipy.signal import resample_poly  # scipy.signal takes ~0.3 s to import
+
+    g = gcd(int(sr), int(target))
+    return resample_poly(x, int(target) // g, int(sr) // g, axis=0).astype(np.float32)
+
+
+def load_mono(path: str | Path, sampling_rate: int, max_seconds: float | None = None) -> np.ndarray:
+    """Contiguous float32 mono samples at `sampling_rate`, the first `max_seconds` if given
+    (what a model's feature extractor takes). Read without rewinding (see `decode`): the
+    local backends' inputs stay what they were."""
+    mono, sr = decode_mono(path, max_seconds, rewind=False)
+    return np.ascontiguousarray(resample(mono, sr, sampling_rate), dtype=np.float32)
+
+
+def clip_seconds(path: str | Path) -> float:
+    """The clip's full length in seconds, from its header (no decoding; a cut file's header
+    may still claim the full length: `probe` decodes to find out)."""
+    import soundfile as sf  # as in `decode`
+
+    info = sf.info(str(path))
+    return float(info.frames) / float(info.samplerate)
+
+
+def mime_type(path: str | Path) -> str:
+    """The MIME type an API expects for the file's container."""
+    suffix = Path(path).suffix.lower()
+    return {
+        ".mp3": "audio/mpeg", ".wav": "audio/wav", ".flac": "audio/flac", ".ogg": "audio/ogg",
+        ".m4a": "audio/mp4", ".aac": "audio/aac", ".opus": "audio/ogg",
+    }.get(suffix, "application/octet-stream")
 
 
 @dataclass(frozen=True)
@@ -41,7 +122,7 @@ def probe(path: str | Path, max_seconds: float | None = None) -> Probe:
     if size == 0:
         return Probe(False, reason=f"{path.name} is empty (0 bytes)")
     try:
-        import soundfile as sf
+        import soundfile as sf  # as in `decode`
 
         frames = 0
         with sf.SoundFile(str(path)) as f:

@@ -22,8 +22,14 @@ import numpy as np
 import pandas as pd
 
 from agl.core import canonical
-from agl.counterfactual.perturb import Intervention
+from agl.core.audio import decode, resample
+from agl.core.tracking import DEFAULT_EXPERIMENT, _mlflow, log_run
+from agl.counterfactual.perturb import KINDS, Intervention, apply, speech_segments
+from agl.dataset.checksums import file_digest, read_source, write_lock
+from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest, write_manifest
 from agl.errors import AglError
+from agl.report.analysis import paired_test
+from agl.scoring.evaluate import evaluate_frames, load_predictions_any
 
 SPEECH_THRESHOLD = 0.1  # the paper's "has speech": human_sounds >= 0.1 (agl.scoring.score_table)
 MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
@@ -31,6 +37,8 @@ MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
 
 @dataclass(frozen=True)
 class Subset:
+    """Which clips a derived dataset holds: `size` of them, stratified (`stratified_subset`)."""
+
     size: int | None = None  # None: every clip
     seed: int = 0
 
@@ -57,13 +65,6 @@ def stratified_subset(frame: pd.DataFrame, subset: Subset) -> pd.DataFrame:
             if groups[s] and len(chosen) < subset.size:
                 chosen.append(int(groups[s].pop(0)))
     return frame.iloc[sorted(chosen)].reset_index(drop=True)
-
-
-def read_audio(path: Path) -> tuple[np.ndarray, int]:
-    import soundfile as sf
-
-    data, sr = sf.read(str(path), dtype="float32", always_2d=True)
-    return data, int(sr)
 
 
 def encode_mp3(x: np.ndarray, sr: int) -> bytes:
@@ -123,10 +124,6 @@ def derive_dataset(
     """Write `out/<level>/` for every level; returns a summary (deterministic values only)."""
     from tqdm import tqdm
 
-    from agl.counterfactual.perturb import KINDS, apply, resample, speech_segments
-    from agl.dataset.checksums import file_digest, write_lock
-    from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest, write_manifest
-
     parent, out = Path(parent), Path(out)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
@@ -143,7 +140,7 @@ def derive_dataset(
         src = parent / "audio" / rel
         if not src.is_file():
             raise AglError(f"{src}: missing; fill {parent} first (agl download)")
-        x, sr = read_audio(src)
+        x, sr = decode(src)
         segments = speech_segments(x, sr, threshold=float(iv0.params["vad_threshold"])) if vad else None
         for iv in levels:
             y, rate, info = apply(iv, x, sr, key=row.key, segments=segments)
@@ -247,8 +244,6 @@ def paired_effects(
     with fewer than `min_support` paired clips (a continent of three clips, the speech clips
     of a small subset) keeps its row and n, with `note` "insufficient data (n = k, needs m)"
     and no estimate."""
-    from agl.report.analysis import paired_test
-
     cols = ["sample_id", "has_speech", "true_continent", *(m for m, _ in METRICS)]
     joined = perturbed[[c for c in cols if c in perturbed]].merge(
         original[[m for m, _ in METRICS] + ["sample_id"]], on="sample_id", suffixes=("_pert", "_orig")
@@ -298,9 +293,6 @@ def score_level(
 ) -> dict[str, Any]:
     """Score `run_dir/predictions.jsonl` against the derived manifest; writes
     `run_dir/scores_<protocol>.csv` (rounded, sorted) and returns the headline metrics."""
-    from agl.dataset.manifest import ManifestWarning, load_manifest
-    from agl.scoring.evaluate import evaluate_frames, load_predictions_any
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
         manifest = load_manifest(Path(data) / "manifest.csv", columns=["title"])
@@ -314,8 +306,6 @@ def score_level(
 
 
 def _find_run_id(key: str, experiment: str | None) -> str | None:
-    from agl.core.tracking import DEFAULT_EXPERIMENT, _mlflow
-
     mlflow = _mlflow()
     client = mlflow.tracking.MlflowClient()
     exp = client.get_experiment_by_name(experiment or DEFAULT_EXPERIMENT)
@@ -339,10 +329,6 @@ def log_listen_run(
 ) -> str:
     """One MLflow run per (model, intervention, level), tagged with its parent dataset and
     intervention and nested under the model's run on the original data when it exists."""
-    from agl.core.tracking import log_run
-    from agl.dataset.checksums import read_source
-    from agl.dataset.manifest import content_hash
-
     source = read_source(Path(data) / "lock.json") or {}
     iv = dict(source.get("intervention") or {})
     parent_version = str(source.get("parent_manifest_sha256", ""))
@@ -396,8 +382,6 @@ def collect_effects(
     min_support: int = 1,
 ) -> pd.DataFrame:
     """Every (model, intervention, level) against the model's run on the original clips."""
-    from agl.dataset.checksums import read_source
-
     frames = []
     for model in models:
         original = read_scores(Path(runs) / model / f"scores_{protocol}.csv")

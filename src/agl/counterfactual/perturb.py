@@ -24,12 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from math import gcd
 from typing import Any
 
 import numpy as np
 
-from agl.errors import AglError
+from agl.core.audio import resample
+from agl.dataset.manifest import is_plain_name
+from agl.errors import AglError, reject_unknown_keys
 
 VAD_RATE = 16000
 TELEPHONE_RATE = 8000
@@ -48,20 +49,12 @@ def as_frames(x: np.ndarray) -> np.ndarray:
 
 
 def mono(x: np.ndarray) -> np.ndarray:
+    """The mean of the channels, float32 (1-D input is already mono)."""
     return as_frames(x).mean(axis=1)
 
 
-def resample(x: np.ndarray, sr: int, target: int) -> np.ndarray:
-    """Polyphase resampling along the first axis (scipy; no torchaudio)."""
-    if sr == target:
-        return x
-    from scipy.signal import resample_poly
-
-    g = gcd(int(sr), int(target))
-    return resample_poly(x, target // g, sr // g, axis=0).astype(np.float32)
-
-
 def power(x: np.ndarray) -> float:
+    """Mean square (float64 accumulation); 0 for no samples."""
     return float(np.mean(np.square(x, dtype=np.float64))) if x.size else 0.0
 
 
@@ -165,6 +158,7 @@ def _vad_model():
 
 
 def identity(x: np.ndarray, sr: int) -> tuple[np.ndarray, int]:
+    """The clip unchanged (a copy)."""
     return as_frames(x).copy(), sr
 
 
@@ -283,6 +277,7 @@ def reverb(
 
 
 def reverse(x: np.ndarray, sr: int) -> tuple[np.ndarray, int]:
+    """The clip time-reversed."""
     return as_frames(x)[::-1].copy(), sr
 
 
@@ -336,8 +331,6 @@ def parse_perturb(section: Any, source: str = "params.yaml") -> dict[str, list[I
     """params.yaml `perturb:` as name -> its levels (one for an ungraded intervention)."""
     if not isinstance(section, dict) or not section:
         raise AglError(f"{source}: perturb: expected a mapping of name -> {{kind, ..., seed}}")
-    from agl.dataset.manifest import is_plain_name
-
     out: dict[str, list[Intervention]] = {}
     for name, entry in section.items():
         where = f"{source}: perturb.{name}"
@@ -346,12 +339,7 @@ def parse_perturb(section: Any, source: str = "params.yaml") -> dict[str, list[I
         if not isinstance(entry, dict) or entry.get("kind") not in KINDS:
             raise AglError(f"{where}.kind: choose one of {', '.join(KINDS)}")
         kind = KINDS[entry["kind"]]
-        unknown = set(entry) - {"kind", "seed", *kind.params}
-        if unknown:
-            raise AglError(
-                f"{where}: unknown key(s) {', '.join(sorted(unknown))}; "
-                f"{entry['kind']} takes {', '.join(['seed', *kind.params])}"
-            )
+        reject_unknown_keys(entry, {"kind", "seed", *kind.params}, where)
         seed = entry.get("seed", 0)
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise AglError(f"{where}.seed: expected an integer")

@@ -1,6 +1,6 @@
 """The acoustic filter: decode every clip once, measure it, and keep or drop it with a reason.
 
-Each clip is decoded once (soundfile, float32) and measured by the four functions of
+Each clip is decoded once (`agl.core.audio.decode`: soundfile, float32) and measured by the four functions of
 `agl.curation.acoustics`: clipping on the decoded channels (a clipped channel is clipped even if the
 other is not), the other three on the mono mix (mean of channels). Clips are measured in
 parallel by a process pool (`jobs`). A missing, empty or undecodable file is a row with its
@@ -41,11 +41,15 @@ from pathlib import Path
 from typing import Any
 
 from agl.core import canonical
-from agl.errors import AglError
+from agl.core.audio import decode, duration_problem
+from agl.curation import acoustics
+from agl.errors import AglError, reject_unknown_keys
 
 
 @dataclass(frozen=True)
 class FilterConfig:
+    """params.yaml `filter:`: the thresholds (see the module docstring) and `jobs`."""
+
     min_rms_dbfs: float = -60.0
     max_clipping_ratio: float = 0.01
     clip_level: float = 0.999
@@ -67,10 +71,7 @@ class FilterConfig:
     def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml filter") -> FilterConfig:
         """Build from a params section; an unknown key or a wrong type names the key."""
         params = dict(params or {})
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(params) - set(known))
-        if unknown:
-            raise AglError(f"{source}: unknown key(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
         kw: dict[str, Any] = {}
         for name, value in params.items():
             default = getattr(cls, name)
@@ -127,19 +128,9 @@ class Measures:
     aci_norm: float
 
 
-def decode(path: Path):
-    """(samples[frames, channels] float32, sample rate). Raises what soundfile raises."""
-    import soundfile as sf
-
-    data, sr = sf.read(str(path), dtype="float32", always_2d=True)
-    return data, int(sr)
-
-
 def measure_signal(data, sr: int, cfg: FilterConfig) -> Measures:
     """All four measures of a decoded (frames, channels) signal."""
     import numpy as np
-
-    from agl.curation import acoustics
 
     # A matrix-vector product mixes channels several times faster than mean(axis=1).
     channels = data.shape[1]
@@ -211,8 +202,6 @@ def filter_clip(key: str, path: Path, cfg: FilterConfig,
     m = Measures(**{k: canonical.round_value(v, canonical.quantity_of(k)) if isinstance(v, float)
                     else v for k, v in asdict(m).items()})
     codes, words = judge(m, cfg)
-    from agl.core.audio import duration_problem
-
     short = duration_problem(m.seconds, expected_s, cfg.duration_tolerance, cfg.min_seconds)
     if short:
         codes.insert(0, short[0])
@@ -230,18 +219,22 @@ def _filter_star(args: tuple) -> ClipFilterResult:
 
 @dataclass
 class FilterRun:
+    """Every clip's row, in input order, and how the run went (`run_filter`'s result)."""
+
     results: list[ClipFilterResult]
     wall_s: float
     jobs: int
     reasons: Counter = field(default_factory=Counter)
 
     def frame(self):
+        """The filter table (filter.csv): one row per clip, `ClipFilterResult`'s columns."""
         import pandas as pd
 
         return pd.DataFrame([asdict(r) for r in self.results],
                             columns=[f.name for f in fields(ClipFilterResult)])
 
     def summary(self, cfg: FilterConfig) -> dict[str, Any]:
+        """Counts by reason and status, throughput and the thresholds used."""
         audio_s = sum(r.seconds or 0.0 for r in self.results)
         reasons: Counter = Counter()
         for r in self.results:
@@ -288,7 +281,7 @@ def _map(fn, args: list, jobs: int) -> Iterable:
 def filter_manifest(manifest: Path, audio_root: Path, cfg: FilterConfig,
                     jobs: int | None = None) -> FilterRun:
     """Filter every clip of a manifest, audio at `<audio_root>/<key>/<mp3name>`."""
-    from agl.dataset.manifest import clips, load_manifest
+    from agl.dataset.manifest import clips, load_manifest  # pandas: the pool's workers never need it
 
     items = [(c.key, Path(audio_root) / c.relpath, c.seconds)
              for c in clips(load_manifest(manifest))]

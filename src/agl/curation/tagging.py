@@ -5,7 +5,7 @@ Taggers (params.yaml `tag.tagger`):
 * `transformers`: any Hugging Face AudioSet audio-classification checkpoint; the default,
   used for real runs, is the Audio Spectrogram Transformer 'MIT/ast-finetuned-audioset-10-10-
   0.4593' (downloaded once into the Hugging Face cache). A clip is decoded to mono, resampled
-  with scipy's polyphase filter to the feature extractor's rate, and cut into windows of
+  with scipy's polyphase filter (`agl.core.audio`) to the feature extractor's rate, and cut into windows of
   `window_s` every `hop_s` (default: the checkpoint's own input length, 10.24 s for AST, without
   overlap); the last window is aligned to the clip's end so no audio is left out, and a clip
   shorter than one window is one (padded) window. Class probabilities are the sigmoid of the
@@ -33,6 +33,15 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from agl.core.audio import decode_mono, resample
+from agl.curation.ontology import (
+    column_membership,
+    fetch_ontology,
+    load_ontology,
+    multi_root_classes,
+    rollup,
+    tagger_classes,
+)
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.errors import AglError, reject_unknown_keys
 
@@ -43,6 +52,8 @@ TAGGERS = ("precomputed", "transformers")
 
 @dataclass(frozen=True)
 class TagConfig:
+    """params.yaml `tag:` (see the module docstring for each choice)."""
+
     tagger: str = "precomputed"
     checkpoint: str = DEFAULT_CHECKPOINT
     window_s: float | None = None  # None: the checkpoint's input length
@@ -58,6 +69,7 @@ class TagConfig:
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml tag") -> TagConfig:
+        """Build from a params section; an unknown key or a bad choice names the key."""
         params = dict(params or {})
         reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
         cfg = cls(**params)
@@ -72,26 +84,6 @@ class TagConfig:
             if value is not None and not float(value) > 0:
                 raise AglError(f"{source}.{name}: must be positive or null, got {value}")
         return cfg
-
-
-def decode_mono(path: Path):
-    """(mono float32 samples, sample rate) of an audio file."""
-    import soundfile as sf
-
-    data, sr = sf.read(str(path), dtype="float32", always_2d=True)
-    return data.mean(axis=1), int(sr)
-
-
-def resample(x, sr: int, target: int):
-    """Polyphase resampling (scipy) from `sr` to `target` Hz."""
-    if sr == target:
-        return x
-    from math import gcd
-
-    from scipy.signal import resample_poly
-
-    g = gcd(sr, target)
-    return resample_poly(x, target // g, sr // g).astype("float32")
 
 
 def window_bounds(n: int, window: int, hop: int) -> list[tuple[int, int]]:
@@ -151,8 +143,6 @@ def _class_ids(id2label: dict, ontology, checkpoint: str) -> tuple[list[str], in
     AudioSet's label index order, so a label spelled differently from the ontology falls back
     to its index there; any other checkpoint with an unknown label is refused.
     """
-    from agl.curation.ontology import tagger_classes
-
     labels = [str(id2label[i]) for i in range(len(id2label))]
     audioset = tagger_classes()
     ids, by_index = [], 0
@@ -218,12 +208,15 @@ class ClipTags:
 
 @dataclass
 class TagRun:
+    """Every clip's tags, the tagger's class ids and what was run (`tag_clips`' result)."""
+
     tags: list[ClipTags]
     class_ids: list[str]
     wall_s: float
     info: dict[str, Any]
 
     def frame(self):
+        """One row per clip (tags.csv): status, the 8 category columns and speech."""
         import pandas as pd
 
         rows = []
@@ -250,6 +243,8 @@ class TagRun:
         return frame
 
     def summary(self) -> dict[str, Any]:
+        """Counts and settings for the stage's summary (`wall_s` is a timing: the stage keeps it
+        out of its DVC outputs)."""
         ok = [t for t in self.tags if t.status == "ok"]
         speech = [t.speech_fraction for t in ok if t.speech_fraction is not None]
         audio_s = sum(t.seconds or 0.0 for t in ok)
@@ -267,8 +262,7 @@ class TagRun:
 
 
 def resolve_ontology(cfg: TagConfig):
-    from agl.curation.ontology import fetch_ontology, load_ontology
-
+    """The AudioSet ontology: `cfg.ontology`, or the pinned release fetched into the cache."""
     path = Path(cfg.ontology) if cfg.ontology else fetch_ontology(cfg.ontology_cache)
     return load_ontology(path)
 
@@ -282,13 +276,9 @@ def tag_clips(items: Sequence[tuple[str, Path]], cfg: TagConfig, manifest=None) 
     tagger = None
     class_ids: list[str] = []
     if cfg.tagger == "transformers":
-        from agl.curation.ontology import multi_root_classes
-
         ontology = resolve_ontology(cfg)
         tagger = TransformersTagger(cfg, ontology)
         class_ids = tagger.class_ids
-        from agl.curation.ontology import column_membership
-
         membership = column_membership(ontology, class_ids)
         info.update(checkpoint=cfg.checkpoint, window_s=tagger.window_s, hop_s=tagger.hop_s,
                     labels_mapped_by_index=tagger.by_index,
@@ -324,8 +314,6 @@ def tag_clips(items: Sequence[tuple[str, Path]], cfg: TagConfig, manifest=None) 
         seconds = len(mono) / sr if sr else 0.0
         if tagger is not None:
             import pandas as pd
-
-            from agl.curation.ontology import rollup
 
             resampled = resample(mono, sr, tagger.rate)
             scores = tagger.scores(resampled)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from agl.core.jsonutil import dumps
 from agl.dataset.checksums import read_lock, read_source, write_lock
-from agl.errors import AglError
+from agl.errors import AglError, reject_unknown_keys
 
 if TYPE_CHECKING:
     import httpx
@@ -260,10 +260,8 @@ def from_params(
     for key, value in overrides.items():
         if value is not None:
             section[key] = value
+    reject_unknown_keys(section, set(DOWNLOAD_KEYS), f"{source}: download")
     for key, value in section.items():
-        if key not in DOWNLOAD_KEYS:
-            raise AglError(f"{source}: download.{key} is not a known key "
-                           f"(known: {', '.join(sorted(DOWNLOAD_KEYS))})")  # fmt: skip
         kind = DOWNLOAD_KEYS[key]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise AglError(f"{source}: download.{key}: {value!r} has the wrong type")
@@ -306,6 +304,6 @@ def from_params(
 
 
 def write_summary(path: Path, summary: dict) -> None:
-
+    """The download summary as sorted, indented JSON (a DVC output: same run, same bytes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -28,8 +28,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from agl.core.gamemap import world_svg
 from agl.core.jsonutil import dumps
+from agl.core.worldmap import world_svg
 from agl.game.session import GameSession, RequestError
 
 MAX_BODY_BYTES = 4096  # a guess is ~200 bytes; anything near this is not from the page
@@ -63,6 +63,8 @@ def load_static() -> dict[str, tuple[bytes, str]]:
 
 
 class GameServer(ThreadingHTTPServer):
+    """The game's HTTP server over one `GameSession`: page, map, audio and API (see above)."""
+
     daemon_threads = True  # a stalled audio download must not keep the process alive
 
     def __init__(self, address: tuple[str, int], session: GameSession,

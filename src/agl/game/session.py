@@ -22,8 +22,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agl.core.gamemap import great_circle
+from agl.core.geo import geodesic_km, geoscore
 from agl.core.jsonutil import dumps
+from agl.core.worldmap import great_circle
 from agl.dataset.manifest import Clip
 from agl.errors import AglError
 from agl.predictions.records import PLACE_FIELDS, Prediction, PredictionWriter, Status, read_predictions
@@ -61,6 +62,7 @@ class Guess:
 
 
 def check_player(name: str) -> str:
+    """`name` when it is a safe player name (it names the run folder), else one-line AglError."""
     if not _PLAYER_NAME.match(name or ""):
         raise AglError(
             f"player name {name!r}: use 1-40 letters, digits, '_', '-' or '.', starting with "
@@ -70,6 +72,7 @@ def check_player(name: str) -> str:
 
 
 def run_name(player: str) -> str:
+    """The run folder and MLflow run name of a player's games: `human-<player>`."""
     return f"human-{player}"
 
 
@@ -185,7 +188,6 @@ class GameSession:
     def _scored(self, clip_id: str, p: Prediction) -> tuple[float | None, float]:
         """(distance km or None, GeoGuessr score 0-5000) of an answer; a skip scores 0."""
         if clip_id not in self._scores:
-            from agl.core.geo import geodesic_km, geoscore
 
             clip = self.by_id[clip_id]
             if p.has_coordinates:

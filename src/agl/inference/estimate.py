@@ -13,12 +13,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agl.backends.base import get_backend
+from agl.core import audio
+from agl.dataset.manifest import ManifestWarning, clips, load_manifest
+from agl.inference.finalize import PREDICTIONS
+from agl.inference.model_run import run_fingerprint
+from agl.predictions.records import iter_records
+from agl.prompts import load_prompt
+
 DEFAULT_AUDIO_TOKENS_PER_S = 32.0
 DEFAULT_OUTPUT_TOKENS = 400
 
 
 @dataclass(frozen=True)
 class Estimate:
+    """What a run would send before it is started: requests, audio, tokens and cost."""
+
     requests: int
     audio_minutes: float
     input_tokens: int
@@ -47,11 +57,9 @@ def clip_seconds(clip: Any, audio_root: Path | None) -> float:
     if audio_root is not None:
         path = Path(audio_root) / clip.relpath
         if path.is_file():
-            import soundfile as sf
-
             try:
-                return float(sf.info(str(path)).duration)
-            except RuntimeError:
+                return audio.clip_seconds(path)
+            except RuntimeError:  # soundfile's LibsndfileError: not a file it can read
                 pass
     return float(clip.seconds or 0.0)
 
@@ -88,13 +96,6 @@ def estimate_run(
 ) -> Estimate:
     """The estimate for `agl infer --dry-run` and the stages: what `run_spec` would request."""
     import warnings
-
-    from agl.backends.base import get_backend
-    from agl.dataset.manifest import ManifestWarning, clips, load_manifest
-    from agl.inference.finalize import PREDICTIONS
-    from agl.inference.model_run import run_fingerprint
-    from agl.predictions.records import iter_records
-    from agl.prompts import load_prompt
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)

@@ -11,12 +11,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from agl.errors import AglError
+from agl.errors import AglError, reject_unknown_keys
 from agl.inference.runspec import ModelSpec, parse_models
 
 
 @dataclass(frozen=True)
 class RosterEntry:
+    """A model the project knows how to run, and what running it needs."""
+
     spec: ModelSpec
     key: str | None  # environment variable holding the API key, if any
     gpu_gb: float | None  # planning figure for bfloat16 weights + one batch
@@ -24,6 +26,7 @@ class RosterEntry:
 
 
 def load_roster(path: Path | None = None) -> list[RosterEntry]:
+    """The roster (`agl/data/roster.yaml`, or `path`), every entry checked like params.yaml."""
     import yaml
 
     source = path or resources.files("agl") / "data" / "roster.yaml"
@@ -38,8 +41,9 @@ def load_roster(path: Path | None = None) -> list[RosterEntry]:
         if not isinstance(e, dict):
             raise AglError(f"{label}: models.{name}: expected a mapping")
         n = e.get("needs") or {}
-        if not isinstance(n, dict) or set(n) - {"key", "gpu_gb", "server"}:
-            raise AglError(f"{label}: models.{name}.needs: only key, gpu_gb, server")
+        if not isinstance(n, dict):
+            raise AglError(f"{label}: models.{name}.needs: expected a mapping of key, gpu_gb, server")
+        reject_unknown_keys(n, {"key", "gpu_gb", "server"}, f"{label}: models.{name}.needs")
         needs[name] = n
         # The authors' prompt is the default for the paper's rows.
         entries[name] = {"prompt": "agl1k-paper", **{k: v for k, v in e.items() if k != "needs"}}

@@ -14,11 +14,13 @@ from typing import Any
 
 from agl.core.retry import RETRY_AFTER_CAP_S
 from agl.dataset.manifest import is_plain_name
-from agl.errors import AglError
+from agl.errors import AglError, reject_unknown_keys
 
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """One entry of params.yaml `models:`: which backend and model, its settings and prices."""
+
     name: str  # the run's folder: build/runs/<name>/
     backend: str
     model: str
@@ -32,6 +34,8 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class InferSettings:
+    """params.yaml `infer:`: what every inference run shares (prompt, concurrency, retries)."""
+
     prompt: str = "default"
     prompt_source: str | None = None  # the published file `agl1k-paper` reads its text from
     concurrency: int = 4
@@ -68,10 +72,7 @@ def parse_models(entries: Any, source: str = "params.yaml") -> list[ModelSpec]:
         where = f"{source}: {label}"
         if not isinstance(e, dict):
             raise AglError(f"{where}: expected a mapping with name, backend, model")
-        unknown = set(e) - _fields(ModelSpec)
-        if unknown:
-            raise AglError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; known: "
-                           f"{', '.join(sorted(_fields(ModelSpec)))}")
+        reject_unknown_keys(e, _fields(ModelSpec), where)
         for key in ("name", "backend"):
             if not isinstance(e.get(key), str) or not e[key]:
                 raise AglError(f"{where}.{key}: required text")
@@ -101,13 +102,11 @@ def parse_models(entries: Any, source: str = "params.yaml") -> list[ModelSpec]:
 
 
 def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
+    """params.yaml `infer:` checked; a bad key or value is one AglError naming it."""
     section = section or {}
     if not isinstance(section, dict):
         raise AglError(f"{source}: infer: expected a mapping")
-    unknown = set(section) - _fields(InferSettings)
-    if unknown:
-        raise AglError(f"{source}: infer: unknown key(s) {', '.join(sorted(unknown))}; known: "
-                       f"{', '.join(sorted(_fields(InferSettings)))}")
+    reject_unknown_keys(section, _fields(InferSettings), f"{source}: infer")
     try:
         s = InferSettings(**section)
         int(s.concurrency), float(s.timeout_s), int(s.max_retries), float(s.retry_after_cap_s)
@@ -127,6 +126,7 @@ def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
 
 
 def find_model(models: list[ModelSpec], name: str, source: str = "params.yaml") -> ModelSpec:
+    """The model named `name`, or an AglError listing the names there are."""
     for m in models:
         if m.name == name:
             return m
@@ -135,6 +135,7 @@ def find_model(models: list[ModelSpec], name: str, source: str = "params.yaml") 
 
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    """A params file as a dict ({} when empty); a missing or malformed file is an AglError."""
     import yaml
 
     path = Path(path)

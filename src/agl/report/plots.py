@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from agl.core import worldmap
+
 CDF_MARKS_KM: tuple[int, ...] = (1, 25, 200, 750, 2500)
 CDF_GRID_KM = np.unique(np.round(np.logspace(0, np.log10(20004), 80), 1))
 # Error bands of the maps (the CDF's marks: city, region, country, continent scale), so a
@@ -85,8 +87,6 @@ def cdf_plot(runs: dict[str, pd.DataFrame], path: Path) -> Path:
 
 def _basemap(ax) -> None:
     from matplotlib.collections import LineCollection, PolyCollection
-
-    from agl.core import worldmap
 
     ax.add_collection(PolyCollection(worldmap.land(), facecolor="#e6e6e6", edgecolor="#9a9a9a",
                                      linewidth=0.3, zorder=0))
@@ -322,8 +322,6 @@ def svg_map(scored: pd.DataFrame, *, svg_id: str, width: int = 1000) -> str:
     a point shows the clip, the truth, the prediction and the error (SVG <title>, no script),
     and draws the line to its prediction (CSS :hover). Self-contained: no JS, no network."""
     import html
-
-    from agl.core import worldmap
 
     def xy(lon, lat) -> str:
         return f"{(lon + 180) * width / 360:.1f},{(90 - lat) * width / 360:.1f}"
