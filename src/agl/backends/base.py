@@ -35,6 +35,8 @@ class Request:
 
 
 class ReplyStatus(StrEnum):
+    """How a call ended: a reply (ok), a structured refusal by the service, or no reply at all
+    (failed)."""
     OK = "ok"
     # The service declined in a structured way (a safety block, an API `refusal` field);
     # `text` holds its explanation. A refusal written in prose comes back OK and the parser
@@ -45,6 +47,8 @@ class ReplyStatus(StrEnum):
 
 @dataclass(frozen=True)
 class Reply:
+    """What a backend answers for one request: a status, the reply text or the error, tokens and
+    latency; `extra` carries backend-specific fields (timings, attempts, a served prediction)."""
     status: ReplyStatus
     text: str | None = None
     error: str | None = None

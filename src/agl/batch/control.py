@@ -41,6 +41,8 @@ def _age(seconds: float) -> str:
 
 def status_lines(backend_name: str, model: str, settings: dict[str, Any], out_dir: str | Path,
                  *, timeout_s: float = 60.0) -> list[str]:
+    """Each live batch job of this run folder: its state, clip counts and age (`agl infer --batch-
+    status`)."""
     path = state_mod.state_path(out_dir)
     state = state_mod.load(out_dir)
     if state is None:
@@ -95,6 +97,8 @@ def status_lines(backend_name: str, model: str, settings: dict[str, Any], out_di
 
 def cancel_lines(backend_name: str, model: str, settings: dict[str, Any], out_dir: str | Path,
                  *, timeout_s: float = 60.0) -> list[str]:
+    """Cancel this run folder's live batch jobs (`agl infer --batch-cancel`); one line per job
+    saying what happened."""
     from agl.core.single_writer import exclusive
 
     with exclusive(out_dir, "this run's batch jobs"):

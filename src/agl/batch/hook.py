@@ -54,6 +54,9 @@ class BatchSession:
 def batch_session(backend: Backend, requests: list[Request], *, out_dir: Path, pred_path: Path,
                   cache: Any, prompt: Any, fingerprint: str, price_in: float, price_out: float,
                   timeout_s: float, concurrency: int) -> Iterator[BatchSession]:
+    """The runner's hook: in batch mode, one pass over the provider's jobs (collect, submit, fall
+    back) under the folder's writer lock, yielding the requests left for the synchronous path;
+    in sync mode, a guard that refuses while batch jobs are live."""
     if not is_batch(backend.settings):
         _refuse_sync_while_live(out_dir)
         yield BatchSession(requests, {}, None)

@@ -38,12 +38,14 @@ class Chunk:
 
 @dataclass
 class Created:
+    """A job the provider accepted: its id and when it expires."""
     job_id: str
     expires_at: float | None = None
 
 
 @dataclass
 class JobStatus:
+    """A job's state as the provider reports it, normalised to an outcome once terminal."""
     state: str  # the provider's own word (in_progress, JOB_STATE_RUNNING, ...)
     # completed | failed | expired | cancelled once terminal, None while it may still run.
     outcome: str | None
@@ -66,6 +68,8 @@ class SubmitError(Exception):
 
 
 class BatchProvider(abc.ABC):
+    """One provider's batch API (OpenAI, Gemini): build and upload a job's requests, create, poll,
+    cancel, and read results by custom id."""
     name: ClassVar[str] = ""
 
     def __init__(self, backend: Backend, options: BatchOptions, state: BatchState, *,
@@ -119,6 +123,7 @@ _PROVIDERS: dict[str, type[BatchProvider]] = {}
 
 
 def provider(name: str):
+    """Class decorator registering a BatchProvider under a backend's name."""
     def deco(cls: type[BatchProvider]) -> type[BatchProvider]:
         cls.name = name
         _PROVIDERS[name] = cls

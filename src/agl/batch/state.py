@@ -40,6 +40,8 @@ VERSION = 1
 
 @dataclass
 class Job:
+    """One batch job in the run's state file: which clips it holds (by custom id), its provider ids
+    and files, its run fingerprint."""
     tag: str
     provider: str
     clips: dict[str, dict[str, Any]]  # sample id (= custom id) -> {key, audio_sha256}

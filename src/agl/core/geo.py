@@ -79,4 +79,5 @@ def _inverse_metres(geod, lon1: np.ndarray, lat1: np.ndarray, lon2: np.ndarray,
 
 
 def geoscore(distance_km) -> np.ndarray:
+    """The GeoGuessr score of a distance error: 5000·exp(-d / 1492.7 km), as OSV-5M uses it."""
     return 5000.0 * np.exp(-np.asarray(distance_km, dtype=float) / GEOSCORE_SCALE_KM)

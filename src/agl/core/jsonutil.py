@@ -8,6 +8,7 @@ from typing import Any
 
 
 def jsonable(obj: Any) -> Any:
+    """`obj` with NaN and infinities as None and numpy scalars as plain Python values, recursively."""
     if isinstance(obj, dict):
         return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
@@ -20,4 +21,5 @@ def jsonable(obj: Any) -> Any:
 
 
 def dumps(obj: Any, **kw: Any) -> str:
+    """`json.dumps` of `jsonable(obj)`: valid JSON always (NaN/inf are refused upstream as null)."""
     return json.dumps(jsonable(obj), allow_nan=False, **kw)

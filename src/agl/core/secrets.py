@@ -37,6 +37,7 @@ def known_secrets(settings: dict[str, Any] | None = None, env: dict[str, str] | 
 
 
 def scrub_text(text: str, secrets: Iterable[str] | None = None) -> str:
+    """`text` with every known secret (or the given ones) replaced by a redaction marker."""
     for s in known_secrets() if secrets is None else secrets:
         if s in text:
             text = text.replace(s, REDACTED)

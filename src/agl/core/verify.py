@@ -181,6 +181,8 @@ class Verdict:
 
 
 def verify(root: str | Path = ".", rev: str = "HEAD", *, status: bool = True) -> Verdict:
+    """Compare this checkout's `dvc.lock` and files on disk with the lock committed at `rev`; the
+    verdict names each stage's differing outputs, deps, params and command."""
     root = Path(root)
     lock_path = root / LOCK
     if not lock_path.exists():

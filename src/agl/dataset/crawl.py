@@ -47,6 +47,8 @@ _PAIR = re.compile(r"(-?\d{1,3}(?:\.\d+)?)\s*[,;/ ]\s*(-?\d{1,3}(?:\.\d+)?)")
 
 @dataclass(frozen=True)
 class CrawlConfig:
+    """What `agl crawl` lists and keeps from the Internet Archive's Aporee collection (`crawl:`
+    options)."""
     archive_url: str = ARCHIVE_URL  # scrape, advancedsearch and metadata live under it
     collection: str = "aporee"
     search_api: str = "scrape"  # scrape | advancedsearch
@@ -331,13 +333,14 @@ def reverse_geocode(points: list[tuple[float, float]]) -> list[tuple[str, str, s
 
 
 def write_report(path: Path, report: CrawlReport) -> None:
-
+    """The crawl's counts and every skipped item with its reason, as JSON."""
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"listed": report.listed, "kept": report.kept, "skipped": report.skipped}
     path.write_text(dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def print_report(report: CrawlReport) -> None:
+    """The crawl's counts and its skip reasons, most frequent first, on stderr."""
     print(f"agl crawl: {report.line()}", file=sys.stderr)
     reasons: dict[str, int] = {}
     for reason in report.skipped.values():

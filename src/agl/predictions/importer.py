@@ -312,6 +312,8 @@ def import_published(path: str | Path, *, reparse: bool = False) -> list[Predict
 def import_with_report(
     path: str | Path, *, reparse: bool = False
 ) -> tuple[list[Prediction], ImportReport]:
+    """A published result file as predictions, with a report of what the import saw (rows, prompts,
+    refusals, re-parsed replies)."""
     rows = read_published(path)
     report = ImportReport(rows=len(rows))
     for row in rows:

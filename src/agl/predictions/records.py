@@ -36,6 +36,8 @@ PLACE_FIELDS = ("latitude", "longitude", "city", "country", "continent")
 
 
 class Status(StrEnum):
+    """How a prediction ended: a failure is a status, never a value (no 0,0 for an unanswered
+    clip)."""
     OK = "ok"  # every place field parsed
     PARTIAL = "partial"  # some fields parsed; `missing` names the rest
     REFUSED = "refused"  # the model declined to answer
@@ -45,6 +47,8 @@ class Status(StrEnum):
 
 @dataclass(frozen=True)
 class Prediction:
+    """One clip's prediction: the place fields (None where missing), a status, the raw reply, and
+    meta (backend, tokens, cost, run fingerprint)."""
     sample_id: str
     status: Status
     latitude: float | None = None
@@ -172,6 +176,8 @@ def _drop_torn_tail(path: Path) -> None:
 
 
 def iter_records(path: str | Path) -> Iterator[Prediction]:
+    """The predictions of a JSON Lines file in file order; one line naming the file and line for
+    anything that is not a record."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines(keepends=True)

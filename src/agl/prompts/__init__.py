@@ -29,6 +29,8 @@ ALIASES = {"default": DEFAULT}
 
 @dataclass(frozen=True)
 class Prompt:
+    """A prompt's name, its exact text and where it came from; `sha256` identifies it in every
+    record and run."""
     name: str
     text: str
     source: str  # the package file or published file it came from

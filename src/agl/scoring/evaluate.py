@@ -72,6 +72,8 @@ def evaluate_frames(
     seed: int = 0,
     strict_refusal_km: float = EARTH_MAX_KM,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Score predictions (a frame of agl.predictions.records.FRAME_COLUMNS) against a manifest
+    frame under one protocol: metrics with bootstrap CIs and the per-clip score table."""
     scored, notes = score_with_notes(
         manifest, predictions, protocol, strict_refusal_km=strict_refusal_km
     )
@@ -103,6 +105,8 @@ def evaluate_files(
     protocol: str = "paper",
     **opts: Any,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Score a predictions file against a manifest under one protocol; returns the result and the
+    per-clip score table."""
     from agl.dataset.manifest import ManifestWarning
     from agl.dataset.manifest_cache import load_manifest_cached
 

@@ -119,6 +119,8 @@ def _with_ci(row: pd.Series, c: str, digits: int) -> str:
 
 
 def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """The leaderboard's header and its rows as display strings (rank, run, n / N, km with CI,
+    accuracies beside the paper's)."""
     head = ["#", "run", "model", "n / N", "distance km [95% CI]", "paper km", "median km",
             "GeoScore", "continent", "paper", "country", "paper", "city", "paper", "reject"]
     rows = []

@@ -25,6 +25,8 @@ def fmt(value: Any, pattern: str) -> str:
 
 
 def metrics_table(result: dict[str, Any], title: str = "") -> str:
+    """One run's metrics as a plain-text table for the terminal, with the speech split where
+    present."""
     speech = result.get("by_speech", {})
     head = f"{'metric':<28} {'all':>10} {'95% CI':>23}"
     cols = [k for k in ("speech", "non_speech") if k in speech]
