@@ -257,7 +257,7 @@ def test_report_section_maps_the_surface(bird_run, tmp_path):
         birds,
         tmp_path / "figs",
         tmp_path / "tables",
-        options=ReportOptions(bootstrap=50, paired_bootstrap=50, paired_permutations=50),
+        options=ReportOptions(group_bootstrap=50, paired_bootstrap=50, paired_permutations=50),
         img=img,
     )
     assert "abstained on 1 of 3" in page and "birds-paired" in page

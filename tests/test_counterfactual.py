@@ -300,7 +300,7 @@ def test_report_section_renders(experiment, tmp_path):
     summary = build_report(
         [RunInput("listener", scored)],
         out,
-        options=ReportOptions(bootstrap=20, factor_bootstrap=5, maps_for=0),
+        options=ReportOptions(group_bootstrap=20, factor_bootstrap=5, maps_for=0),
         sections=(lambda figs, tables, img: section(tmp_path / "effects.csv", figs, img, tables),),
     )
     page = Path(summary["html"]).read_text()

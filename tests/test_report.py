@@ -41,7 +41,7 @@ def run_dirs(tmp_path_factory, qwen_published, agl1k_manifest) -> Path:
     return root
 
 
-CFG = {"bootstrap": 100, "factor_bootstrap": 20, "paired_bootstrap": 200,
+CFG = {"group_bootstrap": 100, "factor_bootstrap": 20, "paired_bootstrap": 200,
        "paired_permutations": 500, "maps_for": 2}
 
 
@@ -146,7 +146,7 @@ def test_bad_params_are_one_clear_line(tmp_path, capsys):
     from agl.cli import main
 
     params = tmp_path / "params.yaml"
-    for text, expect in (("report:\n  bootstrap: lots\n", "report.bootstrap: 'lots' is not"),
+    for text, expect in (("report:\n  group_bootstrap: lots\n", "report.group_bootstrap: 'lots' is not"),
                          ("report:\n  bootstrapp: 10\n", "unknown key(s) bootstrapp"),
                          ("report:\n  judge: {backend: gemini}\n", "report.judge: set model")):
         params.write_text(text)

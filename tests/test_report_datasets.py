@@ -105,7 +105,7 @@ def test_report_has_one_section_per_data_version(tmp_path, two_datasets):
     assert "| 3 | subset-best * | subset-best | 6 / 24 |" in md
 
     cfg = {
-        "bootstrap": 20,
+        "group_bootstrap": 20,
         "factor_bootstrap": 5,
         "paired_bootstrap": 50,
         "paired_permutations": 50,

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.protocol:
         cfg["protocol"] = args.protocol
     if args.bootstrap is not None:
-        cfg["bootstrap"] = args.bootstrap
+        cfg["group_bootstrap"] = args.bootstrap
     if args.judge_backend or args.judge_model:
         settings = {"temperature": 0}
         if args.judge_base_url:

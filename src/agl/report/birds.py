@@ -153,7 +153,7 @@ def birds_section(runs, birds_csv: Path | None, figs: Path, tables: Path, *, opt
         f"{len(heard)} clips it listened to. On synthetic clips it should hear none, "
         "and birdrange then abstains (scored as a refusal).</p>"
     )
-    boot = {"bootstrap": options.bootstrap, "seed": options.seed}
+    boot = {"bootstrap": options.group_bootstrap, "seed": options.seed}
     tables_out = []
     for r in runs:
         t = by_birds(r.scored, heard, **boot).assign(run=r.name)

@@ -91,7 +91,7 @@ def _by_data_version(runs: list[RunInput]) -> list[tuple[str, list[RunInput]]]:
 def _analyse(runs: list[RunInput], figs: Path, tables: Path, cdf_dir: Path, options: ReportOptions,
              judge: JudgeConfig | None, sfx: str) -> dict[str, Any]:
     """Breakdowns, figures, error modes, factors and paired tests of the runs on one dataset."""
-    boot = {"bootstrap": options.bootstrap, "seed": options.seed}
+    boot = {"bootstrap": options.group_bootstrap, "seed": options.seed}
     order = sorted(runs, key=lambda r: (r.scored["distance_km"].mean(), r.name))
     by_name = {r.name: r for r in order}
 

@@ -35,7 +35,7 @@ class ReportOptions:
     """params.yaml `report:` (less `judge` and `track`): what the report computes and shows."""
 
     protocol: str = "paper"
-    bootstrap: int = 1000
+    group_bootstrap: int = 1000  # resamples per 95% CI of each breakdown row (a group of clips)
     seed: int = 0
     min_country_clips: int = 10
     confidence_bins: int = 5
