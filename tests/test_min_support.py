@@ -78,7 +78,8 @@ def test_factor_analysis_counts_failed_bootstrap_fits():
 
 
 def test_demo_report_withholds_every_estimate_below_minimum_support(demo_prior_scored, tmp_path):
-    opts = ReportOptions(group_bootstrap=50, factor_bootstrap=20, paired_bootstrap=50, paired_permutations=50, maps_for=0)
+    opts = ReportOptions(group_bootstrap=50, factor_bootstrap=20, paired_bootstrap=50, paired_permutations=50,
+                         maps_for=0)
     build_report([RunInput("prior", demo_prior_scored)], tmp_path, options=opts)
     page = (tmp_path / "report.html").read_text()
     assert "No factor estimated: insufficient data (n = 32 scored clips" in page
