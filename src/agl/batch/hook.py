@@ -1,6 +1,6 @@
 """Where the runner (`agl.inference.runner.run_inference`) meets batch mode: three small calls.
 
-    with batch_session(backend, requests, ...) as batch:   # a pass, under the run's lock
+    with batch_session(backend, requests, run=ctx, ...) as batch:   # a pass, under the run's lock
         source = batch.tag(stream(backend, batch.requests, ...), batch.requests)
         ... the synchronous path consumes `source` as always ...
     summary = batch_summary(summary, chosen, settings, out_dir, batch.report)
@@ -23,6 +23,8 @@ from agl.batch import state as state_mod
 from agl.batch.options import batch_options, is_batch
 from agl.batch.run import PassContext, PassReport, run_pass
 from agl.errors import AglError
+from agl.inference.record import RunContext
+from agl.inference.runner import RunOptions
 
 
 @dataclass
@@ -51,9 +53,8 @@ class BatchSession:
 
 
 @contextlib.contextmanager
-def batch_session(backend: Backend, requests: list[Request], *, out_dir: Path, pred_path: Path,
-                  cache: Any, prompt: Any, fingerprint: str, price_in: float, price_out: float,
-                  timeout_s: float, concurrency: int) -> Iterator[BatchSession]:
+def batch_session(backend: Backend, requests: list[Request], *, run: RunContext, out_dir: Path,
+                  cache: Any, options: RunOptions) -> Iterator[BatchSession]:
     """The runner's hook: in batch mode, one pass over the provider's jobs (collect, submit, fall
     back) under the folder's writer lock, yielding the requests left for the synchronous path;
     in sync mode, a guard that refuses while batch jobs are live."""
@@ -63,11 +64,12 @@ def batch_session(backend: Backend, requests: list[Request], *, out_dir: Path, p
         return
     from agl.core.single_writer import exclusive
 
-    options = batch_options(backend.name, backend.settings)
-    ctx = PassContext(backend=backend, out_dir=Path(out_dir), pred_path=Path(pred_path),
-                      cache=cache, prompt=prompt, fingerprint=fingerprint, price_in=price_in,
-                      price_out=price_out, options=options, timeout_s=timeout_s,
-                      concurrency=concurrency)
+    batch_opts = batch_options(backend.name, backend.settings)
+    ctx = PassContext(backend=backend, out_dir=Path(out_dir), pred_path=Path(run.pred_path),
+                      cache=cache, prompt=run.prompt, fingerprint=run.fingerprint,
+                      price_in=run.spec.price_in_per_m, price_out=run.spec.price_out_per_m,
+                      options=batch_opts, timeout_s=options.timeout_s,
+                      concurrency=options.concurrency)
     # One process per run folder while jobs are submitted and clips fall back: a second
     # one would submit or request the same clips again.
     with exclusive(out_dir, "this run's batch jobs"):

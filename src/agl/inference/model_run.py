@@ -113,10 +113,8 @@ def run_inference(
         ]
         cache = ResponseCache(options.cache_dir) if options.cache_dir is not None else None
         # mode: batch hands clips to the provider's batch API (agl.batch); sync: a guard only
-        with batch_session(backend, requests, out_dir=out_dir, pred_path=pred_path, cache=cache,
-                           prompt=prompt, fingerprint=fingerprint, price_in=spec.price_in_per_m,
-                           price_out=spec.price_out_per_m, timeout_s=options.timeout_s,
-                           concurrency=options.concurrency) as batch:
+        with batch_session(backend, requests, run=ctx, out_dir=out_dir, cache=cache,
+                           options=options) as batch:
             requests = batch.requests
             source = batch.tag(stream(backend, requests, cache=cache, concurrency=options.concurrency,
                                       timeout_s=options.timeout_s, max_retries=options.max_retries,
