@@ -25,6 +25,7 @@ import sys
 import webbrowser
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -51,9 +52,9 @@ _CSP = (
 )
 
 
-def load_static() -> dict[str, tuple[bytes, str]]:
+def load_static(package: str = "agl.game") -> dict[str, tuple[bytes, str]]:
     """The page's files, by name, read once: the only files besides audio ever served."""
-    root = importlib.resources.files("agl.game") / "static"
+    root = importlib.resources.files(package) / "static"
     files = {}
     for entry in root.iterdir():
         suffix = "." + entry.name.rsplit(".", 1)[-1]
@@ -85,6 +86,7 @@ class GameServer(ThreadingHTTPServer):
 class GameHandler(BaseHTTPRequestHandler):
     server: GameServer
     server_version = "agl-play"
+    command = "agl play"  # names the program in its messages (agl explore reuses this class)
     sys_version = ""
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib signature)
@@ -125,7 +127,7 @@ class GameHandler(BaseHTTPRequestHandler):
             self.close_connection = True  # half a request, then silence: drop it
         except Exception as exc:  # a bug here must answer, not hang the page
             what = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:200]
-            print(f"agl play: internal error on {method} {self.path[:80]!r}: {what}",
+            print(f"{self.command}: internal error on {method} {self.path[:80]!r}: {what}",
                   file=sys.stderr)
             self.close_connection = True
             self._json({"error": f"internal error: {what}"}, 500)
@@ -142,7 +144,7 @@ class GameHandler(BaseHTTPRequestHandler):
         host = (self.headers.get("Host") or "").strip()
         name = host[1:].split("]")[0] if host.startswith("[") else host.rsplit(":", 1)[0]
         if name not in _LOOPBACK_NAMES:
-            raise RequestError(403, f"Host {host[:80]!r} refused: open the URL agl play printed")
+            raise RequestError(403, f"Host {host[:80]!r} refused: open the URL {self.command} printed")
 
     def _path_parts(self) -> list[str]:
         if not self.path.startswith("/"):
@@ -238,18 +240,20 @@ class GameHandler(BaseHTTPRequestHandler):
 
     def _audio(self, clip_id: str) -> None:
         path = self.server.session.audio_path(clip_id)
+        ctype = "audio/mpeg" if path.suffix.lower() == ".mp3" else "application/octet-stream"
+        self._send_file(path, ctype, f"audio of clip {clip_id!r}")
+
+    def _send_file(self, path: Path, ctype: str, what: str) -> None:
+        """A file (chosen by the server, never named by the URL), with HTTP Range."""
         try:
             fh = open(path, "rb")
         except OSError as exc:
-            raise RequestError(
-                404, f"audio of clip {clip_id!r} unreadable ({exc.strerror})"
-            ) from None
+            raise RequestError(404, f"{what} unreadable ({exc.strerror})") from None
         with fh:
             size = path.stat().st_size
             start, end = self._range(size)
             ranged = bool(self.headers.get("Range")) and size > 0
             status = HTTPStatus.PARTIAL_CONTENT if ranged else HTTPStatus.OK
-            ctype = "audio/mpeg" if path.suffix.lower() == ".mp3" else "application/octet-stream"
             self._headers(status, ctype, end - start + 1, cache=True)
             self.send_header("Accept-Ranges", "bytes")
             if status == HTTPStatus.PARTIAL_CONTENT:

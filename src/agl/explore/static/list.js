@@ -1,0 +1,120 @@
+// The clip list: one row per clip, one coloured cell per run (its error band and km).
+// Virtualised: only the rows in view (and a few around) exist in the page, so 1,444 clips
+// x 20 runs scroll and re-filter without building 30,000 cells.
+"use strict";
+
+(function () {
+  const ROW_H = 28;
+  const OVERSCAN = 12;
+
+  class ClipList {
+    // idx: the index data; hrefFor(row) -> the link of a row's clip page; onSort(column).
+    constructor(root, idx, hrefFor, onSort) {
+      this.idx = idx;
+      this.hrefFor = hrefFor;
+      this.order = [];
+      const c = idx.clips;
+      this.columns = [
+        { sort: "key", label: "Clip", width: "10.5em", cell: (i) => c.key[i] },
+        { sort: "title", label: "Title", width: "22em", cell: (i) => c.title[i] },
+        { sort: "continent", label: "Continent", width: "8em", cell: (i) => c.continent[i] },
+        { sort: "country", label: "Country", width: "9em", cell: (i) => c.country[i] },
+        { sort: "seconds", label: "Length", width: "5.2em", cell: (i) => `${Math.round(c.seconds[i] ?? 0)} s`, cls: "num" },
+        { sort: "speech", label: "Speech", width: "5.2em", cell: (i) => (c.speech[i] ? "yes" : "no") },
+      ];
+      if (c.language) this.columns.push({ sort: null, label: "Language", width: "6em", cell: (i) => c.language[i] });
+      this.columns.push({ sort: "birds", label: "Birds", width: "4.2em", cls: "num",
+        cell: (i) => (c.birds[i] < 0 ? "—" : String(c.birds[i])) });
+      this.columns.push({ sort: "wrong", label: "Wrong", width: "5em", cls: "num",
+        cell: (i) => String(idx.wrong.reduce((s, w) => s + (w[i] === 1 ? 1 : 0), 0)) });
+      const template = [...this.columns.map((col) => col.width), ...idx.runs.map(() => "6.4em")].join(" ");
+
+      this.viewport = AGL.el("div", { class: "viewport", id: "viewport", tabindex: "0" });
+      this.head = AGL.el("div", { class: "thead", role: "row" });
+      this.head.style.gridTemplateColumns = template;
+      for (const col of this.columns) {
+        this.head.append(AGL.el("button", { type: "button", class: `th ${col.cls || ""}`,
+          dataset: { sort: col.sort || "" }, disabled: !col.sort, onclick: () => onSort(col.sort) }, col.label));
+      }
+      idx.runs.forEach((run, r) => {
+        const th = AGL.el("button", { type: "button", class: "th run", title: `${run.name}: sort by its error`,
+          dataset: { sort: `run:${run.name}` }, onclick: () => onSort(`run:${run.name}`) },
+        AGL.el("span", { class: "swatch" }), run.name);
+        th.firstChild.style.background = AGL.runColour(r);
+        this.head.append(th);
+      });
+      this.body = AGL.el("div", { class: "tbody", id: "rows" });
+      this.template = template;
+      this.viewport.append(this.head, this.body);
+      root.replaceChildren(this.viewport);
+      let queued = false;
+      this.viewport.addEventListener("scroll", () => {
+        if (queued) return;
+        queued = true;
+        requestAnimationFrame(() => { queued = false; this.render(); });
+      });
+      window.addEventListener("resize", () => this.render());
+    }
+
+    show(order, f) {
+      this.order = order;
+      this.body.style.height = `${order.length * ROW_H}px`;
+      for (const th of this.head.children) {
+        th.classList.toggle("sorted", th.dataset.sort === f.sort);
+        th.classList.toggle("desc", th.dataset.sort === f.sort && f.desc);
+      }
+      this.render(true);
+    }
+
+    scrollTo(row) {
+      const at = this.order.indexOf(row);
+      if (at < 0) return;
+      const top = at * ROW_H;
+      const v = this.viewport;
+      const head = this.head.offsetHeight;
+      if (top < v.scrollTop || top + ROW_H > v.scrollTop + v.clientHeight - head) {
+        v.scrollTop = Math.max(0, top - v.clientHeight / 3);
+      }
+    }
+
+    render(force) {
+      const v = this.viewport;
+      const head = this.head.offsetHeight;
+      const first = Math.max(0, Math.floor((v.scrollTop - head) / ROW_H) - OVERSCAN);
+      const last = Math.min(this.order.length, Math.ceil((v.scrollTop + v.clientHeight) / ROW_H) + OVERSCAN);
+      if (!force && first === this.first && last === this.last) return;
+      this.first = first;
+      this.last = last;
+      const idx = this.idx;
+      const rows = [];
+      for (let k = first; k < last; k++) {
+        const i = this.order[k];
+        const row = AGL.el("a", { class: "row", href: this.hrefFor(i), dataset: { key: idx.clips.key[i], row: k } });
+        row.style.top = `${k * ROW_H}px`;
+        row.style.gridTemplateColumns = this.template;
+        for (const col of this.columns) {
+          const text = col.cell(i);
+          row.append(AGL.el("span", { class: `td ${col.cls || ""}`, title: text }, text));
+        }
+        for (let r = 0; r < idx.runs.length; r++) row.append(this.runCell(r, i));
+        rows.push(row);
+      }
+      this.body.replaceChildren(...rows);
+    }
+
+    runCell(r, i) {
+      const idx = this.idx;
+      const band = idx.band[r][i];
+      const km = idx.km[r][i];
+      const info = idx.bands[band];
+      const text = band < 5 ? AGL.km(km).replace(" km", "") : AGL.BAND_SHORT[band];
+      const verdict = idx.wrong[r][i] === 1 ? "wrong" : idx.wrong[r][i] === 0 ? "right" : "not judged";
+      const cell = AGL.el("span", { class: `td band b${band}`, dataset: { run: idx.runs[r].name, band },
+        title: `${idx.runs[r].name}: ${info.label}${km !== null && band < 5 ? ` (${AGL.km(km)})` : ""}, ${verdict}` }, text);
+      cell.style.background = info.colour;
+      return cell;
+    }
+  }
+
+  AGL.ClipList = ClipList;
+})();
