@@ -80,6 +80,26 @@ def _language(fields: dict[str, Any]) -> str:
     return ""
 
 
+def aliases(manifest, protocol: str) -> dict[str, dict[str, str]]:
+    """Other names of the manifest's countries and continents (lower case) -> its own name:
+    the report's tables name groups as the protocol normalised them (paper: 'Turkey' for
+    'Türkiye'; strict: ISO3 codes), and a link from there must still find the clips."""
+    from agl.protocols import iso3_many, paper_continent, paper_country, strict_continent
+
+    out: dict[str, dict[str, str]] = {"country": {}, "continent": {}}
+    countries = sorted(set(manifest["country"].astype(str)) - {""})
+    codes = iso3_many(countries) if protocol == "strict" else {}
+    for name in countries:
+        for alias in (paper_country(name), codes.get(name)):
+            if alias:
+                out["country"].setdefault(alias.lower(), name)
+    for name in sorted(set(manifest["continent"].astype(str)) - {""}):
+        for alias in (paper_continent(name), strict_continent(name)):
+            if alias:
+                out["continent"].setdefault(alias.lower(), name)
+    return out
+
+
 def index_payload(ex: Explorer) -> dict[str, Any]:
     """Everything the clip list filters and sorts on, as columns (one entry per clip)."""
     from agl.manifest import CATEGORY_COLUMNS
@@ -102,6 +122,7 @@ def index_payload(ex: Explorer) -> dict[str, Any]:
         "notes": ex.notes,
         "bands": bands(),
         "categories": list(CATEGORY_COLUMNS),
+        "aliases": aliases(m, ex.paths.protocol),
         "runs": [{"name": r.name, "notes": r.result.notes} for r in ex.runs],
         "variants": [{"id": v.id, "label": v.label, "clips": len(v.files),
                       "runs": sorted(v.listened)} for v in ex.variants],

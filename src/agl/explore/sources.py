@@ -122,7 +122,7 @@ def load(paths: ExplorePaths) -> Explorer:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         manifest = load_manifest(paths.manifest)
-    notes += [f"{paths.manifest}: {w.message}" for w in caught]
+    notes += [str(w.message) for w in caught]  # they name the file
     if manifest.empty:
         raise AglError(f"{paths.manifest}: the manifest has no clips to explore")
     for col in ("title", "description"):

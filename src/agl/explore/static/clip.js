@@ -65,6 +65,7 @@
       swatch.style.background = colours.get(g.run);
       const why = [];
       if (g.reasoning) why.push(el("div", { class: "reasoning" }, g.reasoning));
+      else if (g.status && !g.raw_reply) why.push(el("div", { class: "note" }, "no reasoning in this record"));
       if (g.raw_reply) why.push(el("div", { class: "raw" }, el("b", {}, "raw reply: "), g.raw_reply));
       if (g.error) why.push(el("div", { class: "note" }, `error: ${g.error}`));
       if (g.note) why.push(el("div", { class: "note" }, g.note));

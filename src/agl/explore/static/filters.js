@@ -47,9 +47,16 @@
       speech: ["yes", "no"], birds: ["heard", "none", "unknown"], every: ["wrong", "right"],
       any: ["refused", "failed"], cat: idx.categories,
     };
+    const names = { continent: new Set(idx.clips.continent), country: new Set(idx.clips.country) };
     for (const k of SIMPLE) {
-      const v = p.get(k);
+      let v = p.get(k);
       if (v === null || v === "") continue;
+      if (names[k] && !names[k].has(v)) {
+        // The report names groups as its protocol normalised them: find the manifest's name.
+        const own = idx.aliases[k][v.toLowerCase()];
+        if (own === undefined) { problems.push(`no clip has ${k} ${v}`); continue; }
+        v = own;
+      }
       if (allowed[k] && !allowed[k].includes(v)) { problems.push(`${k}=${v} is not a known value`); continue; }
       if (k === "only" && !runs.has(v)) { problems.push(`no run named ${v}`); continue; }
       f[k] = v;

@@ -40,8 +40,9 @@
       const xs = pts.map((p) => p.longitude);
       const ys = pts.map((p) => -p.latitude);
       const x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(...ys), y1 = Math.max(...ys);
-      const w = Math.max(30, (x1 - x0) * 1.35, (y1 - y0) * 2 * 1.35);
-      this.setView({ x: (x0 + x1) / 2 - w / 2, y: (y0 + y1) / 2 - w / 4, w });
+      // Labels run to the right of their markers: room for them on that side.
+      const w = Math.max(30, (x1 - x0) * 1.6, (y1 - y0) * 2 * 1.35);
+      this.setView({ x: (x0 + x1) / 2 - w * 0.42, y: (y0 + y1) / 2 - w / 4, w });
     }
 
     dot(lat, lon, cls, data, size) {
@@ -86,6 +87,7 @@
         t.setAttribute("x", x);
         t.setAttribute("y", y);
         t.setAttribute("font-size", fs);
+        t.style.strokeWidth = fs * 0.22;  // the halo, in degrees like everything else here
       }
     }
 
