@@ -82,7 +82,7 @@ class ExploreServer(ThreadingHTTPServer):
 class ExploreHandler(GameHandler):
     server: ExploreServer  # type: ignore[assignment]
     server_version = "agl-explore"
-    command = "agl explore"
+    program = "agl explore"
 
     def _route(self, method: str, parts: list[str]) -> None:
         if method != "GET":

@@ -254,8 +254,8 @@ def read_birds(path: Path | None) -> tuple[dict[str, dict[str, Any]] | None, str
         return None, f"{path}: not a BirdNET table (needs columns key and status)"
     birds: dict[str, dict[str, Any]] = {}
     for row in table.to_dict(orient="records"):
-        species = [s for s in str(row.get("species") or "").split("; ") if s]
-        others = [s for s in str(row.get("other_classes") or "").split("; ") if s]
+        species = [s for s in str(_cell(row.get("species")) or "").split("; ") if s]
+        others = [s for s in str(_cell(row.get("other_classes")) or "").split("; ") if s]
         birds[str(row["key"])] = {
             "status": str(row["status"]), "error": _cell(row.get("error")) or None,
             "species": [{"scientific": s} for s in species],

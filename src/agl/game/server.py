@@ -86,7 +86,7 @@ class GameServer(ThreadingHTTPServer):
 class GameHandler(BaseHTTPRequestHandler):
     server: GameServer
     server_version = "agl-play"
-    command = "agl play"  # names the program in its messages (agl explore reuses this class)
+    program = "agl play"  # names the program in its messages (agl explore reuses this class)
     sys_version = ""
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib signature)
@@ -127,7 +127,7 @@ class GameHandler(BaseHTTPRequestHandler):
             self.close_connection = True  # half a request, then silence: drop it
         except Exception as exc:  # a bug here must answer, not hang the page
             what = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:200]
-            print(f"{self.command}: internal error on {method} {self.path[:80]!r}: {what}",
+            print(f"{self.program}: internal error on {method} {self.path[:80]!r}: {what}",
                   file=sys.stderr)
             self.close_connection = True
             self._json({"error": f"internal error: {what}"}, 500)
@@ -144,7 +144,7 @@ class GameHandler(BaseHTTPRequestHandler):
         host = (self.headers.get("Host") or "").strip()
         name = host[1:].split("]")[0] if host.startswith("[") else host.rsplit(":", 1)[0]
         if name not in _LOOPBACK_NAMES:
-            raise RequestError(403, f"Host {host[:80]!r} refused: open the URL {self.command} printed")
+            raise RequestError(403, f"Host {host[:80]!r} refused: open the URL {self.program} printed")
 
     def _path_parts(self) -> list[str]:
         if not self.path.startswith("/"):
