@@ -162,11 +162,19 @@ def text_payload(ex: Explorer) -> dict[str, Any]:
 # --- one clip -------------------------------------------------------------------------------
 
 
+def _lookup(result: Scored, key: str) -> tuple[int, float | None, int]:
+    """(band, km, wrong) of one clip; every key of the run is computed on first use."""
+    if result.by_key is None:
+        keys = sorted(set(result.predictions) | set(result.scores.index if result.scores is not None else ()))
+        cols = run_columns(result, keys)
+        result.by_key = dict(zip(keys, zip(cols["band"], cols["km"], cols["wrong"], strict=True), strict=True))
+    return result.by_key.get(key, (NO_PREDICTION, None, -1))
+
+
 def _guess(result: Scored, key: str, kind: str) -> dict[str, Any]:
     """What a run said about one clip, its score, and a note where something is missing."""
-    cols = run_columns(Scored({key: result.predictions[key]} if key in result.predictions else {},
-                              result.scores, result.wrong), [key])
-    entry: dict[str, Any] = {"band": cols["band"][0], "km": cols["km"][0], "wrong": cols["wrong"][0]}
+    band, km, wrong = _lookup(result, key)
+    entry: dict[str, Any] = {"band": band, "km": km, "wrong": wrong}
     p = result.predictions.get(key)
     if p is None:
         entry["note"] = f"no prediction for this clip in this {kind}"

@@ -62,6 +62,9 @@ class Scored:
     scores: pd.DataFrame | None  # indexed by sample_id; None: no usable table
     wrong: pd.Series | None  # bool by sample_id (agl.error_modes.is_wrong)
     notes: list[str] = field(default_factory=list)
+    # key -> (band, km, wrong), filled once by agl.explore.payload: a clip page reads a few
+    # keys of every run, and a pandas lookup per key and run would cost ~3 ms each.
+    by_key: dict[str, tuple[int, float | None, int]] | None = None
 
 
 @dataclass

@@ -110,6 +110,7 @@
     $("count").textContent = `${S.order.length.toLocaleString("en")} of ${total.toLocaleString("en")} clips`;
     document.body.dataset.count = S.order.length;
     document.body.dataset.renderMs = (performance.now() - t0).toFixed(2);
+    document.body.dataset.rendered = AGL.toHash(S.f);  // the filter the list now shows
   }
 
   function showNotes() {
@@ -228,6 +229,7 @@
     window.addEventListener("hashchange", () => route().catch((e) => message(e.message)));
     document.addEventListener("keydown", onKey);
     await route();
+    document.body.dataset.readyMs = performance.now().toFixed(1);  // since navigation start
     document.body.dataset.ready = "1";
   }
 

@@ -27,11 +27,16 @@
         cell: (i) => (c.birds[i] < 0 ? "—" : String(c.birds[i])) });
       this.columns.push({ sort: "wrong", label: "Wrong", width: "5em", cls: "num",
         cell: (i) => String(idx.wrong.reduce((s, w) => s + (w[i] === 1 ? 1 : 0), 0)) });
-      const template = [...this.columns.map((col) => col.width), ...idx.runs.map(() => "6.4em")].join(" ");
+      const widths = [...this.columns.map((col) => col.width), ...idx.runs.map(() => "6.4em")];
+      const template = widths.join(" ");
+      const total = widths.reduce((s, w) => s + parseFloat(w), 0);
 
       this.viewport = AGL.el("div", { class: "viewport", id: "viewport", tabindex: "0" });
+      // Fixed column widths for every row (CSS variables): a row's layout never depends on
+      // its text, so each row is laid out and painted on its own (contain: strict).
+      this.viewport.style.setProperty("--cols", template);
+      this.viewport.style.setProperty("--row-w", `${total}em`);
       this.head = AGL.el("div", { class: "thead", role: "row" });
-      this.head.style.gridTemplateColumns = template;
       for (const col of this.columns) {
         this.head.append(AGL.el("button", { type: "button", class: `th ${col.cls || ""}`,
           dataset: { sort: col.sort || "" }, disabled: !col.sort, onclick: () => onSort(col.sort) }, col.label));
@@ -44,7 +49,6 @@
         this.head.append(th);
       });
       this.body = AGL.el("div", { class: "tbody", id: "rows" });
-      this.template = template;
       this.viewport.append(this.head, this.body);
       root.replaceChildren(this.viewport);
       let queued = false;
@@ -85,21 +89,44 @@
       if (!force && first === this.first && last === this.last) return;
       this.first = first;
       this.last = last;
-      const idx = this.idx;
-      const rows = [];
-      for (let k = first; k < last; k++) {
-        const i = this.order[k];
-        const row = AGL.el("a", { class: "row", href: this.hrefFor(i), dataset: { key: idx.clips.key[i], row: k } });
-        row.style.top = `${k * ROW_H}px`;
-        row.style.gridTemplateColumns = this.template;
-        for (const col of this.columns) {
-          const text = col.cell(i);
-          row.append(AGL.el("span", { class: `td ${col.cls || ""}`, title: text }, text));
-        }
-        for (let r = 0; r < idx.runs.length; r++) row.append(this.runCell(r, i));
-        rows.push(row);
+      // A scroll keeps the rows still in view and builds only those that come into it;
+      // a new filter or sort (force) builds them all.
+      if (force || !this.rows) {
+        this.rows = new Map();
+        this.body.replaceChildren();
       }
-      this.body.replaceChildren(...rows);
+      for (const [k, row] of this.rows) {
+        if (k < first || k >= last) { row.remove(); this.rows.delete(k); }
+      }
+      const lowest = this.rows.size ? Math.min(...this.rows.keys()) : last;
+      const before = [], after = [];
+      for (let k = first; k < last; k++) {
+        if (this.rows.has(k)) continue;
+        const row = this.makeRow(k);
+        this.rows.set(k, row);
+        (k < lowest ? before : after).push(row);
+      }
+      this.body.prepend(...before);
+      this.body.append(...after);
+    }
+
+    makeRow(k) {
+      const idx = this.idx;
+      const i = this.order[k];
+      const row = document.createElement("a");
+      row.className = "row";
+      row.href = this.hrefFor(i);
+      row.dataset.key = idx.clips.key[i];
+      row.style.top = `${k * ROW_H}px`;
+      for (const col of this.columns) {
+        const cell = document.createElement("span");
+        cell.className = col.cls ? `td ${col.cls}` : "td";
+        cell.textContent = col.cell(i);
+        row.appendChild(cell);
+      }
+      row.firstChild.nextSibling.title = idx.clips.title[i];  // the title, in full
+      for (let r = 0; r < idx.runs.length; r++) row.append(this.runCell(r, i));
+      return row;
     }
 
     runCell(r, i) {
@@ -109,8 +136,11 @@
       const info = idx.bands[band];
       const text = band < 5 ? AGL.km(km).replace(" km", "") : AGL.BAND_SHORT[band];
       const verdict = idx.wrong[r][i] === 1 ? "wrong" : idx.wrong[r][i] === 0 ? "right" : "not judged";
-      const cell = AGL.el("span", { class: `td band b${band}`, dataset: { run: idx.runs[r].name, band },
-        title: `${idx.runs[r].name}: ${info.label}${km !== null && band < 5 ? ` (${AGL.km(km)})` : ""}, ${verdict}` }, text);
+      const cell = document.createElement("span");
+      cell.className = `td band b${band}`;
+      cell.dataset.run = idx.runs[r].name;
+      cell.title = `${idx.runs[r].name}: ${info.label}${km !== null && band < 5 ? ` (${AGL.km(km)})` : ""}, ${verdict}`;
+      cell.textContent = text;
       cell.style.background = info.colour;
       return cell;
     }
