@@ -39,10 +39,10 @@ WORDS = ("harbour gulls wind traffic church bells market vendors speaking a lang
 
 
 def make_outputs(root: Path, n: int, runs: int, seed: int = 0) -> Path:
-    from agl import canonical
-    from agl.evaluate import score_run
-    from agl.manifest import CATEGORY_COLUMNS, write_manifest
-    from agl.predictions import Prediction, Status, write_predictions
+    from agl.core import canonical
+    from agl.dataset.manifest import CATEGORY_COLUMNS, write_manifest
+    from agl.predictions.records import Prediction, Status, write_predictions
+    from agl.scoring.evaluate import score_run
 
     rng = np.random.default_rng(seed)
     continents = ["Europe", "Asia", "Africa", "North America", "South America", "Oceania"]

@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 from factories import manifest, prediction
 
-from agl import canonical
-from agl.counterfactual import encode_mp3
-from agl.evaluate import score_run
-from agl.manifest import write_manifest
-from agl.predictions import Status, failed, write_predictions
+from agl.core import canonical
+from agl.counterfactual.effects import encode_mp3
+from agl.dataset.manifest import write_manifest
+from agl.predictions.records import Status, failed, write_predictions
+from agl.scoring.evaluate import score_run
 
 HOSTILE = ('<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> '
            'sounds like Paris & "friends"')

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from explore_outputs import HOSTILE, write_outputs
 
+from agl.core.geo import geodesic_km
 from agl.errors import AglError
 from agl.explore import payload
 from agl.explore.export import MARKER, export
 from agl.explore.sources import ExplorePaths, load
 from agl.explore.spectrogram import spectrogram_png
-from agl.geo import geodesic_km
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,7 @@ def test_export_notes_pictures_not_drawn(explorer, tmp_path):
 
 
 def test_report_links_name_the_rows_clips():
-    from agl.report import _explore_href
+    from agl.report.build import _explore_href
 
     base = "../explore/index.html"
     assert _explore_href(base, "knn", "country", "Spain") == "../explore/index.html#country=Spain&sort=run%3Aknn"

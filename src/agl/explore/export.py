@@ -59,8 +59,8 @@ def _place(src: Path, dest: Path) -> None:
 def export(ex: Explorer, out: Path, *, audio: bool = True, spectrograms: bool = True,
            jobs: int = 2, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Write the folder; returns counts (clips, audio files, pictures, problems)."""
+    from agl.core.gamemap import world_svg
     from agl.game.server import load_static
-    from agl.game.worldmap import world_svg
 
     out = Path(out)
     _check_destination(out)

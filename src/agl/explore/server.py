@@ -45,7 +45,7 @@ class ExploreServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], explorer: Explorer,
                  idle_timeout_s: float = IDLE_TIMEOUT_S):
-        from agl.game.worldmap import world_svg
+        from agl.core.gamemap import world_svg
 
         self.explorer = explorer
         self.idle_timeout_s = idle_timeout_s
@@ -118,7 +118,7 @@ class ExploreHandler(GameHandler):
         return n
 
     def _media(self, kind: str, n: int, name: str) -> None:
-        from agl.backends._audio import mime_type
+        from agl.core.decode import mime_type
 
         files = payload.media_files(self.server.explorer, n)
         stem, dot, suffix = name.rpartition(".")

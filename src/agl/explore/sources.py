@@ -29,7 +29,7 @@ import pandas as pd
 
 from agl.errors import AglError
 
-# The score table's columns the explorer reads (agl.protocols.SCORE_COLUMNS has them all).
+# The score table's columns the explorer reads (agl.scoring.protocols.SCORE_COLUMNS has them all).
 SCORE_NEEDS = ("sample_id", "status", "distance_km", "refused", "failed", "country_correct",
                "pred_lat", "pred_lon")
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+|\.{2,}")
@@ -60,7 +60,7 @@ class Scored:
 
     predictions: dict[str, Any]
     scores: pd.DataFrame | None  # indexed by sample_id; None: no usable table
-    wrong: pd.Series | None  # bool by sample_id (agl.error_modes.is_wrong)
+    wrong: pd.Series | None  # bool by sample_id (agl.report.error_modes.is_wrong)
     notes: list[str] = field(default_factory=list)
     # key -> (band, km, wrong), filled once by agl.explore.payload: a clip page reads a few
     # keys of every run, and a pandas lookup per key and run would cost ~3 ms each.
@@ -119,7 +119,7 @@ def slug(text: str) -> str:
 
 def load(paths: ExplorePaths) -> Explorer:
     """Read everything there is; AglError only for an unusable manifest."""
-    from agl.manifest import dataset_label, load_manifest
+    from agl.dataset.manifest import dataset_label, load_manifest
 
     notes: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
@@ -181,8 +181,8 @@ def _run_name(folder: Path) -> str:
 def read_scored(folder: Path, protocol: str, wrong_km: float, keys: set[str], *,
                 evaluate_hint: str) -> Scored:
     """The predictions and the score table of one folder, with one note per problem."""
-    from agl.error_modes import is_wrong
-    from agl.predictions import read_predictions
+    from agl.predictions.records import read_predictions
+    from agl.report.error_modes import is_wrong
 
     notes: list[str] = []
     preds: dict[str, Any] = {}
@@ -302,7 +302,7 @@ def read_speech(path: Path | None) -> tuple[dict[str, dict[str, Any]] | None, st
 
 def find_variants(paths: ExplorePaths, runs: list[Run]) -> tuple[list[Variant], str | None]:
     """Every `<perturb>/<intervention>/<level>/` and each run's answers on it."""
-    from agl.manifest import ManifestWarning, load_manifest
+    from agl.dataset.manifest import ManifestWarning, load_manifest
 
     root = paths.perturb
     if root is None:
