@@ -195,7 +195,7 @@ def test_export_notes_pictures_not_drawn(explorer, tmp_path):
 
 
 def test_report_links_name_the_rows_clips():
-    from agl.report.build import _explore_href
+    from agl.report.tables import explore_href as _explore_href
 
     base = "../explore/index.html"
     assert _explore_href(base, "knn", "country", "Spain") == "../explore/index.html#country=Spain&sort=run%3Aknn"

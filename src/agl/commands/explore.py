@@ -79,8 +79,8 @@ def _report_params() -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.errors import AglError
-    from agl.explore.sources import ExplorePaths, load
+    from agl.errors import AglError  # a command's lazy load: `agl --help` stays instant
+    from agl.explore.sources import ExplorePaths, load  # a command's lazy load
 
     report = _report_params()
     protocol = args.protocol or str(report.get("protocol") or "paper")
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     explorer = load(paths)
     if args.export is not None:
         return _export(explorer, args)
-    from agl.explore.server import serve
+    from agl.explore.server import serve  # a command's lazy load
 
     try:
         serve(explorer, args.host, args.port, open_browser=not args.no_browser,
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
 def _export(explorer, args: argparse.Namespace) -> int:
     import sys
 
-    from agl.explore.export import export
+    from agl.explore.export import export  # a command's lazy load
 
     for note in explorer.notes:
         print(f"agl explore: note: {note}", file=sys.stderr)

@@ -21,16 +21,17 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from agl.core.worldmap import world_svg
 from agl.errors import AglError
 from agl.explore import payload
 from agl.explore.sources import Explorer
+from agl.explore.spectrogram import spectrogram_png
+from agl.game.server import load_static
 
 MARKER = ".agl-explore"
 
 
 def _picture(task: tuple[int, str, str]) -> tuple[int, str, bytes | None, str | None]:
-    from agl.explore.spectrogram import spectrogram_png
-
     n, stem, path = task
     try:
         return n, stem, spectrogram_png(Path(path)), None
@@ -59,9 +60,6 @@ def _place(src: Path, dest: Path) -> None:
 def export(ex: Explorer, out: Path, *, audio: bool = True, spectrograms: bool = True,
            jobs: int = 2, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Write the folder; returns counts (clips, audio files, pictures, problems)."""
-    from agl.core.gamemap import world_svg
-    from agl.game.server import load_static
-
     out = Path(out)
     _check_destination(out)
     tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")

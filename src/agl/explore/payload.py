@@ -22,7 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from agl.core.geo import geodesic_km
+from agl.core.jsonutil import jsonable
+from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.explore.sources import Explorer, Scored, Variant
+from agl.report.plots import BAND_COLOURS, BAND_LABELS, ERROR_BANDS_KM
+from agl.scoring.protocol_paper import paper_continent, paper_country
+from agl.scoring.protocol_strict import iso3_many, strict_continent
 
 REFUSED, FAILED, NO_DISTANCE, NOT_SCORED, NO_PREDICTION = 5, 6, 7, 8, 9
 _EXTRA_BANDS = (("refused", "#7b4fa8"), ("failed", "#3d3d3d"), ("no distance", "#a0a0a0"),
@@ -32,16 +38,12 @@ RAW_REPLY_CHARS = 4000  # a reply without usable reasoning is shown, up to this 
 
 
 def bands() -> list[dict[str, str]]:
-    from agl.report.plots import BAND_COLOURS, BAND_LABELS
-
     return ([{"label": lab, "colour": col} for lab, col in zip(BAND_LABELS, BAND_COLOURS, strict=True)]
             + [{"label": lab, "colour": col} for lab, col in _EXTRA_BANDS])
 
 
 def script(name: str, data: Any) -> bytes:
     """One data file of the page: a single call the page's loader answers."""
-    from agl.core.jsonutil import jsonable
-
     body = json.dumps(jsonable(data), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     return f"AGL_EXPLORE.receive({json.dumps(name)},{body});\n".encode("ascii")
 
@@ -52,8 +54,6 @@ def _round(values: np.ndarray, digits: int = 1) -> list[float | None]:
 
 def run_columns(result: Scored, keys: list[str]) -> dict[str, list]:
     """Band code, error km and wrong (1) / right (0) / unknown (-1) per clip, manifest order."""
-    from agl.report.plots import ERROR_BANDS_KM
-
     n = len(keys)
     has_pred = np.fromiter((k in result.predictions for k in keys), dtype=bool, count=n)
     if result.scores is None:
@@ -84,8 +84,6 @@ def aliases(manifest, protocol: str) -> dict[str, dict[str, str]]:
     """Other names of the manifest's countries and continents (lower case) -> its own name:
     the report's tables name groups as the protocol normalised them (paper: 'Turkey' for
     'Türkiye'; strict: ISO3 codes), and a link from there must still find the clips."""
-    from agl.scoring.protocols import iso3_many, paper_continent, paper_country, strict_continent
-
     out: dict[str, dict[str, str]] = {"country": {}, "continent": {}}
     countries = sorted(set(manifest["country"].astype(str)) - {""})
     codes = iso3_many(countries) if protocol == "strict" else {}
@@ -102,8 +100,6 @@ def aliases(manifest, protocol: str) -> dict[str, dict[str, str]]:
 
 def index_payload(ex: Explorer) -> dict[str, Any]:
     """Everything the clip list filters and sorts on, as columns (one entry per clip)."""
-    from agl.dataset.manifest import CATEGORY_COLUMNS
-
     m = ex.manifest
     keys = m["key"].astype(str).tolist()
     cats = np.zeros(len(m), dtype=np.int64)
@@ -209,8 +205,6 @@ def _media(ex: Explorer, n: int, vid: str, path, *, audio: bool,
 
 
 def _moved_km(a: dict[str, Any], b: dict[str, Any]) -> float | None:
-    from agl.core.geo import geodesic_km
-
     coords = (a.get("latitude"), a.get("longitude"), b.get("latitude"), b.get("longitude"))
     if any(c is None for c in coords):
         return None
@@ -239,8 +233,6 @@ def variant_entry(ex: Explorer, v: Variant, n: int, key: str, original: dict[str
 def clip_payload(ex: Explorer, n: int, *, audio: bool = True,
                  broken: dict[tuple[int, str], str] | None = None) -> dict[str, Any]:
     """Everything the clip page shows about clip number `n` (manifest order)."""
-    from agl.dataset.manifest import CATEGORY_COLUMNS
-
     broken = broken or {}
     row = ex.manifest.iloc[n]
     key = str(row["key"])

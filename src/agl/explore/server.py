@@ -28,9 +28,12 @@ import webbrowser
 from http.server import ThreadingHTTPServer
 from typing import Any
 
+from agl.core.audio import mime_type
+from agl.core.worldmap import world_svg
 from agl.errors import AglError
 from agl.explore import payload
 from agl.explore.sources import Explorer
+from agl.explore.spectrogram import spectrogram_png
 from agl.game.server import _LOOPBACK_NAMES, IDLE_TIMEOUT_S, GameHandler, load_static
 from agl.game.session import RequestError
 
@@ -45,8 +48,6 @@ class ExploreServer(ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], explorer: Explorer,
                  idle_timeout_s: float = IDLE_TIMEOUT_S):
-        from agl.core.gamemap import world_svg
-
         self.explorer = explorer
         self.idle_timeout_s = idle_timeout_s
         self.loopback_only = address[0] in _LOOPBACK_NAMES
@@ -74,8 +75,6 @@ class ExploreServer(ThreadingHTTPServer):
         return payload.script(f"clip:{n}", payload.clip_payload(self.explorer, n))
 
     def _picture(self, n: int, stem: str) -> bytes:
-        from agl.explore.spectrogram import spectrogram_png
-
         return spectrogram_png(payload.media_files(self.explorer, n)[stem])
 
 
@@ -118,8 +117,6 @@ class ExploreHandler(GameHandler):
         return n
 
     def _media(self, kind: str, n: int, name: str) -> None:
-        from agl.core.decode import mime_type
-
         files = payload.media_files(self.server.explorer, n)
         stem, dot, suffix = name.rpartition(".")
         path = files.get(stem) if dot else None

@@ -27,9 +27,12 @@ from typing import Any
 
 import pandas as pd
 
+from agl.dataset.manifest import ManifestWarning, dataset_label, load_manifest
 from agl.errors import AglError
+from agl.predictions.records import read_predictions
+from agl.report.error_modes import is_wrong
 
-# The score table's columns the explorer reads (agl.scoring.protocols.SCORE_COLUMNS has them all).
+# The score table's columns the explorer reads (agl.scoring.score_table.SCORE_COLUMNS has them all).
 SCORE_NEEDS = ("sample_id", "status", "distance_km", "refused", "failed", "country_correct",
                "pred_lat", "pred_lon")
 _SLUG = re.compile(r"[^A-Za-z0-9_.-]+|\.{2,}")
@@ -37,6 +40,8 @@ _SLUG = re.compile(r"[^A-Za-z0-9_.-]+|\.{2,}")
 
 @dataclass(frozen=True)
 class ExplorePaths:
+    """Where each of the pipeline's outputs is (None: not read), and how to judge a run."""
+
     manifest: Path = Path("data/manifest.csv")
     audio_root: Path | None = None  # None: 'audio' beside the manifest
     run_roots: tuple[Path, ...] = (Path("build/runs"), Path("build/paper"))
@@ -119,8 +124,6 @@ def slug(text: str) -> str:
 
 def load(paths: ExplorePaths) -> Explorer:
     """Read everything there is; AglError only for an unusable manifest."""
-    from agl.dataset.manifest import dataset_label, load_manifest
-
     notes: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -181,9 +184,6 @@ def _run_name(folder: Path) -> str:
 def read_scored(folder: Path, protocol: str, wrong_km: float, keys: set[str], *,
                 evaluate_hint: str) -> Scored:
     """The predictions and the score table of one folder, with one note per problem."""
-    from agl.predictions.records import read_predictions
-    from agl.report.error_modes import is_wrong
-
     notes: list[str] = []
     preds: dict[str, Any] = {}
     pred_path = folder / "predictions.jsonl"
@@ -302,8 +302,6 @@ def read_speech(path: Path | None) -> tuple[dict[str, dict[str, Any]] | None, st
 
 def find_variants(paths: ExplorePaths, runs: list[Run]) -> tuple[list[Variant], str | None]:
     """Every `<perturb>/<intervention>/<level>/` and each run's answers on it."""
-    from agl.dataset.manifest import ManifestWarning, load_manifest
-
     root = paths.perturb
     if root is None:
         return [], "counterfactual variants: not read (--perturb none)"

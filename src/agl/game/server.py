@@ -84,6 +84,8 @@ class GameServer(ThreadingHTTPServer):
 
 
 class GameHandler(BaseHTTPRequestHandler):
+    """One request: checked, routed, answered (JSON errors; files with HTTP Range)."""
+
     server: GameServer
     server_version = "agl-play"
     program = "agl play"  # names the program in its messages (agl explore reuses this class)

@@ -63,6 +63,8 @@ def prompt_version() -> str:
 
 
 def is_wrong(scored: pd.DataFrame, *, wrong_km: float = 750.0) -> pd.Series:
+    """Per score row: refused, failed, or the wrong country; where the protocol does not
+    score the country, a distance above `wrong_km` (the report's and the explorer's rule)."""
     country = scored["country_correct"]
     far = scored["distance_km"].fillna(-1.0) > wrong_km
     return (scored["refused"].astype(bool) | scored["failed"].astype(bool)

@@ -46,6 +46,10 @@ class ReportOptions:
     maps_for: int = 6  # maps and confusion heat maps for the best N runs (by mean km)
     min_support: int = 10  # clips behind an estimate (group mean, accuracy, factor presence)
     factor_min_events: int = 10  # correct and wrong answers per factor of the regression
+    # The clip explorer's page (`agl explore --export build/explore`) relative to report.html,
+    # as params.yaml `report.explorer` gives it: a breakdown row that names clips links to
+    # them there; "" (or null in params) for no links.
+    explorer: str = ""
 
 
 def collect_runs(roots: list[Path], protocol: str) -> list[RunInput]:
@@ -92,6 +96,8 @@ def options_from_config(cfg: dict[str, Any]) -> ReportOptions:
     reject_unknown_keys(cfg, set(known) | {"judge", "track"}, "params report")
     values = {}
     for k, v in cfg.items():
+        if k == "explorer" and v is None:  # null: no links
+            v = ""
         if k in known:
             kind = type(getattr(ReportOptions, k))
             try:

@@ -131,6 +131,9 @@ def _render_data(a: dict[str, Any], options: ReportOptions, judge: JudgeConfig |
         parts.append("</section>")
 
     parts.append(f"<section id='breakdowns-section{tag}'><h2>Breakdowns per run</h2>")
+    if options.explorer:
+        parts.append("<p>A group's name opens its clips in the clip explorer (written by "
+                     "<code>agl explore --export build/explore</code>).</p>")
     for r in order:
         b = breakdowns[r.name]
         slug = tables.slug(r.name)
@@ -143,7 +146,9 @@ def _render_data(a: dict[str, Any], options: ReportOptions, judge: JudgeConfig |
                                                              "Self-reported confidence")):
             if key in b:
                 parts.append(f"<h4>{html.escape(title)}</h4>")
-                parts.append(tables.breakdown_table(b[key], f"{key}-{slug}", options.min_support))
+                parts.append(tables.breakdown_table(
+                    b[key], f"{key}-{slug}", options.min_support,
+                    lambda kind, group, run=r.name: tables.explore_href(options.explorer, run, kind, group)))
         parts.append("<h4>Continent confusion (counts)</h4>")
         parts.append(tables.frame_table(b["confusion"], f"confusion-{slug}", 0))
         if f"confusion_{r.name}" in written:

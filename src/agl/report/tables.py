@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,17 @@ def with_ci(row: pd.Series, col: str, digits: int) -> str:
     return f"{v} [{lo}, {hi}]" if v and lo else v
 
 
+class Html(str):
+    """A table cell that is already HTML (built from escaped parts): not escaped again."""
+
+
 def table(head: list[str], rows: list[list[str]], table_id: str = "") -> str:
-    """An HTML table of text cells (escaped), with an optional id."""
+    """An HTML table of text cells (escaped unless `Html`), with an optional id."""
     ident = f" id='{html.escape(table_id)}'" if table_id else ""
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
-                   for r in rows)
+    body = "".join("<tr>" + "".join(
+        f"<td>{c if isinstance(c, Html) else html.escape(c)}</td>" for c in r) + "</tr>"
+        for r in rows)
     return f"<table{ident}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -59,12 +65,33 @@ def supported(row: pd.Series, col: str, n_col: str, digits: int, min_n: int,
     return f"{value} (n = {n})"
 
 
-def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1) -> str:
+def explore_href(base: str, run: str, breakdown: str, group: str) -> str | None:
+    """The clip explorer's URL for a breakdown row's clips (its filter syntax:
+    agl/explore/static/filters.js), sorted by this run's error; None where no filter fits."""
+    from urllib.parse import urlencode
+
+    if not base or (breakdown == "country" and group.startswith("other (")):
+        return None
+    pick = {"all": [], "speech": [("speech", "yes" if group == "speech" else "no")],
+            "category (non-speech)": [("speech", "no"), ("cat", group)],
+            "continent": [("continent", group)], "country": [("country", group)]}.get(breakdown)
+    return None if pick is None else f"{base}#{urlencode([*pick, ('sort', f'run:{run}')])}"
+
+
+def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
+                    link: Callable[[str, str], str | None] | None = None) -> str:
     """A breakdown (one row per group: n, distance and accuracies with CIs) as HTML; an
-    estimate behind fewer than `min_n` clips reads "insufficient data"."""
+    estimate behind fewer than `min_n` clips reads "insufficient data". `link(breakdown,
+    group)`: where a group's name links to (None: plain text)."""
     head = ["group", "n", "mean km [95% CI]", "median km", "continent acc", "country acc",
             "city acc", "reject rate", "failure rate"]
-    rows = [[str(r["group"]), str(r["n"]), supported(r, "mean_km", "n_km", 1, min_n),
+
+    def group_cell(r: pd.Series) -> str:
+        href = link(str(r["breakdown"]), str(r["group"])) if link else None
+        name = str(r["group"])
+        return Html(f"<a href='{html.escape(href)}'>{html.escape(name)}</a>") if href else name
+
+    rows = [[group_cell(r), str(r["n"]), supported(r, "mean_km", "n_km", 1, min_n),
              supported(r, "median_km", "n_km", 1, min_n, ci=False),
              *(supported(r, f"{lv}_acc", f"{lv}_n", 3, min_n)
                for lv in ("continent", "country", "city")),
