@@ -212,6 +212,22 @@ def test_exported_explorer_from_file_urls(browser, demo_repo, tmp_path):
     walk_through(browser, export(demo_repo, tmp_path / "site"), expectations(demo_repo))
 
 
+def test_report_rows_open_the_explorer(browser, demo_repo):
+    """A continent row of the report's breakdowns opens the exported explorer on its clips."""
+    from playwright.sync_api import expect
+
+    export(demo_repo, demo_repo / "build" / "explore", "--no-spectrograms")
+    manifest = pd.read_csv(demo_repo / "data" / "manifest.csv")
+    europe = int((manifest["continent"] == "Europe").sum())
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto((demo_repo / "build" / "report" / "report.html").resolve().as_uri())
+    page.locator("#continent-knn a", has_text="Europe").click()
+    expect(page.locator("body")).to_have_attribute("data-ready", "1", timeout=30_000)
+    expect(page.locator("body")).to_have_attribute("data-count", str(europe))
+    assert page.locator("#f-continent").input_value() == "Europe"
+    expect(page.locator('button.th.sorted[data-sort="run:knn"]')).to_have_count(1)
+
+
 def test_model_text_stays_text_and_gaps_are_notes(browser, tmp_path):
     from playwright.sync_api import expect
 
