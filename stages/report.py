@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sensitivity", type=Path, default=None,
                     help="scripts/sensitivity-sweep's table: the section 'Localizability: "
                          "sensitivity to γ and θ' (skipped while the file does not exist)")
+    ap.add_argument("--speech", type=Path, default=None,
+                    help="the speech stage's table (speech.csv): the section 'What language alone tells'")
     args = ap.parse_args(argv)
     sections = ()
     if args.counterfactual:
@@ -42,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     p = _params.load("report", "data", "mlflow")
     cfg = dict(p["report"])
     track = bool(cfg.pop("track", True))
+    if args.speech:
+        from agl.speech.report_section import speech_section
+
+        sections += (lambda figs, tables, img: speech_section(args.speech, args.run_dirs, cfg, figs, tables, img,
+                                                              manifest=args.manifest),)
     summary = make_report(run_dirs=args.run_dirs, out_dir=args.out_dir, cfg=cfg,
                           leaderboard_csv=args.leaderboard, manifest=args.manifest,
                           extra_provenance={"params data.dataset": p["data"]["dataset"]}, track=track,

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# AGL_SHARED: where a checkout does not sit beside shared/ (e.g. a git worktree elsewhere).
+SHARED = Path(os.environ.get("AGL_SHARED") or REPO.parent / "shared")
 
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

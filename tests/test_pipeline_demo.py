@@ -85,12 +85,12 @@ def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
     assert status.returncode == 0 and "changed" not in status.stdout, status.stdout
 
     # One thread for OpenMP and BLAS: the stages whose numbers come from threaded numeric
-    # code (signal measures, silero-vad, BirdNET, knn features, the localizability fit) give
+    # code (signal measures, silero-vad, BirdNET, Whisper, knn features, the localizability fit) give
     # the same bytes, so the committed lock holds on a machine with any core count. (A full
     # `dvc repro -f` under one thread also matches; it is left out to keep the suite short.)
     one = {**env, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     sh("rm -rf build/runs/knn/predictions.jsonl cache/responses && "
-       "dvc repro -f -s filter tag birds infer@knn localize", work, one)
+       "dvc repro -f -s filter tag birds speech infer@knn localize", work, one)
     single = subprocess.run("agl verify", cwd=work, env=one, shell=True, capture_output=True,
                             text=True)
     assert single.returncode == 0, single.stdout + single.stderr

@@ -1,0 +1,131 @@
+"""`langprior`: what the language alone tells. Whisper names the language; a census places it.
+
+Per clip: the speech stage's listening (`agl.speech.listen`: Silero VAD, then Whisper's
+language ID on the speech only) gives the top languages with their probabilities; the
+guess is the country with the most speakers of them (`agl.speech.census`):
+
+    P(country | clip) = sum over the top languages l of P(l | clip) * P(country | l),
+    P(country | l) proportional to CLDR's share of l in the country x its population,
+
+with P(l | clip) renormalised over the top languages that have census figures. The answer is
+the most likely country, at its documented point (`point`: population-weighted centroid of its
+cities snapped to the nearest city, or its largest city), with the country's continent. No
+audio model of geography is involved: this is the floor any model that "uses speech" should
+clear, and the report's "beyond the language" compares every run with it.
+
+Abstentions are structured refusals (scored 10,000 km under `paper`, the worst case under
+`strict`), never a made-up coordinate: too little speech (`no_speech`), a language below
+`min_language_probability` (`uncertain`), or languages CLDR lists nowhere. The reply is JSON
+like a model's (reasoning, city, country, continent, latitude, longitude); `reasoning` names
+the languages and the top three countries with their probabilities.
+
+Settings (params.yaml `models: langprior: settings:`): the listening knobs of params.yaml
+`speech:` (model, sha256, device, compute_type, threads, cache_dir, vad_threshold,
+vad_min_speech_ms, vad_min_silence_ms, vad_pad_ms, min_speech_s, window_s, max_windows,
+confident, min_language_probability, top_languages; the same defaults) and `point`
+(centroid | largest_city).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from typing import Any
+
+from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
+from agl.errors import AglError
+
+_LISTENING = {"model", "sha256", "device", "compute_type", "threads", "cache_dir", "vad_threshold",
+              "vad_min_speech_ms", "vad_min_silence_ms", "vad_pad_ms", "min_speech_s", "window_s", "max_windows",
+              "confident", "min_language_probability", "top_languages"}
+
+
+def answer(heard, point: str = "centroid", model_name: str = "") -> Reply:
+    """The reply for one clip's `ClipSpeech` (pure: no audio, no model)."""
+    from agl.speech.census import countries, country_probabilities, language_name
+
+    extra: dict[str, Any] = {"speech_status": heard.status, "speech_seconds": heard.speech_seconds,
+                             "languages": [[c, round(p, 6)] for c, p in heard.languages]}
+    if heard.status in ("missing", "unreadable"):
+        return Reply(ReplyStatus.FAILED, error=f"could not listen: {heard.error}", extra=extra)
+    if heard.status == "no_speech":
+        return Reply(ReplyStatus.REFUSED, extra=extra, text=(
+            f"abstained: {heard.speech_seconds or 0.0:.1f} s of speech heard (voice activity), too little to "
+            "identify a language; the spoken language is the only cue this baseline reads"))
+    heard_txt = ", ".join(f"{language_name(c)} ({c}) {p:.2f}" for c, p in heard.languages[:3])
+    if heard.status == "uncertain":
+        return Reply(ReplyStatus.REFUSED, extra=extra, text=(
+            f"abstained: {heard.speech_seconds:.1f} s of speech, but no language is likely enough "
+            f"(Whisper: {heard_txt})"))
+    probs, used = country_probabilities(heard.languages)
+    if not probs:
+        return Reply(ReplyStatus.REFUSED, extra=extra, text=(
+            f"abstained: Whisper hears {heard_txt}, and CLDR lists no country where these are spoken"))
+    table = countries(point)
+    best = table[probs[0][0]]
+    top3 = "; ".join(f"{table[k].name} {p:.2f}" for k, p in probs[:3])
+    where = ("its largest city" if point == "largest_city"
+             else "the city nearest its population-weighted centroid")
+    reasoning = (
+        f"{heard.speech_seconds:.1f} s of speech; Whisper ({model_name}) identifies {heard_txt}. "
+        f"Where these languages are spoken (CLDR share x population, mixed over "
+        f"{', '.join(language_name(c) for c in used)} by their probabilities): {top3}. "
+        f"Answer: {best.name}, at {best.city} ({where})."
+    )
+    extra.update({"top_countries": [[table[k].name, round(p, 6)] for k, p in probs[:3]],
+                  "languages_used": used})
+    text = json.dumps({"reasoning": reasoning, "city": best.city, "country": best.name,
+                       "continent": best.continent, "latitude": round(best.latitude, 6),
+                       "longitude": round(best.longitude, 6)})
+    return Reply(ReplyStatus.OK, text=text, input_tokens=0, output_tokens=0, extra=extra)
+
+
+@register("langprior")
+class LanguagePrior(Backend):
+    # Replies depend on the model files and census data behind `model`, which the reply cache
+    # key does not see; finished clips are never requested twice anyway (predictions resume).
+    deterministic = False
+    needs_audio = True
+
+    def __init__(self, model: str = "pypi-whisper-base", **settings: Any):
+        super().__init__(model, **settings)
+        from agl.speech.census import POINTS
+        from agl.speech.listen import SpeechConfig
+
+        unknown = sorted(set(settings) - _LISTENING - {"point"})
+        if unknown:
+            raise AglError(f"langprior: unknown setting(s) {', '.join(unknown)}; "
+                           f"known: {', '.join(sorted(_LISTENING | {'point'}))}")
+        self.point = str(settings.get("point", "centroid"))
+        if self.point not in POINTS:
+            raise AglError(f"langprior: point '{self.point}' is not one of {', '.join(POINTS)}")
+        listening = {k: v for k, v in settings.items() if k in _LISTENING and k != "model"}
+        self.cfg = SpeechConfig.from_params({**listening, "model": model}, source="langprior settings")
+        self._listener = None
+        self._lock = threading.Lock()  # one CTranslate2 model: one clip at a time
+
+    def listener(self):
+        from agl.speech.listen import Listener
+
+        if self._listener is None:
+            self._listener = Listener(self.cfg)
+        return self._listener
+
+    def answer_path(self, key: str, path) -> Reply:
+        with self._lock:
+            t0 = time.perf_counter()
+            heard = self.listener().listen(key, path)
+            listen_s = time.perf_counter() - t0
+        from agl.speech.census import census_identity
+
+        reply = answer(heard, self.point, self.model)
+        reply.extra.update({"listen_s": round(listen_s, 3), "census": census_identity(),
+                            "model_sha256": self.listener().identity.files.get("model.bin")})
+        return reply
+
+    async def generate(self, request: Request) -> Reply:
+        if request.audio_path is None:
+            return Reply(ReplyStatus.FAILED, error="langprior listens to the audio; none given")
+        return await asyncio.to_thread(self.answer_path, request.sample_id, request.audio_path)

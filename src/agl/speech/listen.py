@@ -1,0 +1,250 @@
+"""Per clip: how many seconds of speech (VAD), and which language it is (Whisper).
+
+1. Decode to mono, resample to 16 kHz (scipy polyphase, as the tag stage does).
+2. Voice activity: Silero VAD v6 as faster-whisper ships it (ONNX), run batched: the whole
+   clip's 32 ms frames go through the network 10,000 frames per call, so a 30-minute clip
+   costs seconds. Frames above `vad_threshold` open a segment, `vad_min_silence_ms` of quiet
+   closes it, segments shorter than `vad_min_speech_ms` are dropped, each is padded by
+   `vad_pad_ms`. `speech_seconds` is the time the padded segments cover.
+3. Fewer than `min_speech_s` seconds of speech: status `no_speech`. No language is guessed:
+   Whisper fed silence or birdsong still names a language (on silence it says English 0.57;
+   on the Essaouira muezzin recording it says Nynorsk), so the identifier never sees a clip
+   the VAD does not vouch for.
+4. Language ID runs on the speech only: the padded segments are joined and cut into windows
+   of `window_s` (Whisper's 30 s input). Each window gets Whisper's probability over its 99
+   languages; the clip's distribution is the mean of its windows' weighted by their speech
+   seconds. Windows are read in order and reading stops once the running distribution's top
+   language reaches `confident`, or after `max_windows`, so a long clip costs a few encoder
+   passes at most. A last window shorter than `min_speech_s` is skipped (one window is always read).
+5. The top language below `min_language_probability`: status `uncertain` (the candidates are
+   kept, the clip gets no language). Otherwise `ok` with the language and its probability.
+6. Optionally (`transcribe: true`) every speech window (not only those read for the
+   language) is transcribed in the identified language (beam `beam_size`, temperature 0,
+   no conditioning on earlier text).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agl.errors import AglError, reject_unknown_keys
+
+RATE = 16_000
+STATUSES = ("ok", "uncertain", "no_speech", "missing", "unreadable", "off")
+
+
+@dataclass(frozen=True)
+class SpeechConfig:
+    """params.yaml `speech:` (the stage) and the langprior backend's listening settings."""
+
+    enabled: bool = True
+    model: str = "pypi-whisper-base"
+    sha256: dict[str, str] = field(default_factory=dict)  # pins for a named / folder model
+    device: str = "cpu"
+    compute_type: str = "int8"
+    threads: int = 2
+    cache_dir: str = "cache/whisper"
+    vad_threshold: float = 0.5
+    vad_min_speech_ms: int = 250
+    vad_min_silence_ms: int = 500
+    vad_pad_ms: int = 200
+    min_speech_s: float = 2.0
+    window_s: float = 30.0
+    max_windows: int = 4
+    confident: float = 0.9
+    min_language_probability: float = 0.5
+    top_languages: int = 5
+    transcribe: bool = False
+    beam_size: int = 1
+    only_passed: bool = True
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml speech") -> SpeechConfig:
+        params = dict(params or {})
+        reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
+        params["sha256"] = dict(params.get("sha256") or {})
+        cfg = cls(**params)
+        for name in ("vad_threshold", "confident", "min_language_probability"):
+            if not 0.0 < float(getattr(cfg, name)) <= 1.0:
+                raise AglError(f"{source}.{name}: must be in (0, 1], got {getattr(cfg, name)}")
+        if not 0.0 < float(cfg.window_s) <= 30.0:
+            raise AglError(f"{source}.window_s: must be in (0, 30] (Whisper reads 30 s), got {cfg.window_s}")
+        for name in ("max_windows", "top_languages", "threads", "beam_size"):
+            if int(getattr(cfg, name)) < 1:
+                raise AglError(f"{source}.{name}: must be at least 1")
+        for name in ("vad_min_speech_ms", "vad_min_silence_ms", "vad_pad_ms", "min_speech_s"):
+            if float(getattr(cfg, name)) < 0:
+                raise AglError(f"{source}.{name}: must not be negative")
+        return cfg
+
+    def thresholds(self) -> dict[str, Any]:
+        """The knobs that decide a clip's status and language (recorded with the outputs)."""
+        skip = {"enabled", "model", "sha256", "device", "threads", "cache_dir", "only_passed"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+
+
+@dataclass(frozen=True)
+class Window:
+    """One language-ID window: the clip-time spans it joins, and what Whisper heard in it."""
+
+    spans: tuple[tuple[float, float], ...]
+    speech_seconds: float
+    top: tuple[tuple[str, float], ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"spans": [list(s) for s in self.spans], "speech_seconds": self.speech_seconds,
+                "top": [[c, p] for c, p in self.top]}
+
+
+@dataclass(frozen=True)
+class ClipSpeech:
+    key: str
+    status: str
+    seconds: float | None = None
+    speech_seconds: float | None = None
+    segments: tuple[tuple[float, float], ...] = ()
+    languages: tuple[tuple[str, float], ...] = ()  # the clip's distribution, top first
+    windows: tuple[Window, ...] = ()  # the windows read (language ID stops once confident)
+    speech_windows: int = 0  # windows of speech in the clip
+    transcript: str | None = None  # `transcribe: true` and a language identified
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # timings: never in a tracked output
+
+    @property
+    def language(self) -> str | None:
+        return self.languages[0][0] if self.status == "ok" and self.languages else None
+
+    @property
+    def probability(self) -> float | None:
+        return self.languages[0][1] if self.languages else None
+
+
+def decode_16k(path: Path) -> np.ndarray:
+    from agl.core.decode import load_mono
+
+    return load_mono(path, RATE)
+
+
+def speech_segments(audio: np.ndarray, cfg: SpeechConfig) -> list[tuple[int, int]]:
+    """(start, end) samples of the padded speech segments (batched Silero VAD)."""
+    from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+    if len(audio) < 512:
+        return []
+    opts = VadOptions(threshold=float(cfg.vad_threshold), min_speech_duration_ms=int(cfg.vad_min_speech_ms),
+                      min_silence_duration_ms=int(cfg.vad_min_silence_ms), speech_pad_ms=int(cfg.vad_pad_ms))
+    return [(int(s["start"]), int(s["end"])) for s in get_speech_timestamps(audio, opts)]
+
+
+def cut_windows(segments: Sequence[tuple[int, int]], window: int, min_tail: int) -> list[list[tuple[int, int]]]:
+    """The speech segments joined end to end and cut every `window` samples: each window's
+    list of (start, end) pieces in clip samples. A last window shorter than `min_tail`
+    samples is dropped unless it is the only one."""
+    out: list[list[tuple[int, int]]] = [[]]
+    room = window
+    for start, end in segments:
+        while start < end:
+            take = min(end - start, room)
+            out[-1].append((start, start + take))
+            start += take
+            room -= take
+            if room == 0:
+                out.append([])
+                room = window
+    out = [w for w in out if w]
+    if len(out) > 1 and sum(e - s for s, e in out[-1]) < min_tail:
+        out.pop()
+    return out
+
+
+def _mixture(vectors: list[dict[str, float]], weights: list[float]) -> list[tuple[str, float]]:
+    total = sum(weights)
+    mix: dict[str, float] = {}
+    for vec, w in zip(vectors, weights, strict=True):
+        for code, p in vec.items():
+            mix[code] = mix.get(code, 0.0) + p * w / total
+    # ties by code so the order never depends on dict order
+    return sorted(mix.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+class Listener:
+    """The Whisper model and VAD loaded once; `listen` gives a clip's `ClipSpeech`."""
+
+    def __init__(self, cfg: SpeechConfig):
+        from agl.speech.model import load_whisper, resolve, vad_identity
+
+        self.cfg = cfg
+        self.identity = resolve(cfg.model, Path(cfg.cache_dir), cfg.sha256)
+        self.vad = vad_identity()
+        self.whisper = load_whisper(self.identity, device=cfg.device, compute_type=cfg.compute_type,
+                                    threads=cfg.threads)
+
+    def language_probabilities(self, audio: np.ndarray) -> dict[str, float]:
+        """Whisper's distribution over its languages for one window of <= 30 s."""
+        _, _, probs = self.whisper.detect_language(audio=audio, language_detection_segments=1)
+        return {str(code): float(p) for code, p in probs}
+
+    def transcript(self, audio: np.ndarray, language: str) -> str:
+        segments, _ = self.whisper.transcribe(audio, language=language, beam_size=int(self.cfg.beam_size),
+                                              temperature=0.0, condition_on_previous_text=False,
+                                              vad_filter=False, without_timestamps=True)
+        return " ".join(s.text.strip() for s in segments).strip()
+
+    def listen_samples(self, key: str, audio: np.ndarray) -> ClipSpeech:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        segs = speech_segments(audio, cfg)
+        vad_s = time.perf_counter() - t0
+        seconds = len(audio) / RATE
+        spans = tuple((s / RATE, e / RATE) for s, e in segs)
+        speech_s = sum(e - s for s, e in segs) / RATE
+        base = {"key": key, "seconds": seconds, "speech_seconds": speech_s, "segments": spans}
+        if speech_s < cfg.min_speech_s or not segs:
+            return ClipSpeech(status="no_speech", extra={"vad_s": vad_s, "lid_s": 0.0}, **base)
+        pieces = cut_windows(segs, round(cfg.window_s * RATE), round(cfg.min_speech_s * RATE))
+        vectors, weights, read = [], [], []
+        t1 = time.perf_counter()
+        for piece in pieces[: int(cfg.max_windows)]:
+            chunk = np.concatenate([audio[s:e] for s, e in piece])
+            vectors.append(self.language_probabilities(chunk))
+            weights.append(len(chunk) / RATE)
+            read.append((piece, chunk))
+            if _mixture(vectors, weights)[0][1] >= cfg.confident:
+                break
+        lid_s = time.perf_counter() - t1
+        mix = _mixture(vectors, weights)[: int(cfg.top_languages)]
+        status = "ok" if mix[0][1] >= cfg.min_language_probability else "uncertain"
+        windows = []
+        for (piece, _chunk), vec, w in zip(read, vectors, weights, strict=True):
+            top = tuple(sorted(vec.items(), key=lambda kv: (-kv[1], kv[0]))[: int(cfg.top_languages)])
+            windows.append(Window(tuple((s / RATE, e / RATE) for s, e in piece), w, top))
+        text = None
+        if cfg.transcribe and status == "ok":  # every speech window, not only those read for the language
+            text = " ".join(self.transcript(np.concatenate([audio[s:e] for s, e in piece]), mix[0][0])
+                            for piece in pieces).strip()
+        return ClipSpeech(status=status, languages=tuple(mix), windows=tuple(windows), speech_windows=len(pieces),
+                          transcript=text, extra={"vad_s": vad_s, "lid_s": lid_s}, **base)
+
+    def listen(self, key: str, path: Path) -> ClipSpeech:
+        path = Path(path)
+        if not path.is_file():
+            return ClipSpeech(key, "missing", error=f"{path} not found")
+        try:
+            audio = decode_16k(path)
+        except Exception as exc:  # soundfile raises several types for a bad file
+            return ClipSpeech(key, "unreadable", error=f"{type(exc).__name__}: {exc}".replace("\n", " "))
+        return self.listen_samples(key, audio)
+
+
+def listen_clips(items: Sequence[tuple[str, Path]], cfg: SpeechConfig, listener: Listener | None = None
+                 ) -> list[ClipSpeech]:
+    if not cfg.enabled:
+        return [ClipSpeech(k, "off") for k, _ in items]
+    listener = listener or Listener(cfg)
+    return [listener.listen(k, p) for k, p in items]

