@@ -279,3 +279,32 @@ def test_stage_switched_off_loads_nothing_and_bad_params_exit_with_one_line(tmp_
     done = subprocess.run(args, capture_output=True, text=True)
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert done.stderr.strip().count("\n") == 0 and "unknown key(s) min_speech" in done.stderr
+
+
+def test_the_section_covers_a_published_run_once_its_audio_is_heard(listener, archive_dir, agl1k_manifest,
+                                                                     qwen_published, tmp_path):
+    """The authors' Qwen2.5-Omni run, scored on the real manifest, beside a speech table of the
+    two real AGL1K clips at hand: its clips are grouped by what was heard (both: no speech),
+    the rest 'not listened', and the run is not reported as uncovered."""
+    import pandas as pd
+
+    from agl.core import canonical
+    from agl.report.tables import img
+    from agl.speech.report_section import speech_section
+    from agl.speech.tables import frame
+
+    heard = [listener.listen(p.parent.name, p) for p in (archive_dir / BERLIN, archive_dir / ESSAOUIRA)]
+    speech = canonical.write_csv(frame(heard), tmp_path / "speech.csv")
+    run = tmp_path / "paper" / "qwen25-omni"
+    run.mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-m", "agl.cli", "evaluate", str(qwen_published), "--manifest",
+                           str(agl1k_manifest), "--bootstrap", "10", "--scores-out", str(run / "scores_paper.csv")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    (run / "metrics.json").write_text(json.dumps({"run": "qwen25-omni", "data_version": "agl1k"}))
+    cfg = {"bootstrap": 50, "paired_bootstrap": 50, "paired_permutations": 50, "min_support": 10}
+    page = speech_section(speech, [tmp_path / "paper"], cfg, tmp_path, tmp_path, img, manifest=agl1k_manifest)
+    assert "Not covered" not in page and "SYNTHETIC" not in page
+    assert "found speech in <b>0</b> of 2 clips" in page
+    t = pd.read_csv(tmp_path / "speech_language_breakdown.csv").set_index("group")
+    assert t.loc["no speech", "n"] == 2 and t.loc["not listened", "n"] == 1440
