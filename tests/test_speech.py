@@ -136,6 +136,31 @@ def test_language_id_stops_once_confident(listener, spoken):
     assert listener.listen_samples("quiet", quiet).windows == ()
 
 
+def _words(text: str) -> list[str]:
+    """Lower-cased words and word pairs of a transcript."""
+    import re
+
+    w = re.findall(r"\w+", text.lower())
+    return w + [f"{a} {b}" for a, b in zip(w, w[1:], strict=False)]
+
+
+def test_transcript_on_request(listener, spoken):
+    """`transcribe: true`: every speech window transcribed in the identified language."""
+    from dataclasses import replace
+
+    from agl.speech.listen import Listener, decode_16k
+    from agl.speech.tables import windows_jsonl
+
+    asked = Listener.__new__(Listener)
+    asked.__dict__.update(listener.__dict__)
+    asked.cfg = replace(listener.cfg, transcribe=True)
+    r = asked.listen_samples("de", decode_16k(spoken("de")))
+    # Whisper base on espeak: "Guten Morgen! Heute ist das Meta-In-Beline-Nation und ... Marktplatz."
+    assert r.language == "de" and {"guten morgen", "kindern", "marktplatz"} <= set(_words(r.transcript)), r.transcript
+    assert json.loads(windows_jsonl([r]))["transcript"] == r.transcript
+    assert listener.listen_samples("de", decode_16k(spoken("de"))).transcript is None  # off by default
+
+
 def test_cut_windows_joins_segments_and_drops_a_short_tail():
     from agl.speech.listen import cut_windows
 
