@@ -36,6 +36,8 @@ from typing import Any
 
 from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
 from agl.errors import AglError
+from agl.speech.census import POINTS, census_identity, countries, country_probabilities, language_name
+from agl.speech.listen import Listener, SpeechConfig
 
 _LISTENING = {"model", "sha256", "device", "compute_type", "threads", "cache_dir", "vad_threshold",
               "vad_min_speech_ms", "vad_min_silence_ms", "vad_pad_ms", "min_speech_s", "window_s", "max_windows",
@@ -44,8 +46,6 @@ _LISTENING = {"model", "sha256", "device", "compute_type", "threads", "cache_dir
 
 def answer(heard, point: str = "centroid", model_name: str = "") -> Reply:
     """The reply for one clip's `ClipSpeech` (pure: no audio, no model)."""
-    from agl.speech.census import countries, country_probabilities, language_name
-
     extra: dict[str, Any] = {"speech_status": heard.status, "speech_seconds": heard.speech_seconds,
                              "languages": [[c, round(p, 6)] for c, p in heard.languages]}
     if heard.status in ("missing", "unreadable"):
@@ -91,9 +91,6 @@ class LanguagePrior(Backend):
 
     def __init__(self, model: str = "pypi-whisper-base", **settings: Any):
         super().__init__(model, **settings)
-        from agl.speech.census import POINTS
-        from agl.speech.listen import SpeechConfig
-
         unknown = sorted(set(settings) - _LISTENING - {"point"})
         if unknown:
             raise AglError(f"langprior: unknown setting(s) {', '.join(unknown)}; "
@@ -107,8 +104,6 @@ class LanguagePrior(Backend):
         self._lock = threading.Lock()  # one CTranslate2 model: one clip at a time
 
     def listener(self):
-        from agl.speech.listen import Listener
-
         if self._listener is None:
             self._listener = Listener(self.cfg)
         return self._listener
@@ -118,8 +113,6 @@ class LanguagePrior(Backend):
             t0 = time.perf_counter()
             heard = self.listener().listen(key, path)
             listen_s = time.perf_counter() - t0
-        from agl.speech.census import census_identity
-
         reply = answer(heard, self.point, self.model)
         reply.extra.update({"listen_s": round(listen_s, 3), "census": census_identity(),
                             "model_sha256": self.listener().identity.files.get("model.bin")})

@@ -33,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from agl.core.audio import load_mono
 from agl.errors import AglError, reject_unknown_keys
+from agl.speech.model import load_whisper, resolve, vad_identity
 
 RATE = 16_000
 STATUSES = ("ok", "uncertain", "no_speech", "missing", "unreadable", "off")
@@ -126,8 +128,7 @@ class ClipSpeech:
 
 
 def decode_16k(path: Path) -> np.ndarray:
-    from agl.core.decode import load_mono
-
+    """Mono float32 samples at 16 kHz (the project's one decode and resample)."""
     return load_mono(path, RATE)
 
 
@@ -177,8 +178,6 @@ class Listener:
     """The Whisper model and VAD loaded once; `listen` gives a clip's `ClipSpeech`."""
 
     def __init__(self, cfg: SpeechConfig):
-        from agl.speech.model import load_whisper, resolve, vad_identity
-
         self.cfg = cfg
         self.identity = resolve(cfg.model, Path(cfg.cache_dir), cfg.sha256)
         self.vad = vad_identity()

@@ -64,6 +64,7 @@ _MODEL_FILES = ("model.bin", "config.json", "tokenizer.json", "vocabulary.json",
 @cache
 def sha256_of(path: Path, size: int, mtime_ns: int) -> str:
     """A file's SHA-256, computed once per (path, size, mtime) in a process."""
+    # the project's one file hash; its module imports pandas, needed only when a file is hashed
     from agl.dataset.manifest import content_hash
 
     return content_hash(path)

@@ -25,6 +25,10 @@ from typing import Any
 import pandas as pd
 
 from agl.core import canonical
+from agl.dataset.manifest import SYNTHETIC_MARK
+from agl.report.analysis import compare_runs, group_row, insufficient
+from agl.report.inputs import collect_runs, options_from_config
+from agl.report.tables import breakdown_table, frame_table, slug
 from agl.speech.tables import NO_SPEECH, NOT_LISTENED, UNCERTAIN, spoken_language
 
 EXAMPLES = 5  # clips listed where a run is right and the prior is not
@@ -57,8 +61,6 @@ def language_groups(groups: pd.Series, min_support: int) -> pd.Series:
 def by_language(scored: pd.DataFrame, attribute: dict[str, str], *, min_support: int, bootstrap: int,
                 seed: int) -> pd.DataFrame:
     """One run's breakdown by spoken language (languages by clip count, then the rest)."""
-    from agl.report.analysis import group_row
-
     raw = scored["sample_id"].astype(str).map(attribute).fillna(NOT_LISTENED)
     groups = language_groups(raw, min_support)
     tail = [UNCERTAIN, NO_SPEECH, NOT_LISTENED]
@@ -73,8 +75,6 @@ def by_language(scored: pd.DataFrame, attribute: dict[str, str], *, min_support:
 
 def beyond(run, prior, keys: set[str], *, options) -> tuple[dict[str, Any], pd.DataFrame, pd.DataFrame]:
     """(counts, paired tests, examples) of `run` against the prior on the clips in `keys`."""
-    from agl.report.analysis import compare_runs, insufficient
-
     a = run.scored[run.scored["sample_id"].astype(str).isin(keys)]
     b = prior.scored[prior.scored["sample_id"].astype(str).isin(keys)]
     j = a.merge(b, on="sample_id", suffixes=("", "_prior"))
@@ -125,10 +125,6 @@ def _intro(table: pd.DataFrame, synthetic: bool) -> str:
 def speech_section(speech_csv: Path, run_dirs: list[Path], cfg: dict[str, Any], figs: Path, tables: Path, img,
                    *, manifest: Path | None = None) -> str:
     """HTML of the section; its tables go to `tables/`."""
-    from agl.dataset.manifest import SYNTHETIC_MARK
-    from agl.report.inputs import collect_runs, options_from_config
-    from agl.report.tables import breakdown_table, frame_table, slug
-
     parts = ["<section id='speech-section'><h2>What language alone tells</h2>"]
     if not Path(speech_csv).exists():
         parts.append("<p>No speech table (the speech stage did not run).</p></section>")
@@ -165,12 +161,12 @@ def speech_section(speech_csv: Path, run_dirs: list[Path], cfg: dict[str, Any], 
         parts.append(breakdown_table(t, f"speech-lang-{slug(r.name)}", options.min_support))
     if frames:
         canonical.write_csv(pd.concat(frames, ignore_index=True), tables / "speech_language_breakdown.csv")
-    parts.append(_beyond_html(heard, attribute, options, tables, frame_table))
+    parts.append(_beyond_html(heard, attribute, options, tables))
     parts.append("</section>")
     return "\n".join(parts)
 
 
-def _beyond_html(runs, attribute, options, tables: Path, frame_table) -> str:
+def _beyond_html(runs, attribute, options, tables: Path) -> str:
     parts = ["<h3>Beyond the language</h3>"]
     prior = find_langprior(runs)
     if prior is None:

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agl.core.canonical import jsonl_line
+from agl.speech.census import language_name
 from agl.speech.listen import ClipSpeech, SpeechConfig
 
 PROB_DECIMALS = 3
@@ -46,8 +48,6 @@ def frame(results: Sequence[ClipSpeech]):
     """speech.csv rows, sorted by key."""
     import pandas as pd
 
-    from agl.speech.census import language_name
-
     rows = []
     for r in results:
         listened = r.status in ("ok", "uncertain", "no_speech")
@@ -67,8 +67,7 @@ def frame(results: Sequence[ClipSpeech]):
 
 
 def windows_jsonl(results: Sequence[ClipSpeech]) -> str:
-    from agl.core.canonical import jsonl_line
-
+    """speech_windows.jsonl: per clip, its segments and the language-ID windows read."""
     out = []
     for r in sorted(results, key=lambda r: r.key):
         doc: dict[str, Any] = {
