@@ -21,9 +21,9 @@ and Tokelau, and CLDR's non-country codes.
 The point of a country (`point`): `centroid` (default) is the population-weighted centroid of
 its cities of >= 15,000 people (GeoNames), snapped to the nearest of those cities: the
 centroid minimises the expected squared distance to where its people live (recordings cluster
-where people are), and the snap keeps the answer on land inside the country (the raw centroid
-of an archipelago or a crescent-shaped country can fall in the sea or next door) and gives it a
-city name. `largest_city` is the country's most populous city instead.
+where people are), and the snap keeps the answer on land inside the country (the raw centroids
+of Indonesia, the Philippines and Greece fall in the sea) and gives it a city name.
+`largest_city` is the country's most populous city instead.
 """
 
 from __future__ import annotations
