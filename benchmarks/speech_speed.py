@@ -9,7 +9,7 @@ must cover the whole clip, language ID should read one window and stop (English 
 above `confident` 0.9 at once), so a long, mostly silent clip costs little. A second, speech-free 30-minute
 clip shows the floor (no language ID at all).
 
-Usage: python benchmarks/speech_speed.py [--threads 2] [--compute-type int8] [--repeats 2]
+Usage: python benchmarks/speech_speed.py [--threads 2] [--compute-type float32] [--repeats 2]
        [--archive ../shared/data/agl1k/archive]
 """
 
@@ -55,7 +55,7 @@ def main() -> int:
     sys.stdout.reconfigure(line_buffering=True)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--compute-type", default="int8")
+    ap.add_argument("--compute-type", default="float32", help="float32 (the stage's default) or int8")
     ap.add_argument("--repeats", type=int, default=2, help="median of this many passes per clip")
     ap.add_argument("--archive", type=Path, default=ARCHIVE)
     ap.add_argument("--minutes", type=float, default=30.0)

@@ -63,14 +63,16 @@ PHRASES: dict[str, tuple[str, str]] = {
 }  # fmt: skip
 
 
-def speak(language: str, out: Path) -> Path:
-    """`out` (a WAV file): espeak-ng reading the phrase of a Whisper language code."""
+def speak(language: str, out: Path, text: str | None = None) -> Path:
+    """`out` (a WAV file): espeak-ng reading the phrase of a Whisper language code (or `text`
+    in that language's voice)."""
     exe = shutil.which("espeak-ng")
     if exe is None:
         raise AglError("espeak-ng is not installed (apt-get install espeak-ng)")
     if language not in PHRASES:
         raise AglError(f"no espeak phrase for '{language}'; known: {', '.join(sorted(PHRASES))}")
-    voice, text = PHRASES[language]
+    voice, phrase = PHRASES[language]
+    text = text or phrase
     out.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([exe, "-v", voice, "-w", str(out), text], check=True, capture_output=True)
     return out

@@ -197,7 +197,7 @@ def vad_identity() -> dict[str, str]:
     return {"file": VAD_FILE, "sha256": VAD_SHA256, "licence": VAD_LICENCE}
 
 
-def load_whisper(identity: ModelIdentity, *, device: str = "cpu", compute_type: str = "int8", threads: int = 2):
+def load_whisper(identity: ModelIdentity, *, device: str = "cpu", compute_type: str = "float32", threads: int = 2):
     """A faster_whisper.WhisperModel over the resolved folder (never downloads)."""
     from faster_whisper import WhisperModel
 

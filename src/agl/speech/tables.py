@@ -8,14 +8,16 @@
 * speech_summary.json: the model's identity (name, source, file SHA-256s, licence), the VAD's,
   the thresholds, counts. No timings (those go to speech_summary.timings.json).
 
-What is bit-stable: on one machine with the same thread counts, every byte (the VAD runs on
-one thread; CTranslate2's greedy encoder pass is deterministic). Across CPUs it is not
-guaranteed: CTranslate2 picks int8 / float kernels by instruction set (AVX2, AVX-512, VNNI,
-NEON), and ONNX Runtime likewise, so a probability can move in its last digits and a VAD frame
-at the threshold can flip. Probabilities are therefore written to `PROB_DECIMALS` (3) decimals
-and seconds to milliseconds, which absorbs that noise in all but borderline cases; a clip whose
-top probability sits within ~1e-3 of `min_language_probability`, or a frame at the VAD threshold,
-can still differ (see docs/speech.md).
+What is bit-stable: on one machine every byte, whatever the thread count (the VAD runs on one
+thread; CTranslate2's encoder pass is deterministic). Across CPUs, CTranslate2 and ONNX Runtime
+pick kernels by instruction set (AVX2, AVX-512, NEON), so the last float digits can differ.
+With `compute_type: float32` (the default) that noise is ~1e-6 in a language probability (a
+test perturbs a quarter of the samples by one float32 step: the probabilities move < 1e-5),
+far below the `PROB_DECIMALS` (3) written, so the tables repeat except for a value within
+~1e-6 of a rounding edge or of `min_language_probability`. With `int8` they do not: its
+dynamic quantisation moves a probability by up to 0.07 under the same one-step perturbation,
+so int8 digits are not reproducible across machines. The VAD's segments (float32 ONNX,
+milliseconds) can move only where a frame's speech probability sits at `vad_threshold`.
 """
 
 from __future__ import annotations
