@@ -347,7 +347,7 @@ def test_the_section_covers_a_published_run_once_its_audio_is_heard(listener, ar
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     (run / "metrics.json").write_text(json.dumps({"run": "qwen25-omni", "data_version": "agl1k"}))
-    cfg = {"bootstrap": 50, "paired_bootstrap": 50, "paired_permutations": 50, "min_support": 10}
+    cfg = {"group_bootstrap": 50, "paired_bootstrap": 50, "paired_permutations": 50, "min_support": 10}
     page = speech_section(speech, [tmp_path / "paper"], cfg, tmp_path, tmp_path, img, manifest=agl1k_manifest)
     assert "Not covered" not in page and "SYNTHETIC" not in page
     assert "found speech in <b>0</b> of 2 clips" in page

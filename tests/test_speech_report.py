@@ -10,7 +10,7 @@ import pytest
 
 from agl.report.tables import img as _img
 
-CFG = {"protocol": "paper", "bootstrap": 200, "seed": 0, "paired_bootstrap": 200, "paired_permutations": 200,
+CFG = {"protocol": "paper", "group_bootstrap": 200, "seed": 0, "paired_bootstrap": 200, "paired_permutations": 200,
        "min_support": 10}
 
 

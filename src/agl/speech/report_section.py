@@ -150,7 +150,7 @@ def speech_section(speech_csv: Path, run_dirs: list[Path], cfg: dict[str, Any], 
             "stage has not heard any of their clips. The breakdown needs that dataset's audio: set "
             "<code>data.dataset: agl1k</code>, run <code>agl download</code>, then <code>dvc repro speech "
             "report</code>.</p>")
-    boot = {"bootstrap": options.bootstrap, "seed": options.seed}
+    boot = {"bootstrap": options.group_bootstrap, "seed": options.seed}
     frames = []
     parts.append(f"<h3>Accuracy by language heard</h3><p>Languages heard on fewer than {options.min_support} "
                  "clips are pooled; below that support an estimate is withheld.</p>")
