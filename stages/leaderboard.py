@@ -28,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     cache_dir = _params.load("paper.cache_dir", required=False)["paper.cache_dir"] or "cache/paper"
     cfg = p["leaderboard"]
     files = sorted(args.runs.glob("*/metrics.json")) + sorted(args.paper.glob("*/metrics.json"))
-    board = leaderboard.collect(files, cfg["protocol"], full_coverage=float(cfg.get("full_coverage", 1.0)))
+    board = leaderboard.collect(files, cfg["protocol"], full_coverage=float(cfg.get("full_coverage", 1.0)),
+                                refusal_note=float(cfg.get("refusal_note", leaderboard.REFUSAL_NOTE_SHARE)))
     note = ""
     if not board.empty and (board["paper_name"] != "").any():
         try:

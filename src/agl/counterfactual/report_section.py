@@ -10,9 +10,12 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from agl.core import canonical
+from agl.report.tables import gap_cell, table
+from agl.scoring.wording import NOT_APPLICABLE, NOT_APPLICABLE_LEGEND
 
 GROUPS = (
     ("all", "all clips", "#333333"),
@@ -42,43 +45,54 @@ def read_effects(path: Path) -> pd.DataFrame:
     return frame
 
 
-def effect_figure(effects: pd.DataFrame, model: str, path: Path) -> Path:
-    """Delta mean km per intervention level (rows), one marker per clip group, CI bars."""
-    import matplotlib
+# Vertical distance between the groups' markers of one intervention level (axis units; the
+# levels are 1 apart).
+GROUP_STEP = 0.22
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def effect_rows(effects: pd.DataFrame, model: str) -> list[tuple[str, list[tuple[pd.Series, float]]]]:
+    """What the effect figure draws: per intervention level (top to bottom) its label and its
+    groups' estimates (rows of effects.csv), each at its y. The markers of a level are centred
+    on its label's y (the level's index), whichever groups have an estimate (a group below
+    minimum support has none and is not drawn)."""
     km = effects[(effects["model"] == model) & (effects["metric"] == "distance_km")]
-    km = km[km["diff"].notna()]  # groups below minimum support have no estimate to draw
-    labels = sorted({(r.intervention, r.level) for r in km.itertuples()})
-    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.55 * len(labels)))
-    for j, (group, label, colour) in enumerate(GROUPS):
-        part = km[km["group"] == group].set_index(["intervention", "level"])
-        for i, key in enumerate(labels):
-            if key not in part.index:
-                continue
-            r = part.loc[key]
-            y = i + (j - 1) * 0.22
-            ax.errorbar(
-                r["diff"],
-                y,
-                xerr=[[r["diff"] - r["ci_lo"]], [r["ci_hi"] - r["diff"]]],
-                fmt="o",
-                color=colour,
-                capsize=3,
-                label=label if i == 0 else None,
-            )
+    km = km[km["diff"].notna()]
+    out = []
+    for i, ((name, level), part) in enumerate(km.groupby(["intervention", "level"], sort=True)):
+        by_group = {r["group"]: r for _, r in part.iterrows()}
+        rows = [by_group[g] for g, _, _ in GROUPS if g in by_group]
+        offsets = (np.arange(len(rows)) - (len(rows) - 1) / 2) * GROUP_STEP
+        label = f"{name} ({level})" if level != "default" else name
+        out.append((label, [(r, float(i + o)) for r, o in zip(rows, offsets, strict=True)]))
+    return out
+
+
+def effect_figure(effects: pd.DataFrame, model: str, path: Path) -> Path:
+    """Delta mean km per intervention level (rows, labelled on their markers), one marker per
+    clip group with an estimate, CI bars. SVG ids: effect-<group>."""
+    from agl.report import plots
+
+    plt = plots._plt()
+    rows = effect_rows(effects, model)
+    fig, ax = plt.subplots(figsize=(8, 1.4 + 0.55 * len(rows)))
+    style = {g: (label, colour) for g, label, colour in GROUPS}
+    drawn = set()
+    for _, points in rows:
+        for r, y in points:
+            label, colour = style[r["group"]]
+            ax.errorbar(r["diff"], y, xerr=[[r["diff"] - r["ci_lo"]], [r["ci_hi"] - r["diff"]]],
+                        fmt="o", color=colour, capsize=3, gid=f"effect-{r['group']}",
+                        label=None if r["group"] in drawn else label)
+            drawn.add(r["group"])
     ax.axvline(0, color="#888", lw=1)
-    ax.set_yticks(range(len(labels)), [f"{a} ({b})" if b != "default" else a for a, b in labels])
-    ax.invert_yaxis()
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows])
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # the first level on top, half a level of margin
     ax.set_xlabel("change in mean distance error (km), perturbed - original; > 0 is a loss")
     ax.set_title(f"{model}: effect of each intervention (95% paired bootstrap CI)")
-    ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    # Below the axes: inside, the legend sat on the top level's interval.
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3 if len(rows) < 4 else -0.15),
+              ncol=len(GROUPS), fontsize=8, frameon=False)
+    return plots._save(fig, path)
 
 
 def dose_figure(effects: pd.DataFrame, model: str, path: Path) -> Path | None:
@@ -161,32 +175,20 @@ def section(effects_csv: Path, figs: Path, img, tables: Path | None = None) -> s
         dose = dose_figure(effects, model, figs / f"listen_dose_{slug}.png")
         if dose is not None:
             parts.append(img(dose, f"{model}: dose-response of graded interventions", f"listen-dose-{slug}"))
-    head = ["model", "intervention", "level", "clips", "metric", "original", "perturbed", "change [95% CI]", "p"]
+    head = ["model", "intervention", "level", "group", "n", "metric", "original", "perturbed",
+            "change [95% CI]", "p"]
     rows = []
     for r in effects[effects["group"].isin([g for g, _, _ in GROUPS])].itertuples():
         d = 1 if r.metric == "distance_km" else 3
-        if r.note:
-            rows.append([r.model, r.intervention, r.level, f"{r.group.replace('_', '-')} (n = {r.n})",
-                         r.metric, "", "", r.note, ""])
+        first = [r.model, r.intervention, r.level, r.group.replace("_", "-"), f"{r.n:,}", r.metric]
+        if r.note:  # "—" (no paired clip scored) or "insufficient data (...)": agl.scoring.wording
+            rows.append([*first, gap_cell(r.note, 4)])
             continue
-        rows.append(
-            [
-                r.model,
-                r.intervention,
-                r.level,
-                f"{r.group.replace('_', '-')} (n = {r.n})",
-                r.metric,
-                f"{r.mean_original:,.{d}f}",
-                f"{r.mean_perturbed:,.{d}f}",
-                f"{r.diff:+,.{d}f} [{r.ci_lo:+,.{d}f}, {r.ci_hi:+,.{d}f}]",
-                f"{r.p_value:.4f}",
-            ]
-        )
-    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
-    parts.append(
-        f"<table id='listen-table'><thead><tr>{th}</tr></thead><tbody>{body}</tbody>"
-        "</table><p>By continent: <code>tables/listen_effects.csv</code>.</p>"
-    )
+        rows.append([*first, f"{r.mean_original:,.{d}f}", f"{r.mean_perturbed:,.{d}f}",
+                     f"{r.diff:+,.{d}f} [{r.ci_lo:+,.{d}f}, {r.ci_hi:+,.{d}f}]", f"{r.p_value:.4f}"])
+    parts.append(table(head, rows, "listen-table"))
+    if (effects["note"] == NOT_APPLICABLE).any():
+        parts.append(f"<p class='note'>{html.escape(NOT_APPLICABLE_LEGEND)}</p>")
+    parts.append("<p>By continent: <code>tables/listen_effects.csv</code>.</p>")
     parts.append("</section>")
     return "\n".join(parts)

@@ -116,13 +116,23 @@ def section(table: pd.DataFrame, figure: Path | None) -> str:
             '<code>scripts/sensitivity-sweep</code> (README, "Sensitivity of the '
             'selection").</p></section>'
         )
-    cells = []
+    from agl.scoring.wording import NOT_APPLICABLE
+
+    cells, empty = [], []
     for _, row in table.iterrows():
-        cells.append(
-            "<tr>"
-            + "".join(f"<td>{html.escape('' if pd.isna(row[c]) else str(row[c]))}</td>" for c in COLUMNS)
-            + "</tr>"
-        )
+        # An experiment that selects no clip has no selection to describe: its speech share
+        # and the rank correlation of its l_k (whose ranking selects nothing) are not
+        # applicable, whatever number the l_k of the held-out clips give (kept in the CSV).
+        none = pd.notna(row["selected"]) and int(row["selected"]) == 0
+        if none:
+            empty.append(f"γ = {row['gamma_km']:g} km, θ = {row['theta']:g}")
+
+        def text(c: str, row=row, none=none) -> str:
+            if none and c in ("speech_share", "rank_rho"):
+                return NOT_APPLICABLE
+            return "" if pd.isna(row[c]) else str(row[c])
+
+        cells.append("<tr>" + "".join(f"<td>{html.escape(text(c))}</td>" for c in COLUMNS) + "</tr>")
     parts = [
         head,
         "<p>Each row is one queued DVC experiment of the localize stage; Jaccard "
@@ -142,8 +152,17 @@ def section(table: pd.DataFrame, figure: Path | None) -> str:
         + "".join(f"<th>{c}</th>" for c in COLUMNS)
         + "</tr>"
         + "".join(cells)
-        + "</table></section>"
+        + "</table>"
     )
+    if empty:
+        parts.append(
+            "<p class='note'>" + html.escape(
+                f"{'; '.join(empty)}: the experiment selects no clip, so speech_share and "
+                f"rank_rho are {NOT_APPLICABLE} (not applicable: there is no selection to "
+                "describe, and a ranking that selects nothing is not compared). "
+                "metrics/sensitivity.csv keeps the number its l_k give.") + "</p>"
+        )
+    parts.append("</section>")
     return "\n".join(parts)
 
 

@@ -21,6 +21,7 @@ import pandas as pd
 
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.scoring.metrics import bootstrap_ci
+from agl.scoring.wording import NOT_APPLICABLE, insufficient
 
 SCENE_CATEGORIES: tuple[str, ...] = tuple(c for c in CATEGORY_COLUMNS if c != "human_sounds")
 PRESENCE = 0.1  # the paper's threshold: a category (or speech) is present at a score >= 0.1
@@ -186,7 +187,7 @@ class PairedResult:
     ci_lo: float  # paired bootstrap 95% interval of diff
     ci_hi: float
     p_value: float  # two-sided sign-flip permutation test of "no difference"
-    note: str = ""  # "insufficient data (n = k, needs m)" where no estimate is given
+    note: str = ""  # where no estimate is given: "—" (n = 0) or "insufficient data (...)"
 
 
 def paired_test(a, b, *, metric: str = "", n_boot: int = 2000, n_perm: int = 10000,
@@ -204,8 +205,8 @@ def paired_test(a, b, *, metric: str = "", n_boot: int = 2000, n_perm: int = 100
     if n == 0 or n < min_n:
         nan = math.nan
         # n = 0: the metric is not scored on these clips (a coordinates-only baseline has no
-        # country), which is not a matter of support.
-        note = "not scored on any common clip" if n == 0 else insufficient(n, min_n)
+        # country), which is not a matter of support: not applicable (agl.scoring.wording).
+        note = NOT_APPLICABLE if n == 0 else insufficient(n, min_n)
         return PairedResult(metric, n, nan, nan, nan, nan, nan, nan, note)
     d = a - b
     observed = float(d.mean())
@@ -251,11 +252,6 @@ def factor_design(scored: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     for c in SCENE_CATEGORIES:
         x[c] = (rows[c].to_numpy(dtype=float) >= PRESENCE).astype(float)
     return x, rows["country_correct"].to_numpy(dtype=float)
-
-
-def insufficient(n: int, needs: int, what: str = "") -> str:
-    """The one wording used wherever an estimate is withheld for lack of support."""
-    return f"insufficient data (n = {n}{what}, needs {needs})"
 
 
 def country_factors(scored: pd.DataFrame, *, bootstrap: int = 200, seed: int = 0,

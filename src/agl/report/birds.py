@@ -25,7 +25,7 @@ from agl.birds import range_model as birdrange
 from agl.core import canonical
 from agl.report import plots
 from agl.report.analysis import compare_runs, group_row
-from agl.report.tables import breakdown_table, frame_table, slug
+from agl.report.tables import breakdown_legend, breakdown_table, paired_table, slug
 
 GROUPS = ("birds heard", "no birds heard", "not listened")
 
@@ -110,15 +110,17 @@ def surface_map(run, runs, path: Path) -> tuple[Path, str] | None:
     fig.colorbar(pts, ax=ax, shrink=0.6, label="birdrange score (higher: heard species occur)")
     row = run.scored.loc[run.scored["sample_id"].astype(str) == key]
     if not row.empty:
-        ax.scatter(
-            row["true_lon"], row["true_lat"], marker="*", s=220, c="gold", edgecolors="black", zorder=4, label="truth"
+        plots.scatter_wrapped(
+            ax, row["true_lon"], row["true_lat"], marker="*", s=220, c="gold", edgecolors="black", zorder=4,
+            label="truth", gid="truth",
         )
     markers = "os^vD<>phX"
     for i, r in enumerate(runs):
         m = r.scored.loc[r.scored["sample_id"].astype(str) == key]
         if m.empty or not np.isfinite(m["pred_lat"].to_numpy(dtype=float)).all():
             continue
-        ax.scatter(
+        plots.scatter_wrapped(
+            ax,
             m["pred_lon"],
             m["pred_lat"],
             marker=markers[i % len(markers)],
@@ -154,12 +156,13 @@ def birds_section(runs, birds_csv: Path | None, figs: Path, tables: Path, *, opt
         "and birdrange then abstains (scored as a refusal).</p>"
     )
     boot = {"bootstrap": options.group_bootstrap, "seed": options.seed}
+    parts.append(f"<p>{html.escape(breakdown_legend(options.min_support))}</p>")
     tables_out = []
     for r in runs:
         t = by_birds(r.scored, heard, **boot).assign(run=r.name)
         tables_out.append(t)
         parts.append(f"<h4>{html.escape(r.name)}: error by birds heard</h4>")
-        parts.append(breakdown_table(t.drop(columns="run"), f"birds-{slug(r.name)}"))
+        parts.append(breakdown_table(t.drop(columns="run"), f"birds-{slug(r.name)}", options.min_support))
     if tables_out:
         canonical.write_csv(pd.concat(tables_out, ignore_index=True), tables / "birds_breakdown.csv")
 
@@ -198,10 +201,10 @@ def birds_section(runs, birds_csv: Path | None, figs: Path, tables: Path, *, opt
             f"<h3>{html.escape(br.name)} beside each run, birds-heard clips only</h3>"
             "<p>Difference birdrange - run on common clips, paired bootstrap 95% CI "
             f"and sign-flip permutation p-value; fewer than {options.min_support} common "
-            "clips: no estimate (note).</p>"
+            f"scored clips: \"insufficient data (n = k, needs {options.min_support})\", none: "
+            "\"—\" (not applicable).</p>"
         )
-        cols = ["a", "b", "metric", "n", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value", "note"]
-        parts.append(frame_table(paired[cols], "birds-paired", 4))
+        parts.append(paired_table(paired, "birds-paired"))
     else:
         parts.append("<p>No clip with birds heard: nothing to compare birdrange on.</p>")
     drawn = surface_map(br, runs, figs / "birdrange_surface.png")

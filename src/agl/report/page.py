@@ -18,7 +18,7 @@ import pandas as pd
 from agl.report import error_modes, plots, tables
 from agl.report.error_modes import JudgeConfig
 from agl.report.inputs import ReportOptions, RunInput
-from agl.scoring.leaderboard import SUBSET_NOTE, groups, render_rows
+from agl.scoring.leaderboard import groups, render_rows, table_notes
 
 
 def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], board: pd.DataFrame | None,
@@ -51,8 +51,7 @@ def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], boar
                 parts.append(f"<h3>{html.escape(header)}</h3>")
             parts.append(tables.table(head, rows, "leaderboard" if k == 0 else f"leaderboard-{k + 1}")
                          .replace("<table ", "<table class='leaderboard' ", 1))
-            if "subset" in rows_of and rows_of["subset"].astype(str).str.lower().eq("true").any():
-                parts.append(f"<p class='note'>{html.escape(SUBSET_NOTE)}</p>")
+            parts += [f"<p class='note'>{html.escape(line)}</p>" for line in table_notes(rows_of)]
     else:
         where = html.escape(str(leaderboard_csv)) if leaderboard_csv else "no file given"
         parts.append(f"<p>No leaderboard ({where}); headline numbers per run:</p>")
@@ -123,14 +122,14 @@ def _render_data(a: dict[str, Any], options: ReportOptions, judge: JudgeConfig |
         parts.append(f"<section id='paired-section{tag}'><h2>Paired comparisons</h2><p>Best run "
                      "(lowest mean km) against each other run on their common clips: "
                      "difference A - B with a paired bootstrap 95% CI and a sign-flip "
-                     f"permutation p-value; fewer than {options.min_support} common clips: "
-                     "no estimate (note).</p>")
-        cols = ["a", "b", "metric", "n", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value",
-                "note"]
-        parts.append(tables.frame_table(paired[cols], f"paired{tag}", 4))
+                     f"permutation p-value; fewer than {options.min_support} common scored "
+                     "clips: \"insufficient data (n = k, needs "
+                     f"{options.min_support})\", none: \"—\" (not applicable).</p>")
+        parts.append(tables.paired_table(paired, f"paired{tag}"))
         parts.append("</section>")
 
     parts.append(f"<section id='breakdowns-section{tag}'><h2>Breakdowns per run</h2>")
+    parts.append(f"<p>{html.escape(tables.breakdown_legend(options.min_support))}</p>")
     if options.explorer:
         parts.append("<p>A group's name opens its clips in the clip explorer (written by "
                      "<code>agl explore --export build/explore</code>).</p>")
@@ -179,8 +178,13 @@ def _render_data(a: dict[str, Any], options: ReportOptions, judge: JudgeConfig |
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
 table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}
-td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
+td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;white-space:nowrap}
 th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
+td.insufficient,td.na{text-align:center;color:#7a4a00;font-style:italic}
+table.leaderboard td:nth-child(-n+3),table.leaderboard th:nth-child(-n+3){text-align:left}
+div.scroll{overflow-x:auto;max-width:100%}
+#provenance-table td{text-align:left;white-space:normal}
+p.note{max-width:70em}
 img{max-width:100%;height:auto} figure{margin:1em 0}
 figcaption{font-size:13px;color:#555}
 .no-chart,.insufficient{color:#7a4a00;font-style:italic}

@@ -85,24 +85,87 @@ def cdf_plot(runs: dict[str, pd.DataFrame], path: Path) -> Path:
     return _save(fig, path)
 
 
+# The maps show the whole globe (a guess anywhere on Earth is drawn: the random baselines put
+# a quarter of theirs south of 58 S or north of 84 N), equirectangular, x = lon, y = lat.
+MAP_EXTENT = (-180.0, 180.0, -90.0, 90.0)  # lon0, lon1, lat0, lat1
+# A marker this close to the date line is drawn again one world-width away, so the part of it
+# beyond ±180° shows at the other edge instead of being cut off.
+WRAP_DEG = 10.0
+
+
+def _polar(poly: np.ndarray) -> bool:
+    """Antarctica's pieces: GSHHS cuts it at 0° and 180° and closes each piece through the
+    pole, so its outline would draw the cuts as coastline."""
+    return bool(poly[:, 1].min() <= -89.99)
+
+
+def _coast_segments(poly: np.ndarray) -> list[np.ndarray]:
+    """The coastline of one land polygon as line pieces: a polar piece without its cut
+    edges (along 0°, ±180° or the pole)."""
+    if not _polar(poly):
+        return [poly]
+    ring = np.vstack([poly, poly[:1]])
+    a, b = ring[:-1], ring[1:]
+    cut = ((a[:, 0] == b[:, 0]) & np.isin(a[:, 0], (-180.0, 0.0, 180.0))) | (
+        (a[:, 1] <= -89.99) & (b[:, 1] <= -89.99))
+    return [np.vstack([p, q]) for p, q, c in zip(a, b, cut, strict=True) if not c]
+
+
 def _basemap(ax) -> None:
     from matplotlib.collections import LineCollection, PolyCollection
 
-    ax.add_collection(PolyCollection(worldmap.land(), facecolor="#e6e6e6", edgecolor="#9a9a9a",
-                                     linewidth=0.3, zorder=0))
+    land = worldmap.land()
+    ax.add_collection(PolyCollection(land, facecolor="#e6e6e6", edgecolor="none", zorder=0))
+    ax.add_collection(LineCollection([s for p in land for s in _coast_segments(p)],
+                                     colors="#9a9a9a", linewidths=0.3, zorder=0))
     ax.add_collection(LineCollection(worldmap.borders(), colors="#b5b5b5", linewidths=0.2,
                                      zorder=0))
-    ax.set(xlim=(-180, 180), ylim=(-58, 84), aspect="equal")  # no clip south of 58 S
+    lon0, lon1, lat0, lat1 = MAP_EXTENT
+    ax.set(xlim=(lon0, lon1), ylim=(lat0, lat1), aspect="equal")
     ax.set_xticks([]), ax.set_yticks([])
 
 
+def wrapped(lon, lat) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Points to draw for markers at (lon, lat): each one, plus a copy one world-width away
+    of those within WRAP_DEG of the date line. Returns (lon, lat, index of the source point)."""
+    lon, lat = np.asarray(lon, dtype=float), np.asarray(lat, dtype=float)
+    east = np.flatnonzero(lon > MAP_EXTENT[1] - WRAP_DEG)
+    west = np.flatnonzero(lon < MAP_EXTENT[0] + WRAP_DEG)
+    idx = np.concatenate([np.arange(lon.size), east, west])
+    shift = np.concatenate([np.zeros(lon.size), np.full(east.size, -360.0),
+                            np.full(west.size, 360.0)])
+    return lon[idx] + shift, lat[idx], idx
+
+
+def scatter_wrapped(ax, lon, lat, *, s=None, c=None, **kw):
+    """`ax.scatter` of map points, wrapped at the date line (`wrapped`): per-point sizes and
+    colours follow their points."""
+    x, y, idx = wrapped(lon, lat)
+    n = len(np.asarray(lon))
+
+    def per_point(v):  # sizes and colour names per point follow it (not RGB tuples)
+        if v is None or isinstance(v, str):
+            return v
+        arr = np.asarray(v)
+        return arr[idx] if arr.ndim == 1 and len(arr) == n else v
+
+    return ax.scatter(x, y, s=per_point(s), c=per_point(c), **kw)
+
+
 def _aggregate(lon, lat, values, cell_deg: float) -> pd.DataFrame:
-    """Points within one `cell_deg` grid cell merged: mean position, n, median value."""
+    """Points within one `cell_deg` grid cell merged: mean position, n, median value. Cells
+    wrap at the date line (179.9° E and 179.9° W fall in one cell, placed between them)."""
     frame = pd.DataFrame({"lon": lon, "lat": lat, "v": values}).dropna(subset=["lon", "lat"])
-    frame["cx"] = np.round(frame["lon"] / cell_deg)
+    frame["cx"] = np.round(frame["lon"] / cell_deg) % round(360 / cell_deg)
     frame["cy"] = np.round(frame["lat"] / cell_deg)
-    out = frame.groupby(["cx", "cy"]).agg(lon=("lon", "mean"), lat=("lat", "mean"),
-                                          n=("v", "size"), v=("v", "median"))
+    rad = np.radians(frame["lon"].to_numpy(dtype=float))
+    frame["east"], frame["north"] = np.cos(rad), np.sin(rad)
+    out = frame.groupby(["cx", "cy"]).agg(east=("east", "mean"), north=("north", "mean"),
+                                          lat=("lat", "mean"), n=("v", "size"),
+                                          v=("v", "median"))
+    # The circular mean: the arithmetic mean of 179.9 and -179.9 would be 0.
+    out["lon"] = np.degrees(np.arctan2(out["north"], out["east"]))
+    out = out[["lon", "lat", "n", "v"]]
     return out.reset_index(drop=True).sort_values("n", ascending=False)
 
 
@@ -117,24 +180,25 @@ def _no_guess(scored: pd.DataFrame) -> pd.Series:
     return scored["pred_lat"].isna() | scored["pred_lon"].isna()
 
 
-def _error_points(ax, scored: pd.DataFrame, cell_deg: float) -> None:
+def _error_points(ax, scored: pd.DataFrame, cell_deg: float, gid: str = "world") -> None:
     """True locations, merged per grid cell: colour = band of the median error of the
-    guesses there, size = n; refusals grey underneath; good guesses drawn last, on top."""
+    guesses there, size = n; refusals grey underneath; good guesses drawn last, on top.
+    The SVG ids of the layers: <gid>-no-guess, <gid>-by-error, <gid>-not-scored."""
     d = scored["distance_km"].to_numpy(dtype=float)
     none = _no_guess(scored).to_numpy()
     refused = _aggregate(scored["true_lon"][none], scored["true_lat"][none], d[none], cell_deg)
-    ax.scatter(refused["lon"], refused["lat"], s=_size(refused["n"]), c=NO_GUESS_COLOUR,
-               alpha=0.7, edgecolors="none", zorder=2)
+    scatter_wrapped(ax, refused["lon"], refused["lat"], s=_size(refused["n"]), c=NO_GUESS_COLOUR,
+                    alpha=0.7, edgecolors="none", zorder=2, gid=f"{gid}-no-guess")
     cells = _aggregate(scored["true_lon"][~none], scored["true_lat"][~none], d[~none], cell_deg)
     unscored = cells[cells["v"].isna()]
     cells = cells[cells["v"].notna()].copy()
     cells["band"] = [error_band(v) for v in cells["v"]]
     cells = cells.sort_values(["band", "n"], ascending=False)
-    ax.scatter(cells["lon"], cells["lat"], s=_size(cells["n"]),
-               c=[BAND_COLOURS[b] for b in cells["band"]], alpha=0.85,
-               edgecolors="#333333", linewidths=0.4, zorder=3)
-    ax.scatter(unscored["lon"], unscored["lat"], s=_size(unscored["n"]), c="black",
-               marker="x", linewidths=0.8, zorder=4)
+    scatter_wrapped(ax, cells["lon"], cells["lat"], s=_size(cells["n"]),
+                    c=[BAND_COLOURS[b] for b in cells["band"]], alpha=0.85,
+                    edgecolors="#333333", linewidths=0.4, zorder=3, gid=f"{gid}-by-error")
+    scatter_wrapped(ax, unscored["lon"], unscored["lat"], s=_size(unscored["n"]), c="black",
+                    marker="x", linewidths=0.8, zorder=4, gid=f"{gid}-not-scored")
 
 
 def world_map(scored: pd.DataFrame, path: Path, *, title: str = "") -> Path | NoData:
@@ -150,12 +214,13 @@ def world_map(scored: pd.DataFrame, path: Path, *, title: str = "") -> Path | No
     lon0, lat0, lon1, lat1 = ZOOM_BOX
     in_box = (scored["true_lon"].between(lon0, lon1) & scored["true_lat"].between(lat0, lat1))
     zoom = int(in_box.sum()) >= ZOOM_MIN_CLIPS
-    fig = plt.figure(figsize=(12, 10.5))
+    # Without the zoom panel both maps span the full width: taller, so neither shrinks.
+    fig = plt.figure(figsize=(12, 10.5 if zoom else 13.5))
     grid = fig.add_gridspec(2, 3 if zoom else 1, height_ratios=(1.0, 1.0),
                             width_ratios=(1.0, 1.0, 0.85) if zoom else None)
     top = fig.add_subplot(grid[0, :2] if zoom else grid[0, 0])
     _basemap(top)
-    _error_points(top, scored, 1.0)
+    _error_points(top, scored, 1.0, "world")
     d = scored["distance_km"].to_numpy(dtype=float)
     n_scored = int(np.isfinite(d).sum())
     top.set_title(f"{title}: true locations by distance error (n = {n_scored})".strip(": "))
@@ -163,7 +228,7 @@ def world_map(scored: pd.DataFrame, path: Path, *, title: str = "") -> Path | No
         ax = fig.add_subplot(grid[0, 2])
         _basemap(ax)
         ax.set(xlim=(lon0, lon1), ylim=(lat0, lat1))
-        _error_points(ax, scored[in_box], 0.25)
+        _error_points(ax, scored[in_box], 0.25, "zoom")
         ax.set_title(f"Europe, zoomed (n = {int(in_box.sum())})", fontsize=10)
         top.add_patch(plt.Rectangle((lon0, lat0), lon1 - lon0, lat1 - lat0, fill=False,
                                     edgecolor="#555555", linewidth=0.8, linestyle="--"))
@@ -189,12 +254,19 @@ def world_map(scored: pd.DataFrame, path: Path, *, title: str = "") -> Path | No
     truth = _aggregate(scored["true_lon"], scored["true_lat"], np.ones(len(scored)), 1.0)
     pred = _aggregate(scored["pred_lon"][has], scored["pred_lat"][has], np.ones(int(has.sum())),
                       1.0)
-    bottom.scatter(truth["lon"], truth["lat"], s=_size(truth["n"]), c="#1f77b4", alpha=0.45,
-                   edgecolors="none", label=f"true ({int(has_true.sum())})")
-    bottom.scatter(pred["lon"], pred["lat"], s=_size(pred["n"]), facecolors="none",
-                   edgecolors="#d62728", linewidths=1.0, alpha=0.8,
-                   label=f"predicted ({int(has.sum())})")
-    bottom.legend(loc="lower left", fontsize=8)
+    scatter_wrapped(bottom, truth["lon"], truth["lat"], s=_size(truth["n"]), c="#1f77b4",
+                    alpha=0.45, edgecolors="none", gid="true")
+    scatter_wrapped(bottom, pred["lon"], pred["lat"], s=_size(pred["n"]), facecolors="none",
+                    edgecolors="#d62728", linewidths=1.0, alpha=0.8, gid="predicted")
+    n_pred = int(has.sum())
+    keys = [Line2D([], [], color="#1f77b4", alpha=0.45, marker="o", linestyle="",
+                   label=f"true ({int(has_true.sum())})"),
+            Line2D([], [], markeredgecolor="#d62728", markerfacecolor="none", marker="o",
+                   linestyle="", label=f"predicted ({n_pred})" if n_pred else
+                   "predicted (0: no clip has predicted coordinates)")]
+    # Below the map, not on it: the whole globe has no empty corner (Antarctica fills the south).
+    bottom.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.5, -0.01), ncol=2,
+                  fontsize=8, frameon=False)
     bottom.set_title(f"{title}: true and predicted points (size = number of clips)".strip(": "))
     return _save(fig, path)
 
@@ -234,9 +306,12 @@ def accuracy_by_continent(tables: dict[str, pd.DataFrame], path: Path, *,
                 n = int(r[f"{level}_n"])
                 if n >= min_support:
                     keep.setdefault(level, set()).add(r["group"])
-                else:
+                elif n > 0:  # n = 0: not applicable (a run without that field), not a gap
                     dropped.setdefault(r["group"], []).append(n)
     groups = sorted(set().union(*keep.values())) if keep else []
+    if not groups and not dropped:
+        return _no_chart(path, "Accuracy by true continent: not applicable, no run names a "
+                         "continent or country; no chart.")
     if not groups:
         ns = sorted({n for v in dropped.values() for n in v})
         span = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}-{ns[-1]}"
@@ -318,39 +393,63 @@ def _save(fig, path: Path) -> Path:
 
 
 def svg_map(scored: pd.DataFrame, *, svg_id: str, width: int = 1000) -> str:
-    """An inline SVG world map (equirectangular) of true locations coloured by error; hovering
-    a point shows the clip, the truth, the prediction and the error (SVG <title>, no script),
-    and draws the line to its prediction (CSS :hover). Self-contained: no JS, no network."""
+    """An inline SVG world map (equirectangular, the whole globe) of true locations coloured
+    by error; hovering a point shows the clip, the truth, the prediction and the error (SVG
+    <title>, no script), and draws the line to its prediction (CSS :hover). A clip without
+    predicted coordinates (refused, failed) is grey, as on the PNG maps. Points and lines wrap
+    at the date line: a point within WRAP_DEG of ±180° is drawn at both edges, and the line to
+    a prediction takes the short way round. Self-contained: no JS, no network."""
     import html
 
-    def xy(lon, lat) -> str:
-        return f"{(lon + 180) * width / 360:.1f},{(90 - lat) * width / 360:.1f}"
-
+    scale = width / 360.0
     height = width // 2
-    land = "".join(
-        "M" + " L".join(xy(lo, la) for lo, la in poly[:: max(1, len(poly) // 200)]) + "Z"
-        for poly in worldmap.land() if len(poly) >= 8
-    )
+
+    def x_of(lon: float) -> float:
+        return (lon + 180.0) * scale
+
+    def y_of(lat: float) -> float:
+        return (90.0 - lat) * scale
+
+    def path(poly: np.ndarray) -> str:
+        pts = poly[:: max(1, len(poly) // 200)]
+        return "M" + " L".join(f"{x_of(lo):.1f},{y_of(la):.1f}" for lo, la in pts) + "Z"
+
+    land = worldmap.land()
+    shore = "".join(path(p) for p in land if len(p) >= 8 and not _polar(p))
+    # Antarctica without an outline: its pieces are cut at 0° and 180° (see _polar).
+    polar = "".join(path(p) for p in land if len(p) >= 8 and _polar(p))
     marks = []
     for r in scored.itertuples(index=False):
         if not (np.isfinite(r.true_lat) and np.isfinite(r.true_lon)):
             continue
         d = r.distance_km
-        colour = BAND_COLOURS[error_band(d)] if np.isfinite(d) else "#000000"
+        guessed = np.isfinite(r.pred_lat) and np.isfinite(r.pred_lon)
+        colour = (NO_GUESS_COLOUR if not guessed else
+                  BAND_COLOURS[error_band(d)] if np.isfinite(d) else "#000000")
         pred = ", ".join(str(v) for v in (r.pred_city, r.pred_country) if isinstance(v, str))
+        if not guessed:
+            pred = f"{pred}; no coordinates" if pred else "no coordinates (refused or failed)"
         tip = (f"{r.sample_id}\ntrue: {r.true_city}, {r.true_country}\npredicted: "
-               f"{pred or 'none'}\nerror: " + (f"{d:,.0f} km" if np.isfinite(d) else "not scored"))
-        line = ""
-        if np.isfinite(r.pred_lat) and np.isfinite(r.pred_lon):
-            (x1, y1), (x2, y2) = (xy(r.true_lon, r.true_lat).split(","),
-                                  xy(r.pred_lon, r.pred_lat).split(","))
-            line = f"<line x1='{x1}' y1='{y1}' x2='{x2}' y2='{y2}'/>"
-        cx, cy = xy(r.true_lon, r.true_lat).split(",")
-        marks.append(f"<g><title>{html.escape(tip)}</title>{line}"
-                     f"<circle cx='{cx}' cy='{cy}' r='2.6' fill='{colour}' stroke='#333' "
-                     "stroke-width='0.3'/></g>")
+               f"{pred or 'none'}\nerror: " + (f"{d:,.0f} km" if np.isfinite(d) else "not scored")
+               + (" (the protocol's score for no coordinates)" if np.isfinite(d) and not guessed
+                  else ""))
+        lines = ""
+        if guessed:
+            x1, y1, x2, y2 = x_of(r.true_lon), y_of(r.true_lat), x_of(r.pred_lon), y_of(r.pred_lat)
+            if abs(x2 - x1) > width / 2:  # across the date line: two pieces, one per edge
+                step = width if x2 < x1 else -width
+                pairs = [(x1, y1, x2 + step, y2), (x1 - step, y1, x2, y2)]
+            else:
+                pairs = [(x1, y1, x2, y2)]
+            lines = "".join(f"<line x1='{a:.1f}' y1='{b:.1f}' x2='{c:.1f}' y2='{e:.1f}'/>"
+                            for a, b, c, e in pairs)
+        xs, ys, _ = wrapped([r.true_lon], [r.true_lat])
+        dots = "".join(f"<circle cx='{x_of(x):.1f}' cy='{y_of(y):.1f}' r='2.6' fill='{colour}' "
+                       "stroke='#333' stroke-width='0.3'/>" for x, y in zip(xs, ys, strict=True))
+        marks.append(f"<g><title>{html.escape(tip)}</title>{lines}{dots}</g>")
     return (f"<svg id='{html.escape(svg_id)}' class='svgmap' viewBox='0 0 {width} {height}' "
             f"width='{width}' height='{height}'>"
             f"<rect width='{width}' height='{height}' fill='#f4f8fb'/>"
-            f"<path d='{land}' fill='#e2e2e2' stroke='#aaa' stroke-width='0.3'/>"
+            f"<path d='{shore}' fill='#e2e2e2' stroke='#aaa' stroke-width='0.3'/>"
+            f"<path d='{polar}' fill='#e2e2e2' stroke='none'/>"
             + "".join(marks) + "</svg>")

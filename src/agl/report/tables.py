@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from agl.report.analysis import insufficient
 from agl.report.plots import NoData
+from agl.scoring.wording import NOT_APPLICABLE, NOT_APPLICABLE_LEGEND, withheld
 
 
 def number(v: Any, digits: int) -> str:
@@ -37,14 +37,26 @@ class Html(str):
     """A table cell that is already HTML (built from escaped parts): not escaped again."""
 
 
-def table(head: list[str], rows: list[list[str]], table_id: str = "") -> str:
-    """An HTML table of text cells (escaped unless `Html`), with an optional id."""
+Cell = str | tuple[str, int, str]  # text (escaped unless `Html`), or (text, colspan, CSS class)
+
+
+def table(head: list[str], rows: list[list[Cell]], table_id: str = "") -> str:
+    """An HTML table of text cells (escaped unless `Html`), with an optional id. A cell may be a tuple
+    (text, colspan, class): one cell across several columns (e.g. a whole row withheld)."""
     ident = f" id='{html.escape(table_id)}'" if table_id else ""
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(
-        f"<td>{c if isinstance(c, Html) else html.escape(c)}</td>" for c in r) + "</tr>"
-        for r in rows)
-    return f"<table{ident}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+    def td(c: Cell) -> str:
+        if isinstance(c, tuple):
+            text, span, cls = c
+            attrs = (f" colspan='{span}'" if span > 1 else "") + (f" class='{cls}'" if cls else "")
+            return f"<td{attrs}>{html.escape(text)}</td>"
+        return f"<td>{c if isinstance(c, Html) else html.escape(c)}</td>"
+
+    body = "".join("<tr>" + "".join(td(c) for c in r) + "</tr>" for r in rows)
+    # Cells do not wrap (page CSS); a table wider than the page scrolls in its own box.
+    return (f"<div class='scroll'><table{ident}><thead><tr>{th}</tr></thead><tbody>{body}"
+            "</tbody></table></div>")
 
 
 def frame_table(frame: pd.DataFrame, table_id: str = "", digits: int = 3) -> str:
@@ -55,14 +67,28 @@ def frame_table(frame: pd.DataFrame, table_id: str = "", digits: int = 3) -> str
     return table([str(c) for c in frame.columns], rows, table_id)
 
 
-def supported(row: pd.Series, col: str, n_col: str, digits: int, min_n: int,
-              ci: bool = True) -> str:
-    """An estimate with its n beside it, or "insufficient data (n = k, needs m)"."""
-    n = int(row[n_col])
-    if n < min_n:
-        return insufficient(n, min_n)
-    value = with_ci(row, col, digits) if ci else number(row.get(col), digits)
-    return f"{value} (n = {n})"
+def gap_cell(text: str, span: int = 1) -> tuple[str, int, str]:
+    """A cell that holds no estimate: "—" (class na) or the insufficient-data wording."""
+    return (text, span, "na" if text == NOT_APPLICABLE else "insufficient")
+
+
+# A breakdown's estimates: header, column, the column of the n behind it, digits, with a CI.
+ESTIMATES = (("mean km [95% CI]", "mean_km", "n_km", 1, True),
+             ("median km", "median_km", "n_km", 1, False),
+             ("continent acc", "continent_acc", "continent_n", 3, True),
+             ("country acc", "country_acc", "country_n", 3, True),
+             ("city acc", "city_acc", "city_n", 3, True),
+             ("reject rate", "reject_rate", "n", 3, True),
+             ("failure rate", "failure_rate", "n", 3, True))
+
+
+def breakdown_legend(min_n: int) -> str:
+    """Said once above the breakdown tables (and the birds tables) of the report."""
+    return ("Each estimate is over its row's n clips unless its column header or its cell "
+            f"gives another n (the clips where that metric is scored). {NOT_APPLICABLE_LEGEND} "
+            f"An estimate on fewer than {min_n} clips is withheld as \"insufficient data (n = k, "
+            f"needs {min_n})\" (params.yaml report.min_support), said once across a row whose "
+            "every estimate is withheld.")
 
 
 def explore_href(base: str, run: str, breakdown: str, group: str) -> str | None:
@@ -80,23 +106,70 @@ def explore_href(base: str, run: str, breakdown: str, group: str) -> str | None:
 
 def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
                     link: Callable[[str, str], str | None] | None = None) -> str:
-    """A breakdown (one row per group: n, distance and accuracies with CIs) as HTML; an
-    estimate behind fewer than `min_n` clips reads "insufficient data". `link(breakdown,
-    group)`: where a group's name links to (None: plain text)."""
-    head = ["group", "n", "mean km [95% CI]", "median km", "continent acc", "country acc",
-            "city acc", "reject rate", "failure rate"]
+    """A breakdown (one row per group: n, distance and accuracies with CIs) as HTML.
 
-    def group_cell(r: pd.Series) -> str:
-        href = link(str(r["breakdown"]), str(r["group"])) if link else None
-        name = str(r["group"])
-        return Html(f"<a href='{html.escape(href)}'>{html.escape(name)}</a>") if href else name
+    The n behind an estimate is said once: not at all where it is the row's n (the n
+    column), in the column header where it is one other number for the whole column, in the
+    cell only where neither holds. An estimate on no scored clip reads "—" (not applicable),
+    on fewer than `min_n` "insufficient data (n = k, needs m)" (`agl.scoring.wording`); a row
+    whose every estimate is withheld for the same reason gets the wording once, across it.
+    `link(breakdown, group)`: where a group's name links to (None: plain text)."""
+    ns = {col: frame[n_col].astype(int).to_numpy() for _, col, n_col, _, _ in ESTIMATES}
+    row_n = frame["n"].astype(int).to_numpy()
+    head, where = ["group", "n"], {}
+    for label, col, _, _, _ in ESTIMATES:
+        shown = ns[col] >= max(min_n, 1)  # the cells that print an estimate
+        if (ns[col][shown] == row_n[shown]).all():
+            where[col] = "row"
+            head.append(label)
+        elif len(set(ns[col][shown])) == 1:
+            where[col] = "header"
+            head.append(f"{label} (n = {int(ns[col][shown][0]):,})")
+        else:
+            where[col] = "cell"
+            head.append(label)
+    rows = []
+    for i, (_, r) in enumerate(frame.iterrows()):
+        cells: list[Cell] = []
+        for _, col, _, digits, ci in ESTIMATES:
+            n = int(ns[col][i])
+            gap = withheld(n, min_n)
+            if gap is not None:
+                cells.append(gap_cell(gap))
+                continue
+            value = with_ci(r, col, digits) if ci else number(r.get(col), digits)
+            if where[col] == "cell" and n != row_n[i]:
+                value += f" (n = {n:,})"
+            cells.append(value)
+        gaps = {c[0] for c in cells if isinstance(c, tuple)}
+        if len(gaps) == 1 and all(isinstance(c, tuple) for c in cells):
+            cells = [gap_cell(gaps.pop(), len(cells))]
+        rows.append([_group_cell(r, link), f"{int(r['n']):,}", *cells])
+    return table(head, rows, table_id)
 
-    rows = [[group_cell(r), str(r["n"]), supported(r, "mean_km", "n_km", 1, min_n),
-             supported(r, "median_km", "n_km", 1, min_n, ci=False),
-             *(supported(r, f"{lv}_acc", f"{lv}_n", 3, min_n)
-               for lv in ("continent", "country", "city")),
-             supported(r, "reject_rate", "n", 3, min_n),
-             supported(r, "failure_rate", "n", 3, min_n)] for _, r in frame.iterrows()]
+
+def _group_cell(r: pd.Series, link: Callable[[str, str], str | None] | None) -> Cell:
+    href = link(str(r["breakdown"]), str(r["group"])) if link else None
+    name = str(r["group"])
+    return Html(f"<a href='{html.escape(href)}'>{html.escape(name)}</a>") if href else name
+
+
+def paired_table(frame: pd.DataFrame, table_id: str = "") -> str:
+    """Paired comparisons (`agl.report.analysis.compare_runs` rows with `a` and `b`): means,
+    A - B with its 95% CI and p; a row without an estimate gives its note once across those
+    cells ("—" for no common scored clip, "insufficient data (...)" below minimum support)."""
+    head = ["A", "B", "metric", "n", "mean A", "mean B", "A - B [95% CI]", "p"]
+    rows: list[list[Cell]] = []
+    for _, r in frame.iterrows():
+        digits = 1 if r["metric"] == "distance_km" else 3
+        first: list[Cell] = [str(r["a"]), str(r["b"]), str(r["metric"]), f"{int(r['n']):,}"]
+        note = r.get("note")
+        if isinstance(note, str) and note:
+            rows.append([*first, gap_cell(note, 4)])
+            continue
+        diff = f"{r['diff']:+,.{digits}f} [{r['ci_lo']:+,.{digits}f}, {r['ci_hi']:+,.{digits}f}]"
+        rows.append([*first, number(r["mean_a"], digits), number(r["mean_b"], digits), diff,
+                     f"{r['p_value']:.4f}"])
     return table(head, rows, table_id)
 
 

@@ -4,6 +4,9 @@ Runs are ranked only against runs on the same data (the manifest's content hash)
 synthetic demo set and a run on AGL1K are never in one table. Within a dataset, a run that
 scored fewer than `full_coverage` of its clips is a subset run: its coverage `n / N` is shown,
 it is ranked after the full runs with a note, because its numbers are not comparable to theirs.
+A run that refuses many clips (`refusal_note`) carries its refusal rate beside its rank, with a
+note: its place comes from the protocol's fixed score for a refusal, not from located guesses.
+Every "—" is "not applicable" (`agl.scoring.wording`).
 """
 
 from __future__ import annotations
@@ -17,16 +20,26 @@ from typing import Any
 import pandas as pd
 
 from agl.dataset.manifest import SYNTHETIC_MARK
+from agl.scoring.protocol_paper import PAPER_REFUSAL_KM
+from agl.scoring.wording import NOT_APPLICABLE, NOT_APPLICABLE_LEGEND
 
 COLUMNS = ("distance_error_km", "median_km", "geoscore", "continent_acc", "country_acc",
            "city_acc", "reject_rate", "failure_rate", "within_25km", "within_200km",
            "within_750km", "within_2500km")
 PAPER_COLUMNS = ("distance_error_km", "continent_acc", "country_acc", "city_acc")
+# The paper is silent on runs that mostly refuse. A refusal scores a fixed distance (paper:
+# 10,000 km, about what a uniformly random guess averages), so a run refusing everything ranks
+# among the baselines without locating anything. At or above this share of refused clips the
+# rank shows the refusal rate and a note says so (params leaderboard.refusal_note): one clip in
+# ten moves a mean of a few thousand km by several hundred, enough to swap neighbours.
+REFUSAL_NOTE_SHARE = 0.1
 
 
-def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 1.0) -> pd.DataFrame:
+def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 1.0,
+            refusal_note: float = REFUSAL_NOTE_SHARE) -> pd.DataFrame:
     """One row per run from `metrics.json` files written by the evaluate stages, grouped by data
-    version (largest dataset first), full runs before subset runs, then by mean distance."""
+    version (largest dataset first), full runs before subset runs, then by mean distance.
+    `refusal_heavy`: the run refused at least `refusal_note` of its clips."""
     rows = []
     for path in metrics_files:
         doc = json.loads(Path(path).read_text())
@@ -57,6 +70,9 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
         ["_size", "data_version", "subset", "distance_error_km", "run"], kind="stable"
     ).drop(columns="_size").reset_index(drop=True)
     frame["rank"] = frame.groupby("data_version").cumcount() + 1
+    frame["protocol"] = protocol
+    reject = pd.to_numeric(frame["reject_rate"], errors="coerce")
+    frame["refusal_heavy"] = (reject >= refusal_note).fillna(False).astype(bool)
     return frame
 
 
@@ -108,38 +124,81 @@ def attach_paper(board: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFram
 
 def _cell(v: Any, digits: int) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"  # not applicable (a field the run never attempts) or not reported
+        return NOT_APPLICABLE  # a field the run never attempts (a coordinates-only baseline)
     return f"{v:.{digits}f}"
 
 
 def _with_ci(row: pd.Series, c: str, digits: int) -> str:
     v = _cell(row[c], digits)
     lo, hi = _cell(row[f"{c}_lo"], digits), _cell(row[f"{c}_hi"], digits)
-    return f"{v} [{lo}, {hi}]" if v != "—" and lo != "—" else v
+    return f"{v} [{lo}, {hi}]" if v != NOT_APPLICABLE and lo != NOT_APPLICABLE else v
+
+
+def _flag(row: pd.Series, name: str) -> bool:
+    return str(row.get(name, False)).lower() == "true"
+
+
+def _refused(row: pd.Series) -> str:
+    """The share of clips a run refused, as its rank shows it."""
+    return f"{float(row['reject_rate']):.0%} refused"
 
 
 def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """The leaderboard's header and its rows as display strings (rank, run, n / N, km with CI,
-    accuracies beside the paper's)."""
+    """The header and text cells of one dataset's ranked table (rank, run, n / N, km with CI,
+    accuracies beside the paper's). A paper column is blank for a run without a counterpart in
+    the paper, "—" where the paper gives no value (its random baseline has no accuracies)."""
     head = ["#", "run", "model", "n / N", "distance km [95% CI]", "paper km", "median km",
             "GeoScore", "continent", "paper", "country", "paper", "city", "paper", "reject"]
     rows = []
     for i, r in board.iterrows():
-        rank = int(r["rank"]) if "rank" in r and pd.notna(r["rank"]) else i + 1
-        run = f"{r['run']} *" if str(r.get("subset", False)).lower() == "true" else str(r["run"])
+        rank = str(int(r["rank"]) if "rank" in r and pd.notna(r["rank"]) else i + 1)
+        if _flag(r, "refusal_heavy"):
+            rank += f" ({_refused(r)})"
+        run = f"{r['run']} *" if _flag(r, "subset") else str(r["run"])
         clips = r.get("dataset_clips")
         done = r.get("clips_predicted")
         n = str(int(done if done is not None and pd.notna(done) else r["n"]))
         coverage = f"{n} / {int(clips)}" if clips is not None and pd.notna(clips) else n
+        in_paper = any(pd.notna(r.get(f"paper_{c}")) for c in PAPER_COLUMNS)
+        paper = {c: _cell(r.get(f"paper_{c}"), 2) if in_paper else "" for c in PAPER_COLUMNS}
         rows.append([
-            str(rank), run, r["model"], coverage, _with_ci(r, "distance_error_km", 2),
-            _cell(r["paper_distance_error_km"], 2), _cell(r["median_km"], 2),
+            rank, run, r["model"], coverage, _with_ci(r, "distance_error_km", 2),
+            paper["distance_error_km"], _cell(r["median_km"], 2),
             _cell(r["geoscore"], 1), _with_ci(r, "continent_acc", 2),
-            _cell(r["paper_continent_acc"], 2), _with_ci(r, "country_acc", 2),
-            _cell(r["paper_country_acc"], 2), _with_ci(r, "city_acc", 2),
-            _cell(r["paper_city_acc"], 2), _cell(r["reject_rate"], 2),
+            paper["continent_acc"], _with_ci(r, "country_acc", 2),
+            paper["country_acc"], _with_ci(r, "city_acc", 2),
+            paper["city_acc"], _cell(r["reject_rate"], 2),
         ])
     return head, rows
+
+
+def _refusal_rule(protocol: str) -> str:
+    if protocol == "paper":
+        return (f"the paper protocol scores a refusal without coordinates as "
+                f"{PAPER_REFUSAL_KM:,.0f} km (the paper's rule)")
+    if protocol == "strict":
+        return ("the strict protocol scores a refusal as the farthest possible error "
+                "(params evaluate.strict_refusal_km)")
+    return f"the {protocol} protocol scores a refusal at a fixed distance"
+
+
+def table_notes(rows: pd.DataFrame) -> list[str]:
+    """The notes under one dataset's ranked table: subset runs, refusal-heavy runs, "—"."""
+    notes = []
+    if "subset" in rows and rows["subset"].astype(str).str.lower().eq("true").any():
+        notes.append(SUBSET_NOTE)
+    heavy = rows[[_flag(r, "refusal_heavy") for _, r in rows.iterrows()]]
+    if not heavy.empty:
+        rule = _refusal_rule(str(heavy["protocol"].iloc[0]) if "protocol" in heavy else "paper")
+        runs = "; ".join(f"{r['run']} refused {round(float(r['reject_rate']) * int(r['n']))} "
+                         f"of {int(r['n'])} clips" for _, r in heavy.iterrows())
+        notes.append(f"A rank marked \"(x% refused)\" belongs to a run that refused many of its "
+                     f"clips ({runs}): {rule}, so that rank comes from the rule, not from located "
+                     "guesses. A run refusing every clip averages that distance whatever it "
+                     "heard; under the paper's rule, about what uniformly random guesses score.")
+    if any(NOT_APPLICABLE in c for row in render_rows(rows)[1] for c in row):
+        notes.append(NOT_APPLICABLE_LEGEND)
+    return notes
 
 
 def write(board: pd.DataFrame, out_dir: Path, *, protocol: str, note: str = "") -> list[Path]:
@@ -162,23 +221,24 @@ def write(board: pd.DataFrame, out_dir: Path, *, protocol: str, note: str = "") 
             body.append(f"<h2>{html.escape(header)}</h2>")
         md += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         md += ["| " + " | ".join(r) + " |" for r in cells]
-        if "subset" in rows and rows["subset"].any():
-            md += ["", SUBSET_NOTE]
+        notes = table_notes(rows)
+        for line in notes:
+            md += ["", line]
         md.append("")
         th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
         trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in cells)
         ident = "leaderboard" if k == 0 else f"leaderboard-{k + 1}"
         body.append(f"<table id='{ident}' class='leaderboard'><thead><tr>{th}</tr></thead>"
                     f"<tbody>{trs}</tbody></table>")
-        if "subset" in rows and rows["subset"].any():
-            body.append(f"<p class='note'>{html.escape(SUBSET_NOTE)}</p>")
+        body += [f"<p class='note'>{html.escape(line)}</p>" for line in notes]
     if board.empty:
         md.append("(no evaluated runs)")
     md_path.write_text("\n".join(md).rstrip("\n") + "\n", encoding="utf-8")
     html_path.write_text(
         "<!doctype html><meta charset='utf-8'><title>AGL1K leaderboard</title>"
         "<style>body{font-family:sans-serif}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}</style>"
+        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;white-space:nowrap}"
+        "p.note{max-width:70em}</style>"
         f"<h1>Leaderboard ({html.escape(protocol)} protocol)</h1><p>{html.escape(note)}</p>"
         + "".join(body),
         encoding="utf-8",
