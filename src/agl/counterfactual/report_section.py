@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from agl.core import canonical
+from agl.report import plots
 from agl.report.tables import gap_cell, table
 from agl.scoring.wording import NOT_APPLICABLE, NOT_APPLICABLE_LEGEND
 
@@ -70,8 +71,6 @@ def effect_rows(effects: pd.DataFrame, model: str) -> list[tuple[str, list[tuple
 def effect_figure(effects: pd.DataFrame, model: str, path: Path) -> Path:
     """Delta mean km per intervention level (rows, labelled on their markers), one marker per
     clip group with an estimate, CI bars. SVG ids: effect-<group>."""
-    from agl.report import plots
-
     plt = plots._plt()
     rows = effect_rows(effects, model)
     fig, ax = plt.subplots(figsize=(8, 1.4 + 0.55 * len(rows)))
@@ -106,11 +105,7 @@ def dose_figure(effects: pd.DataFrame, model: str, path: Path) -> Path | None:
     graded = [n for n, g in km.groupby("intervention") if g["level"].nunique() > 1]
     if not graded:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = plots._plt()
     fig, axes = plt.subplots(1, len(graded), figsize=(5 * len(graded), 3.6), squeeze=False)
     for ax, name in zip(axes[0], sorted(graded), strict=True):
         part = km[km["intervention"] == name]
@@ -121,14 +116,12 @@ def dose_figure(effects: pd.DataFrame, model: str, path: Path) -> Path | None:
             ax.plot(g["value"], g["diff"], "o-", color=colour, label=label)
             ax.fill_between(g["value"], g["ci_lo"], g["ci_hi"], color=colour, alpha=0.15)
         ax.axhline(0, color="#888", lw=1)
-        ax.set_title(f"{model}: {name} ({part['kind'].iloc[0]})")
+        kind = str(part["kind"].iloc[0])
+        ax.set_title(f"{model}: {name}" + (f" ({kind})" if kind != name else ""))
         ax.set_xlabel(part["level"].iloc[0].rsplit("_", 1)[0])
         ax.set_ylabel("change in mean km")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return plots._save(fig, path)
 
 
 def section(effects_csv: Path, figs: Path, img, tables: Path | None = None) -> str:

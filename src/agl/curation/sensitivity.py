@@ -26,6 +26,8 @@ from typing import Any
 
 import pandas as pd
 
+from agl.scoring.wording import NOT_APPLICABLE
+
 COLUMNS = [
     "gamma_km",
     "theta",
@@ -116,8 +118,6 @@ def section(table: pd.DataFrame, figure: Path | None) -> str:
             '<code>scripts/sensitivity-sweep</code> (README, "Sensitivity of the '
             'selection").</p></section>'
         )
-    from agl.scoring.wording import NOT_APPLICABLE
-
     cells, empty = [], []
     for _, row in table.iterrows():
         # An experiment that selects no clip has no selection to describe: its speech share

@@ -23,7 +23,7 @@ import pandas as pd
 
 from agl.birds import range_model as birdrange
 from agl.core import canonical
-from agl.report import plots
+from agl.report import maps, plots
 from agl.report.analysis import compare_runs, group_row
 from agl.report.tables import breakdown_legend, breakdown_table, paired_table, slug
 
@@ -105,12 +105,12 @@ def surface_map(run, runs, path: Path) -> tuple[Path, str] | None:
     )
     plt = plots._plt()
     fig, ax = plt.subplots(figsize=(11, 6))
-    plots._basemap(ax)
+    maps.basemap(ax)
     pts = ax.scatter(grid.lon, grid.lat, c=score, s=4, marker="s", cmap="YlGn", edgecolors="none", zorder=1)
     fig.colorbar(pts, ax=ax, shrink=0.6, label="birdrange score (higher: heard species occur)")
     row = run.scored.loc[run.scored["sample_id"].astype(str) == key]
     if not row.empty:
-        plots.scatter_wrapped(
+        maps.scatter_wrapped(
             ax, row["true_lon"], row["true_lat"], marker="*", s=220, c="gold", edgecolors="black", zorder=4,
             label="truth", gid="truth",
         )
@@ -119,7 +119,7 @@ def surface_map(run, runs, path: Path) -> tuple[Path, str] | None:
         m = r.scored.loc[r.scored["sample_id"].astype(str) == key]
         if m.empty or not np.isfinite(m["pred_lat"].to_numpy(dtype=float)).all():
             continue
-        plots.scatter_wrapped(
+        maps.scatter_wrapped(
             ax,
             m["pred_lon"],
             m["pred_lat"],

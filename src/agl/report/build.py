@@ -18,7 +18,7 @@ from agl.core import canonical
 from agl.core.tracking import log_run
 from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label, load_manifest
 from agl.errors import AglError
-from agl.report import analysis, error_modes, plots
+from agl.report import analysis, error_modes, maps, plots
 from agl.report.birds import birds_section
 from agl.report.error_modes import JudgeConfig
 from agl.report.inputs import ReportOptions, RunInput, collect_runs, judge_from_config, options_from_config
@@ -114,7 +114,7 @@ def _analyse(runs: list[RunInput], figs: Path, tables: Path, cdf_dir: Path, opti
             min_support=options.min_support),
     }
     for r in order[: options.maps_for]:
-        written[f"map_{r.name}"] = plots.world_map(r.scored, figs / f"map_{slug(r.name)}.png",
+        written[f"map_{r.name}"] = maps.world_map(r.scored, figs / f"map_{slug(r.name)}.png",
                                                    title=r.name)
         written[f"confusion_{r.name}"] = plots.confusion_heatmap(
             breakdowns[r.name]["confusion"], figs / f"confusion_{slug(r.name)}.png", title=r.name)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from agl.report import error_modes, plots, tables
+from agl.report import error_modes, maps, tables
 from agl.report.error_modes import JudgeConfig
 from agl.report.inputs import ReportOptions, RunInput
 from agl.scoring.leaderboard import groups, render_rows, table_notes
@@ -102,7 +102,7 @@ def _render_data(a: dict[str, Any], options: ReportOptions, judge: JudgeConfig |
                  "and the error; the line joins it to the prediction.</p>")
     for r in order[: options.maps_for]:
         parts.append(f"<h4>{html.escape(r.name)}</h4>")
-        parts.append(plots.svg_map(r.scored, svg_id=f"svgmap-{tables.slug(r.name)}"))
+        parts.append(maps.svg_map(r.scored, svg_id=f"svgmap-{tables.slug(r.name)}"))
     parts.append("</section>")
 
     parts.append(f"<section id='error-modes-section{tag}'><h2>Error modes</h2>")
