@@ -30,7 +30,7 @@ from agl.scoring.evaluate import score_run
 from agl.scoring.wording import NOT_APPLICABLE, NOT_APPLICABLE_LEGEND
 
 NA_CELL = f"<td class='na'>{NOT_APPLICABLE}</td>"
-OPTS = ReportOptions(bootstrap=20, factor_bootstrap=5, paired_bootstrap=20, paired_permutations=20,
+OPTS = ReportOptions(group_bootstrap=20, factor_bootstrap=5, paired_bootstrap=20, paired_permutations=20,
                      maps_for=0, min_support=10)
 
 
