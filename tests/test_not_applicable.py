@@ -54,5 +54,7 @@ def test_leaderboard_shows_a_dash_for_not_applicable():
         row[f"{c}_lo"], row[f"{c}_hi"] = (8000.0, 10000.0) if c == "distance_error_km" else (math.nan, math.nan)
     for c in ("distance_error_km", "continent_acc", "country_acc", "city_acc"):
         row[f"paper_{c}"] = math.nan
-    _, (cells,) = render_rows(pd.DataFrame([row]))
-    assert cells[8] == cells[10] == cells[12] == "—" and cells[4] == "9000.00 [8000.00, 10000.00]"
+    head, (cells,) = render_rows(pd.DataFrame([row]))
+    cell = dict(zip(head, cells, strict=True))
+    assert cell["continent"] == cell["country"] == cell["city"] == "—"
+    assert cell["distance km [95% CI]"] == "9000.00 [8000.00, 10000.00]"

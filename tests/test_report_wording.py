@@ -29,7 +29,6 @@ from agl.scoring import leaderboard
 from agl.scoring.evaluate import score_run
 from agl.scoring.wording import NOT_APPLICABLE, NOT_APPLICABLE_LEGEND
 
-NA_CELL = f"<td class='na'>{NOT_APPLICABLE}</td>"
 OPTS = ReportOptions(group_bootstrap=20, factor_bootstrap=5, paired_bootstrap=20, paired_permutations=20,
                      maps_for=0, min_support=10)
 
@@ -87,10 +86,12 @@ def test_not_applicable_and_insufficient_read_one_way():
     frame = _breakdown([{"group": "big", "n": 26, "continent_n": 0, "country_n": 0, "city_n": 0},
                         {"group": "small", "n": 6, "continent_n": 0, "country_n": 0, "city_n": 0}])
     _, rows = _cells(breakdown_table(frame, "t", 10), "t")
-    assert rows[0][4:7] == [NA_CELL] * 3  # not attempted: "—", never "(n = 0, needs ...)"
-    # All estimates of a row withheld, for mixed reasons (—, too few): each cell its own.
-    assert rows[1][2] == "<td class='insufficient'>insufficient data (n = 6, needs 10)</td>"
-    assert rows[1][4] == NA_CELL
+    na3 = f"<td colspan='3' class='na'>{NOT_APPLICABLE}</td>"
+    assert rows[0][4] == na3  # not attempted: "—", never "insufficient data (n = 0, needs ...)"
+    # Every estimate of a row withheld, for two reasons (too few clips; not applicable): each
+    # said once across the columns it covers.
+    few = "<td colspan='2' class='insufficient'>insufficient data (n = 6, needs 10)</td>"
+    assert rows[1][2:] == [few, na3, few]
     # The same n = 0 in a paired comparison is "—", not "not scored on any common clip".
     assert analysis.paired_test([np.nan] * 4, [1.0] * 4, min_n=10).note == NOT_APPLICABLE
     assert analysis.paired_test([1.0] * 4, [0.0] * 4, min_n=10).note == (
@@ -121,7 +122,7 @@ def test_birds_tables_use_the_reports_wording_and_minimum_support(tmp_path):
     assert "needs 1)" not in page and "(n = 0" not in page
     _, rows = _cells(page, "birds-random")
     assert [_text(c) for c in rows[0][:2]] == ["no birds heard", "26"]
-    assert rows[0][4:7] == [NA_CELL] * 3
+    assert rows[0][4] == f"<td colspan='3' class='na'>{NOT_APPLICABLE}</td>"
     _, rows = _cells(page, "birds-full")
     assert rows[1][:2] == ["<td>not listened</td>", "<td>6</td>"]
     assert rows[1][2:] == ["<td colspan='7' class='insufficient'>insufficient data (n = 6, needs 10)</td>"]
@@ -190,16 +191,21 @@ def test_a_refusal_heavy_rank_carries_its_refusal_rate_and_a_note(tmp_path):
 
 
 def test_leaderboard_paper_cells_are_blank_without_a_paper_row():
-    board = pd.DataFrame([{"run": "knn", "model": "knn", "n": 32, "rank": 1,
-                           **{c: 1.0 for c in leaderboard.COLUMNS},
-                           **{f"{c}_{s}": 1.0 for c in leaderboard.COLUMNS for s in ("lo", "hi")},
-                           **{f"paper_{c}": math.nan for c in leaderboard.PAPER_COLUMNS}}])
-    _, (cells,) = leaderboard.render_rows(board)
-    assert [cells[i] for i in (5, 9, 11, 13)] == ["", "", "", ""]
-    board.loc[0, "paper_distance_error_km"] = 9869.01  # the paper's random: km, no accuracies
-    _, (cells,) = leaderboard.render_rows(board)
-    assert [cells[i] for i in (5, 9, 11, 13)] == ["9869.01", NOT_APPLICABLE, NOT_APPLICABLE,
-                                                  NOT_APPLICABLE]
+    """Blank: the paper has no row for the run; "—": the paper's row gives no value."""
+    def row(run: str, paper_km: float) -> dict:
+        return {"run": run, "model": run, "n": 32, "rank": 1,
+                **{c: 1.0 for c in leaderboard.COLUMNS},
+                **{f"{c}_{s}": 1.0 for c in leaderboard.COLUMNS for s in ("lo", "hi")},
+                **{f"paper_{c}": math.nan for c in leaderboard.PAPER_COLUMNS},
+                "paper_distance_error_km": paper_km}
+
+    head, (cells,) = leaderboard.render_rows(pd.DataFrame([row("knn", math.nan)]))
+    assert "paper" not in head and "paper km" not in head  # no run has a paper row: no columns
+    head, rows = leaderboard.render_rows(pd.DataFrame([row("knn", math.nan),
+                                                       row("random", 9869.01)]))
+    at = [i for i, h in enumerate(head) if h.startswith("paper")]
+    assert [rows[0][i] for i in at] == ["", "", "", ""]
+    assert [rows[1][i] for i in at] == ["9869.01", NOT_APPLICABLE, NOT_APPLICABLE, NOT_APPLICABLE]
 
 
 def test_sensitivity_table_shows_no_rank_correlation_for_an_empty_selection():

@@ -43,10 +43,12 @@ def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], boar
 
     parts.append("<section id='leaderboard-section'><h2>Leaderboard</h2>")
     if board is not None and not board.empty:
-        parts.append("<p>Mean distance and accuracies with 95% bootstrap intervals; 'paper' "
-                     "columns are the values the AGL1K paper reports for the same model.</p>")
-        for k, (header, rows_of) in enumerate(groups(board)):
-            head, rows = render_rows(rows_of)
+        rendered = [(header, rows_of, *render_rows(rows_of)) for header, rows_of in groups(board)]
+        paper = any("paper" in head for _, _, head, _ in rendered)
+        parts.append("<p>Mean distance and accuracies with 95% bootstrap intervals"
+                     + ("; 'paper' columns are the values the AGL1K paper reports for the same "
+                        "model" if paper else "") + ".</p>")
+        for k, (header, rows_of, head, rows) in enumerate(rendered):
             if header:
                 parts.append(f"<h3>{html.escape(header)}</h3>")
             parts.append(tables.table(head, rows, "leaderboard" if k == 0 else f"leaderboard-{k + 1}")
@@ -181,6 +183,7 @@ table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}
 td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;white-space:nowrap}
 th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 td.insufficient,td.na{text-align:center;color:#7a4a00;font-style:italic}
+table.leaderboard{font-size:12px} table.leaderboard td,table.leaderboard th{padding:3px 5px}
 table.leaderboard td:nth-child(-n+3),table.leaderboard th:nth-child(-n+3){text-align:left}
 div.scroll{overflow-x:auto;max-width:100%}
 #provenance-table td{text-align:left;white-space:normal}

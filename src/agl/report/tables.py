@@ -87,8 +87,8 @@ def breakdown_legend(min_n: int) -> str:
     return ("Each estimate is over its row's n clips unless its column header or its cell "
             f"gives another n (the clips where that metric is scored). {NOT_APPLICABLE_LEGEND} "
             f"An estimate on fewer than {min_n} clips is withheld as \"insufficient data (n = k, "
-            f"needs {min_n})\" (params.yaml report.min_support), said once across a row whose "
-            "every estimate is withheld.")
+            f"needs {min_n})\" (params.yaml report.min_support), said once across the columns "
+            "it covers.")
 
 
 def explore_href(base: str, run: str, breakdown: str, group: str) -> str | None:
@@ -111,8 +111,8 @@ def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
     The n behind an estimate is said once: not at all where it is the row's n (the n
     column), in the column header where it is one other number for the whole column, in the
     cell only where neither holds. An estimate on no scored clip reads "—" (not applicable),
-    on fewer than `min_n` "insufficient data (n = k, needs m)" (`agl.scoring.wording`); a row
-    whose every estimate is withheld for the same reason gets the wording once, across it.
+    on fewer than `min_n` "insufficient data (n = k, needs m)" (`agl.scoring.wording`);
+    neighbouring estimates withheld for the same reason share one cell (a whole row: one).
     `link(breakdown, group)`: where a group's name links to (None: plain text)."""
     ns = {col: frame[n_col].astype(int).to_numpy() for _, col, n_col, _, _ in ESTIMATES}
     row_n = frame["n"].astype(int).to_numpy()
@@ -141,10 +141,7 @@ def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
             if where[col] == "cell" and n != row_n[i]:
                 value += f" (n = {n:,})"
             cells.append(value)
-        gaps = {c[0] for c in cells if isinstance(c, tuple)}
-        if len(gaps) == 1 and all(isinstance(c, tuple) for c in cells):
-            cells = [gap_cell(gaps.pop(), len(cells))]
-        rows.append([_group_cell(r, link), f"{int(r['n']):,}", *cells])
+        rows.append([_group_cell(r, link), f"{int(r['n']):,}", *_merge_gaps(cells)])
     return table(head, rows, table_id)
 
 
@@ -152,6 +149,19 @@ def _group_cell(r: pd.Series, link: Callable[[str, str], str | None] | None) -> 
     href = link(str(r["breakdown"]), str(r["group"])) if link else None
     name = str(r["group"])
     return Html(f"<a href='{html.escape(href)}'>{html.escape(name)}</a>") if href else name
+
+
+def _merge_gaps(cells: list[Cell]) -> list[Cell]:
+    """Neighbouring cells withheld for the same reason become one cell across them, so a
+    row's wording is said once per run of columns, not repeated in each."""
+    out: list[Cell] = []
+    for c in cells:
+        last = out[-1] if out else None
+        if isinstance(c, tuple) and isinstance(last, tuple) and last[0] == c[0]:
+            out[-1] = gap_cell(c[0], last[1] + c[1])
+        else:
+            out.append(c)
+    return out
 
 
 def paired_table(frame: pd.DataFrame, table_id: str = "") -> str:

@@ -146,10 +146,13 @@ def _refused(row: pd.Series) -> str:
 def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """The header and text cells of one dataset's ranked table (rank, run, n / N, km with CI,
     accuracies beside the paper's). A paper column is blank for a run without a counterpart in
-    the paper, "—" where the paper gives no value (its random baseline has no accuracies)."""
+    the paper, "—" where the paper gives no value (its random baseline has no accuracies); a
+    table where no run has a counterpart has no paper columns (the demo's)."""
     head = ["#", "run", "model", "n / N", "distance km [95% CI]", "paper km", "median km",
             "GeoScore", "continent", "paper", "country", "paper", "city", "paper", "reject"]
+    paper_at = (5, 9, 11, 13)  # the paper's columns in `head`
     rows = []
+    any_paper = False
     for i, r in board.iterrows():
         rank = str(int(r["rank"]) if "rank" in r and pd.notna(r["rank"]) else i + 1)
         if _flag(r, "refusal_heavy"):
@@ -160,6 +163,7 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         n = str(int(done if done is not None and pd.notna(done) else r["n"]))
         coverage = f"{n} / {int(clips)}" if clips is not None and pd.notna(clips) else n
         in_paper = any(pd.notna(r.get(f"paper_{c}")) for c in PAPER_COLUMNS)
+        any_paper |= in_paper
         paper = {c: _cell(r.get(f"paper_{c}"), 2) if in_paper else "" for c in PAPER_COLUMNS}
         rows.append([
             rank, run, r["model"], coverage, _with_ci(r, "distance_error_km", 2),
@@ -169,6 +173,9 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             paper["country_acc"], _with_ci(r, "city_acc", 2),
             paper["city_acc"], _cell(r["reject_rate"], 2),
         ])
+    if not any_paper:
+        keep = [k for k in range(len(head)) if k not in paper_at]
+        head, rows = [head[k] for k in keep], [[row[k] for k in keep] for row in rows]
     return head, rows
 
 
