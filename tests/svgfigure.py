@@ -83,9 +83,9 @@ def read(path: Path) -> tuple[list[Mark], list[Text]]:
             ox, oy = float(el.get("x", 0)), float(el.get("y", 0))
             marks.append(Mark(ox + (x0 + x1) / 2, oy + (y0 + y1) / 2, max(x1 - x0, y1 - y0) / 2,
                               el.get("style", ""), groups, clip, "C" in d))
-        elif tag == "text":
-            texts.append(Text("".join(el.itertext()), float(el.get("x")), float(el.get("y")),
-                              groups))
+        elif tag == "text":  # math text: tspans in a translated group (position not kept)
+            texts.append(Text("".join(el.itertext()).strip(), float(el.get("x", "nan")),
+                              float(el.get("y", "nan")), groups))
         for child in el:
             walk(child, groups, clip)
 

@@ -145,3 +145,14 @@ def test_accuracy_chart_note_counts_not_applicable_apart(tmp_path):
     assert "insufficient data (n = 4-7 scored clips per continent, needs 10)" in note
     only_na = plots.accuracy_by_continent({"random": random}, tmp_path / "b.png", min_support=10)
     assert "not applicable" in only_na and "insufficient" not in only_na
+
+
+def test_cdf_legend_says_where_refusals_are_scored(tmp_path):
+    """A run refusing every clip is a vertical step at 10,000 km: its legend says why."""
+    guesses = _scored([(48.0, 2.0)] * 4, [(48.1, 2.1)] * 4, [12.0, 30.0, 200.0, 900.0])
+    refuser = _scored([(48.0, 2.0)] * 4, [None] * 4, [10000.0] * 4)
+    _, texts = svgfigure.read(plots.cdf_plot({"knn": guesses, "birdrange": refuser},
+                                             tmp_path / "cdf.svg"))
+    labels = {t.text for t in texts}
+    assert "birdrange (n=4; 4 without coordinates, scored 10,000 km)" in labels
+    assert "knn (n=4)" in labels

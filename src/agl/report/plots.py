@@ -56,7 +56,7 @@ def cdf_plot(runs: dict[str, pd.DataFrame], path: Path) -> Path:
         d = np.sort(scored["distance_km"].dropna().to_numpy(dtype=float))
         if d.size:
             ax.step(np.maximum(d, 0.1), np.arange(1, d.size + 1) / d.size, where="post",
-                    label=f"{name} (n={d.size})")
+                    label=f"{name} (n={d.size}{_fixed_score(scored)})")
     for km in CDF_MARKS_KM:
         ax.axvline(km, color="grey", lw=0.7, ls="--")
         ax.text(km, 1.01, f"{km} km", ha="center", va="bottom", fontsize=8, color="grey")
@@ -66,6 +66,16 @@ def cdf_plot(runs: dict[str, pd.DataFrame], path: Path) -> Path:
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.grid(alpha=0.3)
     return _save(fig, path)
+
+
+def _fixed_score(scored: pd.DataFrame) -> str:
+    """A legend's note on rows without predicted coordinates (refused, failed): the protocol
+    scores them at one fixed distance, the vertical step a refusal-heavy run shows there."""
+    none = scored["pred_lat"].isna() | scored["pred_lon"].isna()
+    fixed = scored.loc[none, "distance_km"].dropna().unique()
+    if not none.any() or len(fixed) != 1:
+        return ""
+    return f"; {int(none.sum())} without coordinates, scored {fixed[0]:,.0f} km"
 
 
 def confusion_heatmap(table: pd.DataFrame, path: Path, *, title: str = "") -> Path | NoData:
