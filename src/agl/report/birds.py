@@ -106,7 +106,11 @@ def surface_map(run, runs, path: Path) -> tuple[Path, str] | None:
     plt = plots._plt()
     fig, ax = plt.subplots(figsize=(11, 6))
     maps.basemap(ax)
-    pts = ax.scatter(grid.lon, grid.lat, c=score, s=4, marker="s", cmap="YlGn", edgecolors="none", zorder=1)
+    # One square per grid cell, as wide as the cell (a fixed size left a coarse grid dotted).
+    resolution = float(settings.get("resolution_deg", 1.0))
+    points_per_deg = ax.get_window_extent().width * 72.0 / fig.dpi / 360.0
+    side = resolution * points_per_deg * 0.8  # of the map as drawn; tight layout shrinks it a bit
+    pts = ax.scatter(grid.lon, grid.lat, c=score, s=side**2, marker="s", cmap="YlGn", edgecolors="none", zorder=1)
     fig.colorbar(pts, ax=ax, shrink=0.6, label="birdrange score (higher: heard species occur)")
     row = run.scored.loc[run.scored["sample_id"].astype(str) == key]
     if not row.empty:
@@ -129,9 +133,13 @@ def surface_map(run, runs, path: Path) -> tuple[Path, str] | None:
             zorder=3,
             label=f"{r.name}",
         )
-    ax.legend(loc="lower left", fontsize=8)
+    # Under the map: the whole globe has no empty corner (Antarctica fills the south).
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=min(len(runs) + 1, 6), fontsize=8,
+              frameon=False)
     names = ", ".join(s for s, _ in species)
-    ax.set_title(f"{key}: where {names} occur (week {meta.get('week')})", fontsize=9)
+    week = int(meta.get("week", birdrange.YEAR_ROUND))
+    when = "year-round" if week == birdrange.YEAR_ROUND else f"week {week} of 48"
+    ax.set_title(f"{key}: where {names} occur ({when})", fontsize=9)
     return plots._save(fig, path), key
 
 
