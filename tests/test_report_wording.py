@@ -80,6 +80,9 @@ def test_n_is_said_once_row_column_or_cell():
     head, rows = _cells(page, "t")
     assert "country acc" in head
     assert rows[0][5] == "<td>0.500 [0.400, 0.600] (n = 30)</td>" and "(n = " not in "".join(rows[1])
+    # A breakdown without a group (no non-speech clip holds a category): its header alone.
+    head, rows = _cells(breakdown_table(pd.DataFrame(), "t", 10), "t")
+    assert head[:3] == ["group", "n", "mean km [95% CI]"] and rows == []
 
 
 def test_not_applicable_and_insufficient_read_one_way():

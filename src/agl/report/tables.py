@@ -114,6 +114,8 @@ def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
     on fewer than `min_n` "insufficient data (n = k, needs m)" (`agl.scoring.wording`);
     neighbouring estimates withheld for the same reason share one cell (a whole row: one).
     `link(breakdown, group)`: where a group's name links to (None: plain text)."""
+    if frame.empty:  # e.g. no non-speech clip holds a sound category
+        return table(["group", "n", *(label for label, *_ in ESTIMATES)], [], table_id)
     ns = {col: frame[n_col].astype(int).to_numpy() for _, col, n_col, _, _ in ESTIMATES}
     row_n = frame["n"].astype(int).to_numpy()
     head, where = ["group", "n"], {}
