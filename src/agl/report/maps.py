@@ -16,23 +16,21 @@ import numpy as np
 import pandas as pd
 
 from agl.core import worldmap
-from agl.report.plots import NoData, _no_chart, _plt, _save
+from agl.report.plots import (
+    BAND_COLOURS,
+    BAND_LABELS,
+    ERROR_BANDS_KM,
+    NO_GUESS_COLOUR,
+    NoData,
+    _no_chart,
+    _plt,
+    _save,
+    error_band,
+)
 
-# Error bands of the maps (the CDF's marks: city, region, country, continent scale), so a
-# good guess and a bad one differ in colour at a glance, unlike a continuous log scale.
-ERROR_BANDS_KM: tuple[float, ...] = (25.0, 200.0, 750.0, 2500.0)
-BAND_COLOURS: tuple[str, ...] = ("#1a9850", "#91cf60", "#fee08b", "#fc8d59", "#d73027")
-BAND_LABELS: tuple[str, ...] = ("< 25 km", "25-200 km", "200-750 km", "750-2,500 km",
-                                ">= 2,500 km")
-NO_GUESS_COLOUR = "#a0a0a0"
 # Where AGL1K's clips pile up (Europe: about half of them): zoomed in an inset panel.
 ZOOM_BOX = (-12.0, 35.0, 33.0, 62.0)  # lon0, lat0, lon1, lat1
 ZOOM_MIN_CLIPS = 20
-
-
-def error_band(d_km: float) -> int:
-    """Index into ERROR_BANDS_KM / BAND_COLOURS of one distance error."""
-    return int(np.searchsorted(ERROR_BANDS_KM, d_km, side="right"))
 
 
 MAP_EXTENT = (-180.0, 180.0, -90.0, 90.0)  # lon0, lon1, lat0, lat1

@@ -18,6 +18,18 @@ import pandas as pd
 
 CDF_MARKS_KM: tuple[int, ...] = (1, 25, 200, 750, 2500)
 CDF_GRID_KM = np.unique(np.round(np.logspace(0, np.log10(20004), 80), 1))
+# Error bands of the maps (the CDF's marks: city, region, country, continent scale), so a
+# good guess and a bad one differ in colour at a glance, unlike a continuous log scale.
+ERROR_BANDS_KM: tuple[float, ...] = (25.0, 200.0, 750.0, 2500.0)
+BAND_COLOURS: tuple[str, ...] = ("#1a9850", "#91cf60", "#fee08b", "#fc8d59", "#d73027")
+BAND_LABELS: tuple[str, ...] = ("< 25 km", "25-200 km", "200-750 km", "750-2,500 km",
+                                ">= 2,500 km")
+NO_GUESS_COLOUR = "#a0a0a0"
+
+
+def error_band(d_km: float) -> int:
+    """Index into ERROR_BANDS_KM / BAND_COLOURS of one distance error."""
+    return int(np.searchsorted(ERROR_BANDS_KM, d_km, side="right"))
 
 
 class NoData(str):
