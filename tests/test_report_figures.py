@@ -151,8 +151,16 @@ def test_cdf_legend_says_where_refusals_are_scored(tmp_path):
     """A run refusing every clip is a vertical step at 10,000 km: its legend says why."""
     guesses = _scored([(48.0, 2.0)] * 4, [(48.1, 2.1)] * 4, [12.0, 30.0, 200.0, 900.0])
     refuser = _scored([(48.0, 2.0)] * 4, [None] * 4, [10000.0] * 4)
-    _, texts = svgfigure.read(plots.cdf_plot({"knn": guesses, "birdrange": refuser},
-                                             tmp_path / "cdf.svg"))
+    marks, texts = svgfigure.read(plots.cdf_plot({"knn": guesses, "birdrange": refuser},
+                                                 tmp_path / "cdf.svg"))
     labels = {t.text for t in texts}
     assert "birdrange (n=4; 4 without coordinates, scored 10,000 km)" in labels
     assert "knn (n=4)" in labels
+    # The long label widens the image, not narrows the axes (the 750 and 2500 km marks met).
+    alone, _ = svgfigure.read(plots.cdf_plot({"knn": guesses}, tmp_path / "alone.svg"))
+
+    def width(ms):
+        x0, _, x1, _ = next(m.clip for m in ms if m.clip)
+        return x1 - x0
+
+    assert width(marks) == pytest.approx(width(alone), abs=1.0)
