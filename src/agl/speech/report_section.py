@@ -28,7 +28,7 @@ from agl.core import canonical
 from agl.dataset.manifest import SYNTHETIC_MARK
 from agl.report.analysis import compare_runs, group_row, insufficient
 from agl.report.inputs import collect_runs, options_from_config
-from agl.report.tables import breakdown_table, frame_table, slug
+from agl.report.tables import breakdown_table, frame_table, paired_table, slug
 from agl.speech.tables import NO_SPEECH, NOT_LISTENED, UNCERTAIN, spoken_language
 
 EXAMPLES = 5  # clips listed where a run is right and the prior is not
@@ -199,9 +199,8 @@ def _beyond_html(runs, attribute, options, tables: Path) -> str:
     parts.append(frame_table(count_frame, "speech-beyond", 3))
     paired_frame = pd.concat(paired, ignore_index=True)
     canonical.write_csv(paired_frame, tables / "speech_beyond_paired.csv")
-    cols = ["a", "b", "metric", "n", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "p_value", "note"]
     parts.append("<p>Run - prior on the same clips: paired bootstrap 95% CI and sign-flip permutation p-value.</p>")
-    parts.append(frame_table(paired_frame[cols], "speech-beyond-paired", 4))
+    parts.append(paired_table(paired_frame, "speech-beyond-paired"))  # the report's wording
     if examples:
         ex = pd.concat(examples, ignore_index=True)
         canonical.write_csv(ex, tables / "speech_beyond_examples.csv")
