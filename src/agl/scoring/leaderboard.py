@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from agl.core import canonical
 from agl.dataset.manifest import SYNTHETIC_MARK
 from agl.scoring.protocol_paper import PAPER_REFUSAL_KM
 from agl.scoring.wording import NOT_APPLICABLE, NOT_APPLICABLE_LEGEND
@@ -213,8 +214,6 @@ def write(board: pd.DataFrame, out_dir: Path, *, protocol: str, note: str = "") 
     with one ranked table per dataset."""
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, md_path, html_path = (out_dir / f"leaderboard.{e}" for e in ("csv", "md", "html"))
-    from agl.core import canonical
-
     canonical.write_csv(board, csv_path)
     md = [f"# Leaderboard ({protocol} protocol)", ""]
     if note:
