@@ -92,8 +92,11 @@ def judge_from_config(cfg: dict[str, Any] | None) -> JudgeConfig | None:
 def options_from_config(cfg: dict[str, Any]) -> ReportOptions:
     """ReportOptions from params.yaml `report:`; an unknown key or a value of the wrong type
     is one line naming it."""
+    from agl.core.checks import check_params
+
     known = ReportOptions.__dataclass_fields__
     reject_unknown_keys(cfg, set(known) | {"judge", "track"}, "params report")
+    check_params("report", {k: v for k, v in cfg.items() if k != "judge"})
     values = {}
     for k, v in cfg.items():
         if k == "explorer" and v is None:  # null: no links
