@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         output_file(args.scores_out, "--scores-out")
     predictions = resolve_source(args.predictions, cache_dir=args.cache_dir, sha256=args.sha256)
     manifest = resolve_source(args.manifest, cache_dir=args.cache_dir,
-                              sha256=args.manifest_sha256)
+                              sha256=args.manifest_sha256, sha256_from="--manifest-sha256")
     input_file(predictions, "predictions", "predictions")
     input_file(manifest, "--manifest", "manifest CSV")
     result, scored = evaluate_files(
