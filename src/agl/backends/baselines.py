@@ -89,6 +89,10 @@ def spherical_centroid(points: Sequence[tuple[float, float]]) -> tuple[float, fl
 class CountryPrior(_Blind):
     """One constant answer: the manifest's most frequent country (see module docstring)."""
 
+    # The answer is the manifest's, which the response cache's key does not see: never
+    # cached, and kept across reruns only while the manifest's labels are unchanged.
+    deterministic = False
+    reads_dataset = True
     answer: dict[str, Any] | None = None
 
     def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:
