@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from conftest import REPO
 from fake_llm import Answer, FakeServer, openai_completion
 from test_inference_api import GOOD, make_clips
 
@@ -31,8 +32,6 @@ from agl.inference.runner import Backoff, RunOptions
 from agl.inference.runspec import ModelSpec
 from agl.predictions.records import read_predictions
 from agl.prompts import load_prompt
-
-from conftest import REPO
 
 FAST = Backoff(base_s=0.001, cap_s=0.01)
 
