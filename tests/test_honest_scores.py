@@ -150,3 +150,35 @@ def test_failed_clips_are_counted_where_a_score_is_printed(tmp_path, small, capf
     assert main(["evaluate", str(preds), "--manifest", str(m), "--bootstrap", "10"]) == 0
     err = capfd.readouterr().err
     assert "1 of 10 clip(s) have no answer (status failed" in err
+
+
+# --- the infer stage --------------------------------------------------------------------------
+
+def test_the_infer_stage_fails_when_no_clip_succeeds(tmp_path):
+    """On main the stage exited 0 and DVC locked a run of failures, which evaluate then
+    scored (10,000 km a clip under the paper protocol)."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+    from conftest import REPO
+    from test_inference_api import make_clips
+
+    m, audio = make_clips(tmp_path / "data", 2)
+    doc = yaml.safe_load((REPO / "params.yaml").read_text())
+    doc["infer"].update(cache_dir=None, max_retries=0)
+    doc["models"] = {"dead": {"backend": "openai", "model": "m", "settings": {
+        "base_url": "http://127.0.0.1:9/v1", "temperature": 0}}}
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "runs" / "dead"
+    r = subprocess.run([sys.executable, str(REPO / "stages" / "infer.py"), "--name", "dead",
+                        "--manifest", str(m), "--audio-root", str(audio), "--out", str(out),
+                        "--params", str(params)], capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(REPO / "src"),
+                            "OPENAI_API_KEY": "sk-test-0123456789abcdef0123"})
+    assert r.returncode != 0, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert "error:" in last and "no clip succeeded" in last and "dvc repro infer@dead" in last
+    assert "rerun the same command" not in r.stderr  # `dvc repro` is what reruns a stage

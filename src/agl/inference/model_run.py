@@ -299,9 +299,11 @@ def _summary(chosen: list[Prediction], n_selected: int, ctx: RunContext, wall: f
     }
 
 
-def summary_line(summary: dict[str, Any]) -> str:
+def summary_line(summary: dict[str, Any], *,
+                 retry: str = "rerun the same command to retry the failures") -> str:
     """One line (plus one per replica) saying what a run did: counts by status, requests made
-    this time and from cache, cost, batch jobs, and what to do about failures."""
+    this time and from cache, cost, batch jobs, and what to do about failures (`retry`: the
+    command that retries them where the caller is, e.g. a DVC stage's)."""
     s = summary
     line = (f"{s['backend']}:{s['model'] or '-'}: {s['n_recorded']}/{s['n']} clips "
             f"(ok {s['n_ok']}, partial {s['n_partial']}, refused {s['n_refused']}, "
@@ -309,7 +311,7 @@ def summary_line(summary: dict[str, Any]) -> str:
             f"{s['session_requests']} request(s) this time, {s['session_cache_hits']} from cache; "
             f"${s['cost_usd']:.4f}")
     if s["n_failed"]:
-        line += "; rerun the same command to retry the failures"
+        line += f"; {retry}"
     line += summary_text(s)
     for e in s.get("endpoints") or []:
         lat = e["latency_s"]["p50"] if e["latency_s"] else None
