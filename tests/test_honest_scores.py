@@ -182,3 +182,26 @@ def test_the_infer_stage_fails_when_no_clip_succeeds(tmp_path):
     last = r.stderr.strip().splitlines()[-1]
     assert "error:" in last and "no clip succeeded" in last and "dvc repro infer@dead" in last
     assert "rerun the same command" not in r.stderr  # `dvc repro` is what reruns a stage
+
+
+# --- the leaderboard --------------------------------------------------------------------------
+
+def test_a_run_without_the_leaderboards_protocol_is_counted_not_silently_dropped(tmp_path):
+    from agl.errors import AglError
+    from agl.scoring import leaderboard
+
+    def metrics(run, protocols):
+        path = tmp_path / run / "metrics.json"
+        path.parent.mkdir(parents=True)
+        res = {"n": 10, "distance_error_km": 5000.0, "ci95": {}}
+        path.write_text(json.dumps({"run": run, "protocols": {p: res for p in protocols}}))
+        return path
+
+    both, paper_only = metrics("knn", ["paper", "strict"]), metrics("paper-qwen", ["paper"])
+    with pytest.warns(UserWarning, match=r"1 run\(s\) left out of the 'strict' leaderboard.*"
+                                         r"paper-qwen has paper"):
+        board = leaderboard.collect([both, paper_only], "strict")
+    assert board["run"].tolist() == ["knn"]
+    # On main: an empty leaderboard, exit 0.
+    with pytest.raises(AglError, match="no run was scored under the 'strict' protocol"):
+        leaderboard.collect([paper_only], "strict")
