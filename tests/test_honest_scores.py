@@ -205,3 +205,55 @@ def test_a_run_without_the_leaderboards_protocol_is_counted_not_silently_dropped
     # On main: an empty leaderboard, exit 0.
     with pytest.raises(AglError, match="no run was scored under the 'strict' protocol"):
         leaderboard.collect([paper_only], "strict")
+
+
+# --- more inputs that gave a number they should not have ----------------------------------------
+
+def test_reparse_of_this_projects_own_file_is_refused_not_ignored(small, capfd):
+    m, preds = small
+    # On main --reparse was silently ignored for a predictions JSONL: the numbers were the
+    # original parse, printed as if re-parsed.
+    line = one_line_error(capfd, ["evaluate", str(preds), "--manifest", str(m), "--reparse"])
+    assert "--reparse" in line and "published" in line
+
+
+def test_a_file_whose_every_record_is_a_failure_is_not_scored(tmp_path, small, capfd):
+    m, _ = small
+    preds = tmp_path / "failed.jsonl"
+    with PredictionWriter(preds) as w:
+        for i in range(10):
+            w.write(prediction(f"k{i}", status=Status.FAILED, error="HTTP 401: bad key"))
+    # On main: 10000.00 km (paper) and accuracy 0, exit 0.
+    line = one_line_error(capfd, ["evaluate", str(preds), "--manifest", str(m), "--bootstrap", "10"])
+    assert "all 10 records are failures" in line
+    with pytest.raises(Exception, match="all 10 records are failures"):
+        evaluate_run(run="r", predictions_path=preds, manifest_path=m, out_dir=tmp_path / "o",
+                     protocols=["paper"], bootstrap=10, track=False)
+
+
+def test_an_empty_protocol_list_is_refused(tmp_path, small):
+    from agl.errors import AglError
+
+    m, preds = small
+    with pytest.raises(AglError, match="evaluate.protocols"):
+        evaluate_run(run="r", predictions_path=preds, manifest_path=m, out_dir=tmp_path / "o",
+                     protocols=[], bootstrap=10, track=False)
+
+
+def test_a_fractional_infer_limit_is_refused(tmp_path):
+    import sys
+
+    from conftest import REPO
+
+    sys.path.insert(0, str(REPO / "stages"))
+    import _params
+    import yaml
+
+    from agl.errors import AglError
+
+    doc = yaml.safe_load((REPO / "params.yaml").read_text())
+    doc["infer"]["limit"] = 2.5  # on main: a TypeError traceback when the clips are sliced
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(AglError, match=r"infer\.limit: 2\.5"):
+        _params.load("infer", path=path)

@@ -76,6 +76,7 @@ PARAMS: dict[str, tuple[str, str]] = {
     "localizability.gamma_km": ("positive", "5000.0"),
     "localizability.error_cap_km": ("positive", "20003.93"),
     "localizability.missing_error_km": ("positive", "10000.0"),
+    "infer.limit": ("count_or_null", "null"),
     "models.*.settings.seed": ("seed", "0"),
     "evaluate.metric_bootstrap": ("count", "1000"),
     "evaluate.seed": ("seed", "0"),

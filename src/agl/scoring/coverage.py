@@ -15,7 +15,11 @@ A number printed with exit 0 must be publishable, so before a predictions file i
   failures), with a warning that counts them; n / N is printed wherever the score is
   (`agl evaluate`'s table and JSON, the evaluate stage's lines, the leaderboard's `n / N`).
 * **failed clips** (no reply: the call failed) score as failures under both protocols; they
-  are counted in a warning that says how to retry them.
+  are counted in a warning that says how to retry them. A file whose every record is a
+  failure holds no answer at all and is refused.
+* **a re-parse** needs raw replies: `--reparse` of a published file without any is refused
+  (agl.predictions.importer), and of this project's own predictions file too (its records
+  were parsed when they were made; the flag is never ignored).
 """
 
 from __future__ import annotations
@@ -79,6 +83,14 @@ class Coverage:
         from agl.scoring.text import coverage_text
 
         return coverage_text(self.predicted, self.clips)
+
+    def refuse_without_answers(self, source: str) -> None:
+        """A file whose every record (of the manifest's clips) is a failure holds no answer:
+        its score would be the protocol's refusal distance, a number about nothing."""
+        if self.predicted and self.failed == self.predicted:
+            raise AglError(f"{source}: all {self.failed} records are failures (status failed: "
+                           "no reply; the reasons are in their error field), so there is "
+                           "nothing to score; fix the cause and rerun the inference")
 
     def warnings(self, source: str, *, retry: str = "rerun the inference to retry them") -> list[str]:
         """Counted warnings: a subset of the manifest, and clips without an answer."""

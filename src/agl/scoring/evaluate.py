@@ -37,6 +37,10 @@ def load_predictions_any(path: str | Path, *, reparse: bool = False) -> pd.DataF
                 if not reparse:  # column-wise: no Prediction object per row
                     return published_frame(path)
                 return prediction_frame(_reparsed(path))
+            if reparse:  # never ignored: the numbers would pass for a re-parse
+                raise AglError(f"{path}: --reparse re-reads the raw replies of an authors' "
+                               "published file; this is a predictions file of this project "
+                               "(parsed when it was made): run the same command without --reparse")
             frame = prediction_frame(path)
     except TornLineWarning as torn:
         raise torn_error(torn) from None
@@ -151,8 +155,9 @@ def evaluate_files(
         manifest = load_manifest_cached(manifest_path, columns=[])
         reparse = opts.pop("reparse", False)
         preds = load_predictions_any(predictions_path, reparse=reparse)
-    result, scored = evaluate_frames(manifest, preds, protocol, **opts)
     cover = Coverage.of(manifest, preds)
+    cover.refuse_without_answers(str(predictions_path))
+    result, scored = evaluate_frames(manifest, preds, protocol, **opts)
     result["clips_predicted"], result["dataset_clips"] = cover.predicted, cover.clips
     result["warnings"] = ([str(w.message) for w in caught if issubclass(w.category, UserWarning)]
                           + cover.warnings(str(predictions_path)))
@@ -199,7 +204,11 @@ def evaluate_run(
             **(info or {})}
     # Coverage: clips of the dataset that have a prediction record, of all its clips, so the
     # leaderboard can tell a subset run from a full one.
+    if not protocols:
+        raise AglError(f"{run}: no protocol to score under (evaluate.protocols is empty); list "
+                       "paper and/or strict")
     cover = Coverage.of(manifest, preds)
+    cover.refuse_without_answers(f"{run} ({predictions_path})")
     for line in cover.warnings(f"{run} ({predictions_path})", retry=retry):
         warnings.warn(line, stacklevel=2)
     doc: dict[str, Any] = {"run": run, **info, "data_version": data_version,
