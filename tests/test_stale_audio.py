@@ -200,3 +200,19 @@ def test_the_infer_stage_fails_for_a_deleted_clip_and_nothing_stale_is_left(tmp_
     last = again.stderr.strip().splitlines()[-1]
     assert "error:" in last and "clip_002" in last and "agl download" in last
     assert "clip_002" not in read_predictions(out / "predictions.jsonl")
+
+
+def test_the_filter_stage_refuses_a_clip_that_the_lock_lists_and_the_disk_lost(tmp_path):
+    """On main the filter wrote a `missing` row and exited 0, and `dvc repro` went on."""
+    ds = Dataset(tmp_path / "data", n=3)
+    (ds.audio / "clip_001" / "a.wav").unlink()
+    r = subprocess.run(
+        [sys.executable, str(REPO / "stages" / "filter.py"), "--manifest", str(ds.manifest),
+         "--audio-root", str(ds.audio), "--out", str(tmp_path / "f.csv"), "--summary",
+         str(tmp_path / "s.json"), "--params", str(REPO / "params.yaml")],
+        capture_output=True, text=True, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert "clip_001/a.wav" in last and "lock.json" in last and "agl download" in last
+    assert not (tmp_path / "f.csv").exists()
