@@ -118,9 +118,9 @@ def test_report_options_refuse_what_int_would_have_bent():
 
     with pytest.raises(AglError, match=r"report\.min_support: 2\.5"):
         options_from_config({"min_support": 2.5})  # int(2.5) == 2 on main, silently
-    with pytest.raises(AglError, match=r"report\.bootstrap: -5"):
-        options_from_config({"bootstrap": -5})
-    assert options_from_config({"bootstrap": 1000.0}).bootstrap == 1000
+    with pytest.raises(AglError, match=r"report\.group_bootstrap: -5"):
+        options_from_config({"group_bootstrap": -5})
+    assert options_from_config({"group_bootstrap": 1000.0}).group_bootstrap == 1000
 
 
 def test_localizability_and_download_sections_check_their_seeds():

@@ -82,7 +82,7 @@ PARAMS: dict[str, tuple[str, str]] = {
     "evaluate.seed": ("seed", "0"),
     "evaluate.strict_refusal_km": ("positive", "20003.93"),
     "leaderboard.full_coverage": ("share", "0.99"),
-    "report.bootstrap": ("count", "1000"),
+    "report.group_bootstrap": ("count", "1000"),
     "report.seed": ("seed", "0"),
     "report.min_country_clips": ("count", "10"),
     "report.confidence_bins": ("count", "5"),

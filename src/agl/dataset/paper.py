@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from agl.core.checks import sha256_value
 from agl.dataset.manifest import content_hash
 from agl.errors import AglError
 
@@ -39,8 +40,6 @@ def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
     in params.yaml"), `sha256_from` where the expected checksum was (`--sha256`, a pin). A
     checksum given on the command line that does not match is the value's fault, never the
     cache's; a pinned one that a cached copy no longer matches is the copy's (delete it)."""
-    from agl.core.checks import sha256_value
-
     cache_dir = Path(cache_dir)
     name = Path(urllib.parse.urlparse(url).path).name or "file"
     dest = cache_dir / hashlib.sha256(url.encode()).hexdigest()[:16] / name

@@ -25,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agl.core.checks import sha256_value
 from agl.errors import AglError
 
 PAPER_TITLE = "The Sonar Moment"
@@ -57,8 +58,6 @@ class SourceConfig:
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> SourceConfig:
-        from agl.core.checks import sha256_value
-
         params = params or {}
         paper, download = params.get("paper") or {}, params.get("download") or {}
         cfg = cls(origin="params.yaml")
@@ -151,8 +150,6 @@ def resolve_source(
     line's `--sha256` or `--manifest-sha256`); without it a pinned one applies. A URL is the
     command line's, so a 404 says to check it; `paper:<name>` points at `paper.base_url`.
     Never passes a URL through `Path` (which would merge `https://` into `https:/`)."""
-    from agl.core.checks import sha256_value
-
     text = str(spec)
     if sha256 is not None:
         sha256 = sha256_value(sha256, sha256_from)

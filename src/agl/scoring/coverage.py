@@ -32,6 +32,7 @@ import pandas as pd
 
 from agl.errors import AglError
 from agl.predictions.records import Status, TornLineWarning
+from agl.scoring.text import coverage_text
 
 
 def torn_error(warning: TornLineWarning) -> AglError:
@@ -80,8 +81,6 @@ class Coverage:
                    failed=int((mine["status"] == Status.FAILED.value).sum()))
 
     def text(self) -> str:
-        from agl.scoring.text import coverage_text
-
         return coverage_text(self.predicted, self.clips)
 
     def refuse_without_answers(self, source: str) -> None:

@@ -9,9 +9,11 @@ from typing import Any
 
 import pandas as pd
 
+from agl.core.checks import check_value
 from agl.core.geo import EARTH_MAX_KM
 from agl.errors import AglError
-from agl.predictions.records import Prediction, prediction_frame
+from agl.predictions.records import Prediction, TornLineWarning, prediction_frame
+from agl.scoring.coverage import Coverage, check_run_summary, torn_error
 from agl.scoring.metrics import SUMMARY_COLUMNS, summarize_later
 from agl.scoring.protocols import PROTOCOLS
 
@@ -21,9 +23,7 @@ def load_predictions_any(path: str | Path, *, reparse: bool = False) -> pd.DataF
 
     Refused (one line): a file whose last line is cut off, a run's file shorter than its
     run_summary.json, a re-parse of a file without raw replies (agl.scoring.coverage)."""
-    from agl.predictions.importer import is_published_file, published_frame
-    from agl.predictions.records import TornLineWarning
-    from agl.scoring.coverage import check_run_summary, torn_error
+    from agl.predictions.importer import is_published_file, published_frame  # published only
 
     path = Path(path)
     if not path.exists():
@@ -54,7 +54,7 @@ def load_predictions_any(path: str | Path, *, reparse: bool = False) -> pd.DataF
 def _reparsed(path: Path):
     """The published file re-parsed from its raw replies; rows without one are counted in a
     warning (they are scored as unparseable: the authors' empty replies)."""
-    from agl.predictions.importer import import_with_report
+    from agl.predictions.importer import import_with_report  # as load_predictions_any's
 
     predictions, report = import_with_report(path, reparse=True)
     if report.without_raw_text:
@@ -124,8 +124,6 @@ def evaluate_frames(
 def check_resampling(bootstrap: int, seed: int) -> None:
     """A negative resample count would give every interval as null, a negative seed a numpy
     traceback: callers name the key (agl.core.checks); this is the library's own guard."""
-    from agl.core.checks import check_value
-
     check_value("bootstrap", bootstrap, "evaluate", rule="count0")
     check_value("seed", seed, "evaluate", rule="seed")
 
@@ -148,7 +146,6 @@ def evaluate_files(
     without raw text, conflicting records) and the counted ones of agl.scoring.coverage (part
     of the manifest, failed clips), for the caller to print."""
     from agl.dataset.manifest_cache import load_manifest_cached
-    from agl.scoring.coverage import Coverage
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)  # the inputs' own warnings, each shown
@@ -189,7 +186,6 @@ def evaluate_run(
     from agl.core import canonical
     from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label
     from agl.dataset.manifest_cache import load_manifest_cached
-    from agl.scoring.coverage import Coverage
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
