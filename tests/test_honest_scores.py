@@ -73,7 +73,7 @@ def test_evaluate_reparse_with_some_rows_without_raw_text_warns_with_the_count(t
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert main(["evaluate", str(src), "--manifest", str(m), "--reparse", "--bootstrap", "10"]) == 0
     err = capfd.readouterr().err
-    assert "warning: 2 of 10 row(s) have no raw model_output to reparse" in err
+    assert f"warning: {src}: 2 of 10 row(s) have no raw model_output to reparse" in err
     assert "scored as unparseable" in err
 
 

@@ -98,7 +98,7 @@ class Coverage:
             rest = self.clips - self.predicted
             out.append(f"{source}: {self.text()}; the paper protocol scores only those "
                        f"{self.predicted}, the strict protocol counts the other {rest} as "
-                       "failures; a run's numbers are comparable only at full coverage")
+                       "failures")
         if self.failed:
             out.append(f"{source}: {self.failed} of {self.clips} clip(s) have no answer (status "
                        f"failed: the call failed) and score as failures; {retry}")

@@ -58,7 +58,7 @@ def _reparsed(path: Path):
 
     predictions, report = import_with_report(path, reparse=True)
     if report.without_raw_text:
-        warnings.warn(f"{report.without_raw_text} of {report.rows} row(s) have no raw "
+        warnings.warn(f"{path}: {report.without_raw_text} of {report.rows} row(s) have no raw "
                       "model_output to reparse: scored as unparseable (failures)", stacklevel=3)
     return predictions
 
