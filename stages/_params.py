@@ -20,7 +20,9 @@ sys.path.insert(0, str(ROOT / "src"))  # so a stage runs from a checkout without
 def load(*keys: str, path: Path | str | None = None, required: bool = True) -> dict[str, Any]:
     """The params named by `keys` ("evaluate", or a dotted "models.knn"), keyed as named.
 
-    A missing key is a one-line exit naming the file, unless `required` is False (then None).
+    A missing key is a one-line exit naming the file, unless `required` is False (then None);
+    a statistical knob that breaks its rule (agl.core.checks: a negative bootstrap count, a
+    seed that is not a whole number, ...) is an AglError naming the key.
     """
     path = Path(path) if path else ROOT / "params.yaml"
     try:
@@ -40,6 +42,12 @@ def load(*keys: str, path: Path | str | None = None, required: bool = True) -> d
         out[key] = node
     if missing:
         sys.exit(f"{path}: missing {', '.join(missing)}; add it (docs/pipeline.md lists what each stage reads)")
+    from agl.core.checks import check_params  # bootstrap counts, seeds, supports: one line each
+
+    source = "params.yaml" if path == ROOT / "params.yaml" else str(path)
+    for key, node in out.items():
+        if node is not None:
+            check_params(key, node, source)
     return out
 
 

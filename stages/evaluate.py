@@ -16,11 +16,7 @@ import _params
 from agl.core.headline import run_headline, write_headline
 from agl.inference.runspec import parse_models
 from agl.scoring.evaluate import evaluate_run
-
-
-def share(x: float | None) -> str:
-    """A field the run never attempts is not applicable ("n/a"), not "nan"."""
-    return "n/a" if x is None or x != x else f"{x:.3f}"
+from agl.scoring.text import run_lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,12 +39,12 @@ def main(argv: list[str] | None = None) -> int:
         protocols=list(cfg["protocols"]), bootstrap=int(cfg["metric_bootstrap"]), seed=int(cfg["seed"]),
         strict_refusal_km=float(cfg["strict_refusal_km"]), info=info,
         experiment=p["mlflow"].get("experiment"),
+        retry=f"`dvc repro -f infer@{args.run}` retries them",
     )
     if args.headline:
         write_headline(args.headline, run_headline(doc))
-    for protocol, res in doc["protocols"].items():
-        print(f"{args.run} [{protocol}]: n={res['n']} mean {res['distance_error_km']:.1f} km, "
-              f"country {share(res['country_acc'])}, continent {share(res['continent_acc'])}")
+    for line in run_lines(doc):  # each with its coverage: clips predicted / the dataset's
+        print(line)
     return 0
 
 

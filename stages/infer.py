@@ -12,6 +12,7 @@ import sys
 
 import _params
 
+from agl.errors import AglError
 from agl.inference.model_run import run_spec, summary_line
 from agl.inference.runspec import parse_infer, parse_models
 
@@ -52,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     summary = run_spec(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                        out_dir=args.out, progress=sys.stderr.isatty(),
                        telemetry=args.telemetry or f"build/telemetry/{args.name}.json")
-    print(summary_line(summary), file=sys.stderr)
+    # A stage that exits 0 is locked by DVC: only `dvc repro -f` runs it again.
+    print(summary_line(summary, retry=f"`dvc repro -f infer@{args.name}` retries the failures"),
+          file=sys.stderr)
     from agl.batch.hook import pending
 
     if pending(summary):
@@ -62,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
               "API (jobs submitted); run `dvc repro` again later to collect them",
               file=sys.stderr)
         return 75
+    if summary["n_recorded"] and summary["n_failed"] == summary["n_recorded"]:
+        # A run of failures is no result: exit non-zero so DVC locks nothing and evaluate
+        # never scores it (as `agl infer` does).
+        raise AglError(f"{args.name}: no clip succeeded (all {summary['n_failed']} failed; the "
+                       f"reasons are in the error field of {args.out}/predictions.jsonl); fix "
+                       f"the cause, then `dvc repro infer@{args.name}`")
     return 0
 
 

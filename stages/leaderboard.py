@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     if not board.empty and (board["paper_name"] != "").any():
         try:
             url = resolve(p["paper.base_url"], cfg["paper_values"])
-            src = fetch(url, cache_dir)
+            src = fetch(url, cache_dir,
+                        url_from="paper.base_url and leaderboard.paper_values in params.yaml")
             board = leaderboard.attach_paper(board, read_paper_leaderboard(src))
         except AglError as exc:
             # A mirror without the authors' README: the paper's numbers shipped with agl.

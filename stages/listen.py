@@ -60,7 +60,13 @@ def main(argv: list[str] | None = None) -> int:
             out_dir=out,
             progress=sys.stderr.isatty(),
         )
-        print(f"listen {model} x {intervention}/{level}: {summary_line(run)}", file=sys.stderr)
+        retry = f"`dvc repro -f listen@{model}-{intervention}` retries the failures"
+        print(f"listen {model} x {intervention}/{level}: {summary_line(run, retry=retry)}",
+              file=sys.stderr)
+        if run["n_recorded"] and run["n_failed"] == run["n_recorded"]:  # no result to score
+            raise AglError(f"listen {model} x {intervention}/{level}: no clip succeeded (all "
+                           f"{run['n_failed']} failed; see {out}/predictions.jsonl); fix the "
+                           f"cause, then `dvc repro listen@{model}-{intervention}`")
         (out / SUMMARY).unlink(missing_ok=True)  # timings: kept out of the DVC-cached folder
         result = score_level(
             data, out, protocol=protocol, bootstrap=int(cf["level_bootstrap"]), seed=int(cf.get("seed", 0))

@@ -42,10 +42,15 @@ def main(argv: list[str] | None = None) -> int:
         # Every entry is checked before anything is downloaded: a typo fails at once.
         sources = [(item, *run_source(item, cfg.get("published") or {})) for item in runs]
         url = resolve(cfg["base_url"], cfg["manifest"])
-        manifest = fetch(url, cache, sha256=pins.get(url))
+        manifest = fetch(url, cache, sha256=pins.get(url),
+                         url_from="paper.base_url and paper.manifest in params.yaml",
+                         sha256_from="the pinned SHA-256 of the AGL1K manifest")
         for item, name, path in sources:
             url = resolve(cfg["base_url"], path)
-            src = fetch(url, cache, sha256=pins.get(url))
+            src = fetch(url, cache, sha256=pins.get(url),
+                        url_from=f"paper.base_url and paper.runs ({name}) in params.yaml",
+                        sha256_from=f"paper.published.{item.get('published', name)}.sha256 in "
+                                    "params.yaml")
             out_dir = OUT / name
             # The import keeps the authors' fields verbatim (`original`), so scoring the
             # converted file is scoring theirs; the report's judges read it from here.

@@ -78,6 +78,10 @@ class Backend(abc.ABC):
     # Whether requests carry audio (baselines that guess without listening set False, so
     # the runner neither hashes nor requires the audio files).
     needs_audio: bool = True
+    # Whether the answer for one clip depends on the other clips of the dataset (knn's
+    # neighbours, prior's label counts): its records are kept across reruns only while the
+    # whole dataset is unchanged (agl.inference.freshness).
+    reads_dataset: bool = False
 
     def __init__(self, model: str, **settings: Any):
         self.model = model

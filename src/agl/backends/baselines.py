@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
+from agl.core.checks import check_value
 from agl.errors import AglError
 
 
@@ -36,6 +37,8 @@ class _Blind(Backend):
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
+        check_value("seed", settings.get("seed", 0), f"{self.name} backend setting", rule="seed",
+                    example="0")
         self.seed = int(settings.get("seed", 0))
 
     def _rng(self, sample_id: str) -> random.Random:
@@ -86,6 +89,10 @@ def spherical_centroid(points: Sequence[tuple[float, float]]) -> tuple[float, fl
 class CountryPrior(_Blind):
     """One constant answer: the manifest's most frequent country (see module docstring)."""
 
+    # The answer is the manifest's, which the response cache's key does not see: never
+    # cached, and kept across reruns only while the manifest's labels are unchanged.
+    deterministic = False
+    reads_dataset = True
     answer: dict[str, Any] | None = None
 
     def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:

@@ -83,6 +83,7 @@ def _features_or_none(path: Path, max_seconds: float) -> np.ndarray | None:
 @register("knn")
 class NearestNeighbours(Backend):
     deterministic = False  # depends on the whole manifest, which the cache key does not see
+    reads_dataset = True  # so a rerun keeps its answers only while every clip is unchanged
 
     def __init__(self, model: str = "logmel", **settings: Any):
         super().__init__(model, **settings)

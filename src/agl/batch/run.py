@@ -201,7 +201,9 @@ def _job_records(ctx: PassContext, state: BatchState, job: Job, st: JobStatus,
             if not mine or sid in done:
                 continue  # another prompt's job (cached only), or recorded by a killed pass
             reply = replace(reply, extra={**reply.extra, "attempts": 1, "cached": False,
-                                          "answered_by": "batch", "batch_job": job.job_id})
+                                          "answered_by": "batch", "batch_job": job.job_id,
+                                          **({"audio_sha256": info["audio_sha256"]}
+                                             if info.get("audio_sha256") else {})})
             preds.append(make_prediction(sid, reply, ctx.backend, run_ctx, secrets))
         elif mine and sid not in done:
             if isinstance(res, str):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from agl.core.checks import arg_type, sha256_arg
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -18,8 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="manifest CSV (AGL1K layout): a path, an http(s) URL, or paper:manifest")
     p.add_argument("--protocol", choices=["paper", "strict"], default="paper")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for CIs")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--bootstrap", type=arg_type("count0"), default=1000,
+                   help="bootstrap resamples per 95%% CI (0: no intervals)")
+    p.add_argument("--seed", type=arg_type("seed"), default=0, help="bootstrap seed (0 or more)")
     p.add_argument("--reparse", action="store_true",
                    help="for published files: reparse the raw replies with this project's parser")
     p.add_argument("--scores-out", help="write the per-clip score table (CSV) here")
@@ -29,10 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def add_source_options(p: argparse.ArgumentParser, *, manifest: bool = True) -> None:
     """Checksums and cache for inputs given as URLs or paper:<name> (see agl.dataset.sources)."""
-    p.add_argument("--sha256", help="expected SHA-256 of the predictions file (refused if it "
-                   "differs); pinned files are checked without it")
+    p.add_argument("--sha256", type=sha256_arg, help="expected SHA-256 of the predictions file "
+                   "(refused if it differs); pinned files are checked without it")
     if manifest:
-        p.add_argument("--manifest-sha256", help="expected SHA-256 of the manifest")
+        p.add_argument("--manifest-sha256", type=sha256_arg, help="expected SHA-256 of the manifest")
     p.add_argument("--cache-dir", default="cache/sources",
                    help="where downloaded inputs are kept (default: cache/sources)")
 
@@ -46,13 +49,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.scores_out:
         output_file(args.scores_out, "--scores-out")
-    if args.bootstrap < 0:
-        from agl.errors import AglError
-
-        raise AglError(f"--bootstrap must be 0 or more, got {args.bootstrap}")
     predictions = resolve_source(args.predictions, cache_dir=args.cache_dir, sha256=args.sha256)
     manifest = resolve_source(args.manifest, cache_dir=args.cache_dir,
-                              sha256=args.manifest_sha256)
+                              sha256=args.manifest_sha256, sha256_from="--manifest-sha256")
     input_file(predictions, "predictions", "predictions")
     input_file(manifest, "--manifest", "manifest CSV")
     result, scored = evaluate_files(

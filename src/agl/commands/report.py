@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from agl.core.checks import arg_type
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -23,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--params", default="params.yaml",
                    help="read the `report:` section from here (if the file exists)")
     p.add_argument("--protocol", choices=["paper", "strict"])
-    p.add_argument("--bootstrap", type=int, help="bootstrap resamples per CI")
+    p.add_argument("--bootstrap", type=arg_type("count"), help="bootstrap resamples per CI")
     p.add_argument("--judge-backend", help="inference backend for the error-mode judge")
     p.add_argument("--judge-model", help="the judge's model id")
     p.add_argument("--judge-base-url", help="base_url setting for the judge backend")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from agl.core.checks import check_params
 from agl.errors import AglError, reject_unknown_keys
 
 
@@ -54,6 +55,7 @@ class LocalizabilityConfig:
         one line naming it."""
         params = dict(params or {})
         reject_unknown_keys(params, {f.name for f in fields(cls)} | {"reference"}, source)
+        check_params("localizability", params, source.split()[0])  # seeds, shares, supports
         params.pop("reference", None)  # a path, read by the stage
         if "judges" in params:
             params["judges"] = tuple(_judge(j, f"{source}.judges[{n}]")

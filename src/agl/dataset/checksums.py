@@ -100,3 +100,12 @@ def merge_lock(path: Path, entries: dict[str, Entry]) -> None:
     run knows win, every other entry is kept. A run never erases what it did not see
     (removing clips is `agl.dataset.prepare`'s prune, which writes the whole lock on purpose)."""
     write_lock(path, {**read_lock(path), **entries})
+
+
+def locked_but_missing(audio_root: Path, relpaths: list[str]) -> tuple[Path, list[str]]:
+    """(the lock's path, the clips of `relpaths` it lists whose file is gone): a dataset
+    damaged after its download, never a clip that merely failed to download (those are not
+    in the lock)."""
+    lock_path = Path(audio_root).parent / "lock.json"
+    lock = read_lock(lock_path)
+    return lock_path, [r for r in relpaths if r in lock and not (Path(audio_root) / r).exists()]

@@ -10,7 +10,8 @@ same bytes. The validated table is stored as an Arrow (Feather) file named by
   pyarrow's major versions), so a change of the validation rules validates again;
 * crash-safe: written to a temporary file in the same folder, then renamed; an entry that
   cannot be read is ignored and rewritten; a cache that cannot be written is skipped;
-* warnings kept: a repaired header's warning is stored with the table and shown again.
+* warnings kept: a repaired header's warning is stored with the table and shown again,
+  naming the file passed this time (the same bytes may sit at several paths).
 
 Where: `$AGL_CACHE_DIR/manifests`, else `$XDG_CACHE_HOME/agl/manifests`, else
 `~/.cache/agl/manifests`. `AGL_CACHE_DIR=off` turns it off. Only tables that passed
@@ -31,6 +32,7 @@ import pandas as pd
 from agl.dataset.manifest import REQUIRED_COLUMNS, ManifestWarning, content_hash, load_manifest
 
 _WARNINGS_KEY = b"agl.manifest_warnings"
+_PATH = "<<manifest>>"  # stands for the manifest's path in a stored warning
 
 
 def cache_root() -> Path | None:
@@ -66,13 +68,14 @@ def load_manifest_cached(
         return load_manifest(path, columns=columns)
     digest = digest or content_hash(path)
     entry = root / f"{digest}-{code_version()}.arrow"
-    frame = _read(entry, columns)
+    frame = _read(entry, columns, path)
     if frame is not None:
         return frame
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ManifestWarning)
         full = load_manifest(path)
-    messages = [str(w.message) for w in caught if issubclass(w.category, ManifestWarning)]
+    messages = [str(w.message).replace(str(path), _PATH) for w in caught
+                if issubclass(w.category, ManifestWarning)]
     for w in caught:  # shown once now, as load_manifest would have
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     _write(entry, full, messages)
@@ -86,7 +89,7 @@ def _select(frame: pd.DataFrame, columns: list[str] | None) -> pd.DataFrame:
     return frame[[c for c in frame.columns if c in keep]]
 
 
-def _read(entry: Path, columns: list[str] | None) -> pd.DataFrame | None:
+def _read(entry: Path, columns: list[str] | None, path: Path) -> pd.DataFrame | None:
     import pyarrow as pa
     import pyarrow.feather as feather
 
@@ -103,7 +106,7 @@ def _read(entry: Path, columns: list[str] | None) -> pd.DataFrame | None:
         return None  # torn or foreign: validate again and rewrite it
     meta = (table.schema.metadata or {}).get(_WARNINGS_KEY, b"")
     for message in filter(None, meta.decode("utf-8").split("\n")):
-        warnings.warn(message, ManifestWarning, stacklevel=3)
+        warnings.warn(message.replace(_PATH, str(path)), ManifestWarning, stacklevel=3)
     return frame
 
 

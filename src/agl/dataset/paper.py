@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from agl.core.checks import sha256_value
 from agl.dataset.manifest import content_hash
 from agl.errors import AglError
 
@@ -26,27 +27,35 @@ def resolve(base_url: str, relpath: str) -> str:
 
 
 def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
-          sha256: str | None = None) -> Path:
+          sha256: str | None = None, url_from: str = "paper.base_url in params.yaml",
+          sha256_from: str = "the pinned SHA-256") -> Path:
     """The file at `url`, cached under `cache_dir` by a hash of the URL.
 
     With `sha256`, the download must match it before it enters the cache (a mismatch is an
     error and nothing is kept), and a cached copy is checked again on every use, so a file
-    changed on disk is never read as the pinned one."""
+    changed on disk is never read as the pinned one.
+
+    The messages say where to look, because the same fetch serves the command line and the
+    stages: `url_from` says where the URL was given ("given on the command line", "paper.base_url
+    in params.yaml"), `sha256_from` where the expected checksum was (`--sha256`, a pin). A
+    checksum given on the command line that does not match is the value's fault, never the
+    cache's; a pinned one that a cached copy no longer matches is the copy's (delete it)."""
     cache_dir = Path(cache_dir)
     name = Path(urllib.parse.urlparse(url).path).name or "file"
     dest = cache_dir / hashlib.sha256(url.encode()).hexdigest()[:16] / name
-    want = sha256.strip().lower() if sha256 else None
+    want = sha256_value(sha256, sha256_from) if sha256 else None
     if dest.exists():
-        if want and content_hash(dest) != want:
-            raise AglError(f"{dest}: cached copy of {url} does not match SHA-256 {want}; "
-                           "delete it to download again")
+        if want:
+            got = content_hash(dest)
+            if got != want:
+                raise AglError(_mismatch(url, got, want, sha256_from, cached=dest))
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme == "file":
         src = Path(urllib.parse.unquote(parsed.path))
         if not src.exists():
-            raise AglError(f"{url}: file not found; check the base URL in params.yaml")
+            raise AglError(f"{url}: file not found; check {_where(url_from)}")
         data = src.read_bytes()
     else:
         import httpx
@@ -56,18 +65,37 @@ def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
                           headers={"User-Agent": USER_AGENT})
         except httpx.HTTPError as exc:
             raise AglError(f"{url}: cannot fetch ({type(exc).__name__}: {exc}); check the "
-                           "network or point the base URL in params.yaml at a mirror") from None
+                           f"network, or {_where(url_from)} (a mirror works too)") from None
         if r.status_code != 200:
-            raise AglError(f"{url}: HTTP {r.status_code}; check the URL in params.yaml")
+            raise AglError(f"{url}: HTTP {r.status_code}; check {_where(url_from)}")
         data = r.content
     got = hashlib.sha256(data).hexdigest() if want else None
     if want and got != want:
-        raise AglError(f"{url}: SHA-256 {got} does not match the "
-                       f"expected {want}; the file differs from the pinned one (nothing cached)")
+        raise AglError(_mismatch(url, got, want, sha256_from))
     tmp = dest.with_name(dest.name + ".part")
     tmp.write_bytes(data)
     tmp.replace(dest)
     return dest
+
+
+def _where(url_from: str) -> str:
+    """ "given on the command line" -> "the URL given on the command line"; a params key as is."""
+    return f"the URL {url_from}" if url_from.startswith("given") else url_from
+
+
+def _mismatch(url: str, got: str, want: str, sha256_from: str, *, cached: Path | None = None) -> str:
+    """A checksum mismatch, blamed on what is likely wrong: a value the user typed, or (for a
+    pinned checksum) the file, which a mirror changed or a disk damaged."""
+    what = f"the cached copy {cached} of {url}" if cached else url
+    if sha256_from.startswith("--"):
+        return (f"{what} has SHA-256 {got}, not the {sha256_from} {want} you gave; check the "
+                f"value (or leave {sha256_from} out to read the file unchecked)"
+                + ("" if cached is None else "; nothing was downloaded again"))
+    if cached is not None:
+        return (f"{what} has SHA-256 {got}, not {want} ({sha256_from}): it changed on disk; "
+                f"`rm {cached}` and rerun to download it again")
+    return (f"{what} has SHA-256 {got}, not {want} ({sha256_from}): the file differs from the "
+            "pinned one (nothing cached); check that the URL serves the pinned file")
 
 
 _ROW = re.compile(r"^\|(.+)\|\s*$")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agl.core.checks import check_params, sha256_value
 from agl.core.jsonutil import dumps
 from agl.dataset.checksums import read_lock, read_source, write_lock
 from agl.errors import AglError, reject_unknown_keys
@@ -268,6 +269,10 @@ def from_params(
     for key in ("jobs", "timeout_s"):
         if key in section and section[key] <= 0:
             raise AglError(f"{source}: download.{key} must be positive, not {section[key]}")
+    check_params("download", section, source)  # demo_seed
+    if section.get("manifest_sha256") is not None:
+        section["manifest_sha256"] = sha256_value(section["manifest_sha256"],
+                                                  f"{source}: download.manifest_sha256")
     tol = section.get("duration_tolerance")
     if tol is not None and not 0 <= tol < 1:
         raise AglError(f"{source}: download.duration_tolerance must be a fraction in [0, 1) "

@@ -25,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agl.core.checks import sha256_value
 from agl.errors import AglError
 
 PAPER_TITLE = "The Sonar Moment"
@@ -53,21 +54,34 @@ class SourceConfig:
     manifest_sha256: str | None = MANIFEST_SHA256
     manifest_url: str = f"{PINNED_BASE_URL}/{MANIFEST_PATH}"
     published: dict[str, Published] = field(default_factory=dict)
+    origin: str = "agl's built-in pins"  # where the values come from, for messages
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> SourceConfig:
         params = params or {}
         paper, download = params.get("paper") or {}, params.get("download") or {}
-        cfg = cls()
+        cfg = cls(origin="params.yaml")
         cfg.base_url = str(paper.get("base_url") or cfg.base_url)
         cfg.manifest = str(paper.get("manifest") or cfg.manifest)
         cfg.manifest_url = str(download.get("manifest_url") or cfg.manifest_url)
         cfg.manifest_sha256 = download.get("manifest_sha256", cfg.manifest_sha256)
+        if cfg.manifest_sha256 is not None:
+            cfg.manifest_sha256 = sha256_value(cfg.manifest_sha256,
+                                               "params.yaml download.manifest_sha256")
         for name, entry in (paper.get("published") or {}).items():
             if not isinstance(entry, dict) or not entry.get("path"):
                 raise AglError(f"params.yaml paper.published.{name}: needs a 'path' (and optionally 'sha256')")
-            cfg.published[str(name)] = Published(str(entry["path"]), entry.get("sha256"))
+            sha = entry.get("sha256")
+            if sha is not None:
+                sha = sha256_value(sha, f"params.yaml paper.published.{name}.sha256")
+            cfg.published[str(name)] = Published(str(entry["path"]), sha)
         return cfg
+
+    def pin_name(self, short: str) -> str:
+        """Where the checksum of `paper:<short>` is written, for messages."""
+        key = ("download.manifest_sha256" if short == "manifest"
+               else f"paper.published.{short}.sha256")
+        return f"{key} in {self.origin}"
 
     @classmethod
     def load(cls, params_path: str | Path = "params.yaml") -> SourceConfig:
@@ -128,19 +142,26 @@ def resolve_source(
     cache_dir: str | Path = DEFAULT_CACHE,
     sha256: str | None = None,
     config: SourceConfig | None = None,
+    sha256_from: str = "--sha256",
 ) -> Path:
     """A local path for `spec`: a path as is; a URL or `paper:<name>` fetched into the cache.
 
+    `sha256` is the caller's expected checksum, named `sha256_from` in messages (the command
+    line's `--sha256` or `--manifest-sha256`); without it a pinned one applies. A URL is the
+    command line's, so a 404 says to check it; `paper:<name>` points at `paper.base_url`.
     Never passes a URL through `Path` (which would merge `https://` into `https:/`)."""
     text = str(spec)
+    if sha256 is not None:
+        sha256 = sha256_value(sha256, sha256_from)
     if not text.startswith(SCHEME) and not is_url(text):
         path = Path(text)
         if sha256:
-            _check_local(path, sha256)
+            _check_local(path, sha256, sha256_from)
         return path
     from agl.dataset.paper import fetch, resolve
 
     config = config or SourceConfig.load()
+    url_from = "given on the command line"
     if text.startswith(SCHEME):
         name = text[len(SCHEME) :]
         names = config.names()
@@ -152,18 +173,22 @@ def resolve_source(
             )
         entry = names[name]
         url = resolve(config.base_url, entry.path)
-        sha256 = sha256 or entry.sha256
+        url_from = f"paper.base_url in {config.origin} ({text} is {entry.path} under it)"
+        if not sha256 and entry.sha256:
+            sha256, sha256_from = entry.sha256, config.pin_name(name)
     else:
         url = text
-    sha256 = sha256 or config.pinned().get(url)
-    return fetch(url, cache_dir, sha256=sha256)
+    if not sha256 and url in config.pinned():
+        sha256, sha256_from = config.pinned()[url], f"the pinned SHA-256 of {url} ({config.origin})"
+    return fetch(url, cache_dir, sha256=sha256, url_from=url_from, sha256_from=sha256_from)
 
 
-def _check_local(path: Path, sha256: str) -> None:
+def _check_local(path: Path, sha256: str, sha256_from: str) -> None:
     from agl.dataset.manifest import content_hash
 
     if not path.exists():
         raise AglError(f"{path}: file not found")
     got = content_hash(path)
-    if got != sha256.strip().lower():
-        raise AglError(f"{path}: SHA-256 {got} does not match the expected {sha256.strip().lower()}")
+    if got != sha256:
+        raise AglError(f"{path} has SHA-256 {got}, not the {sha256_from} {sha256} you gave; "
+                       f"check the value (or leave {sha256_from} out)")

@@ -21,6 +21,7 @@ import sys
 import time
 import warnings
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from agl.dataset.manifest import clips as manifest_clips
 from agl.errors import AglError
 from agl.inference.cache import ResponseCache, generation_settings, public_settings
 from agl.inference.finalize import PREDICTIONS, write_canonical_run
+from agl.inference.freshness import current_audio, dataset_digest, hash_files, stale, stale_line
 from agl.inference.record import RunContext, make_prediction
 from agl.inference.runner import Backoff, RunOptions, progress_bar, stream
 from agl.inference.runspec import InferSettings, ModelSpec
@@ -72,10 +74,12 @@ def run_inference(
     `spec` names the backend, model, settings and prices; its `prompt` and `concurrency`
     overrides are the caller's to resolve (`run_spec` does) into `prompt` and `options`.
     `backend`: an instance to use instead of building one from `spec` (a replica pool).
-    Records whose run fingerprint (backend, model, generation settings, prompt hash) differs
-    from this run's are dropped first, so a changed prompt never mixes with old answers
-    (unchanged calls still come from the cache). Returns the summary also written to
-    `<out_dir>/run_summary.json`.
+    Records whose run fingerprint (backend, model, generation settings, prompt hash; the
+    dataset, for a backend that reads all of it) differs from this run's are dropped first,
+    so a changed prompt never mixes with old answers (unchanged calls still come from the
+    cache); so are records whose clip's audio is gone or changed since they were made
+    (agl.inference.freshness), so a stale answer is never kept, never scored. Returns the
+    summary also written to `<out_dir>/run_summary.json`.
     """
     settings = dict(spec.settings or {})
     all_clips = list(clips)
@@ -84,18 +88,36 @@ def run_inference(
     pred_path = out_dir / PREDICTIONS
     fingerprint = run_fingerprint(spec.backend, spec.model, settings, prompt.sha256)
     backend_cls = get_backend(spec.backend)
+    records = list(iter_records(pred_path)) if pred_path.exists() else []
+    # Today's audio of every clip a kept record (or, for a backend that reads the whole
+    # dataset, its answers) stands on (agl.inference.freshness).
+    audio: dict[str, str | None] | None = None
+    if backend_cls.needs_audio:
+        if audio_root is None:
+            raise AglError("this backend listens to the audio; pass --audio-root")
+        recorded = {p.sample_id for p in records}
+        audio = current_audio([c for c in all_clips if backend_cls.reads_dataset
+                               or c.key in recorded], Path(audio_root))
+    if backend_cls.reads_dataset:
+        fingerprint = hashlib.sha256(
+            f"{fingerprint}:{dataset_digest(all_clips, audio)}".encode()).hexdigest()[:16]
     ctx = RunContext(spec, prompt, fingerprint, pred_path, options.progress)
 
     kept: dict[str, Any] = {}
-    if pred_path.exists():
-        records = list(iter_records(pred_path))
-        same = [p for p in records if p.meta.get("run_fingerprint") == fingerprint]
-        if len(same) != len(records):
-            print(f"{pred_path}: {len(records) - len(same)} record(s) from a different "
-                  "model/settings/prompt dropped; they are requested again", file=sys.stderr)
-            write_predictions(pred_path, same)
-        for p in same:
-            kept[p.sample_id] = p
+    same = [p for p in records if p.meta.get("run_fingerprint") == fingerprint]
+    if len(same) != len(records):
+        print(f"{pred_path}: {len(records) - len(same)} record(s) from a different "
+              "model/settings/prompt" + (" or dataset" if backend_cls.reads_dataset else "")
+              + " dropped; they are requested again", file=sys.stderr)
+    for p in same:
+        kept[p.sample_id] = p
+    # A record made from audio that is gone or changed is never kept (never scored).
+    reasons = stale(kept, audio) if audio is not None else {}
+    if reasons:
+        print(stale_line(pred_path, reasons), file=sys.stderr)
+        kept = {k: p for k, p in kept.items() if k not in reasons}
+    if len(same) != len(records) or reasons:
+        write_predictions(pred_path, [p for p in same if p.sample_id in kept])
     finished = {k for k, p in kept.items() if p.finished}
     pending = [c for c in selected if c.key not in finished]
 
@@ -106,11 +128,12 @@ def run_inference(
         if backend.needs_audio:
             _require_audio(pending, audio_root)
         backend.prepare(all_clips, audio_root)
-        requests = [
-            Request(sample_id=c.key, prompt=prompt.text,
-                    audio_path=(Path(audio_root) / c.relpath) if backend.needs_audio else None)
-            for c in pending
-        ]
+        paths = [Path(audio_root) / c.relpath if backend.needs_audio else None for c in pending]
+        # The bytes each request carries, hashed once: the cache key, and the record's
+        # `audio_sha256` (what a rerun checks the audio against).
+        hashes = hash_files(paths) if backend.needs_audio else [None] * len(paths)
+        requests = [Request(sample_id=c.key, prompt=prompt.text, audio_path=path, audio_sha256=h)
+                    for c, path, h in zip(pending, paths, hashes, strict=True)]
         cache = ResponseCache(options.cache_dir) if options.cache_dir is not None else None
         # mode: batch hands clips to the provider's batch API (agl.batch); sync: a guard only
         with batch_session(backend, requests, run=ctx, out_dir=out_dir, cache=cache,
@@ -211,6 +234,9 @@ async def _consume(backend: Backend, requests: list[Request],
         with PredictionWriter(ctx.pred_path) as writer:
             try:
                 async for i, reply in source:
+                    if requests[i].audio_sha256:  # what the record answers for (freshness)
+                        reply = replace(reply, extra={**reply.extra,
+                                                      "audio_sha256": requests[i].audio_sha256})
                     buffer.append(make_prediction(requests[i].sample_id, reply, backend, ctx, secrets))
                     if flushing is None or flushing.done():
                         if flushing is not None:
@@ -273,9 +299,11 @@ def _summary(chosen: list[Prediction], n_selected: int, ctx: RunContext, wall: f
     }
 
 
-def summary_line(summary: dict[str, Any]) -> str:
+def summary_line(summary: dict[str, Any], *,
+                 retry: str = "rerun the same command to retry the failures") -> str:
     """One line (plus one per replica) saying what a run did: counts by status, requests made
-    this time and from cache, cost, batch jobs, and what to do about failures."""
+    this time and from cache, cost, batch jobs, and what to do about failures (`retry`: the
+    command that retries them where the caller is, e.g. a DVC stage's)."""
     s = summary
     line = (f"{s['backend']}:{s['model'] or '-'}: {s['n_recorded']}/{s['n']} clips "
             f"(ok {s['n_ok']}, partial {s['n_partial']}, refused {s['n_refused']}, "
@@ -283,7 +311,7 @@ def summary_line(summary: dict[str, Any]) -> str:
             f"{s['session_requests']} request(s) this time, {s['session_cache_hits']} from cache; "
             f"${s['cost_usd']:.4f}")
     if s["n_failed"]:
-        line += "; rerun the same command to retry the failures"
+        line += f"; {retry}"
     line += summary_text(s)
     for e in s.get("endpoints") or []:
         lat = e["latency_s"]["p50"] if e["latency_s"] else None

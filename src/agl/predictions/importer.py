@@ -9,7 +9,8 @@ Without reparsing, the authors' parsed fields are kept: usable values become the
 prediction's fields, and the five values are also stored verbatim in `original`, so the
 `paper` protocol scores exactly what the authors scored. With `reparse=True` the prediction
 comes from running this project's parser on `model_output`; rows without raw text cannot be
-reparsed and are written as `unparseable` with that reason, and counted.
+reparsed and are written as `unparseable` with that reason, and counted; a file without any
+raw text is refused (every row would be a failure, a score of nothing).
 """
 
 from __future__ import annotations
@@ -321,6 +322,10 @@ def import_with_report(
             report.prompts[row["question"]] += 1
     if reparse:
         out = _reparsed(rows, path, report)
+        if report.without_raw_text == report.rows:  # nothing to reparse: every row a failure
+            raise AglError(f"{path}: none of its {report.rows} rows has a raw reply "
+                           "(model_output) to reparse; run the same command without --reparse "
+                           "to use the authors' parsed fields")
     else:
         out = _predictions(rows, _published_columns(rows, path))
     report.statuses.update(p.status.value for p in out)

@@ -35,6 +35,16 @@ from agl.errors import AglError
 PLACE_FIELDS = ("latitude", "longitude", "city", "country", "continent")
 
 
+class TornLineWarning(UserWarning):
+    """A last line without its newline that is not a record: a killed writer's, or a copy cut
+    short. Resuming a run ignores it (the writer trims it); scoring refuses the file
+    (agl.scoring.coverage)."""
+
+    def __init__(self, path: str | Path, line: int):
+        super().__init__(f"{path}: ignored a torn last line (line {line}: interrupted write)")
+        self.path, self.line = str(path), line
+
+
 class Status(StrEnum):
     """How a prediction ended: a failure is a status, never a value (no 0,0 for an unanswered
     clip)."""
@@ -198,7 +208,7 @@ def iter_records(path: str | Path) -> Iterator[Prediction]:
             yield Prediction.from_json(record)
         except (json.JSONDecodeError, KeyError, ValueError, TypeError, AttributeError) as exc:
             if n == len(lines) and not line.endswith("\n"):
-                warnings.warn(f"{path}: ignored a torn last line (interrupted write)", stacklevel=2)
+                warnings.warn(TornLineWarning(path, n), stacklevel=2)
                 return
             raise AglError(f"{path}: line {n}: not a prediction record ({exc})") from None
 
@@ -273,7 +283,7 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
                     raise AglError(f"{path}: line {n}: not UTF-8 text ({bad.reason}); not a "
                                    "predictions file") from None
                 if n == len(lines) and not raw.endswith(b"\n"):
-                    warnings.warn(f"{path}: ignored a torn last line", stacklevel=2)
+                    warnings.warn(TornLineWarning(path, n), stacklevel=2)
                     continue
                 raise AglError(f"{path}: line {n}: not a prediction record ({exc})") from None
         frame = pd.DataFrame(rows, columns=list(FRAME_COLUMNS))

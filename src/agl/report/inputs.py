@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from agl.core.checks import check_params
 from agl.errors import AglError, reject_unknown_keys
 from agl.predictions.records import read_predictions
 from agl.report.error_modes import JudgeConfig
@@ -94,6 +95,7 @@ def options_from_config(cfg: dict[str, Any]) -> ReportOptions:
     is one line naming it."""
     known = ReportOptions.__dataclass_fields__
     reject_unknown_keys(cfg, set(known) | {"judge", "track"}, "params report")
+    check_params("report", {k: v for k, v in cfg.items() if k != "judge"})
     values = {}
     for k, v in cfg.items():
         if k == "explorer" and v is None:  # null: no links

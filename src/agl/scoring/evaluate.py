@@ -9,16 +9,21 @@ from typing import Any
 
 import pandas as pd
 
+from agl.core.checks import check_value
 from agl.core.geo import EARTH_MAX_KM
 from agl.errors import AglError
-from agl.predictions.records import Prediction, prediction_frame
+from agl.predictions.records import Prediction, TornLineWarning, prediction_frame
+from agl.scoring.coverage import Coverage, check_run_summary, torn_error
 from agl.scoring.metrics import SUMMARY_COLUMNS, summarize_later
 from agl.scoring.protocols import PROTOCOLS
 
 
 def load_predictions_any(path: str | Path, *, reparse: bool = False) -> pd.DataFrame:
-    """A predictions frame from this project's JSONL or an authors' published file."""
-    from agl.predictions.importer import import_published, is_published_file, published_frame
+    """A predictions frame from this project's JSONL or an authors' published file.
+
+    Refused (one line): a file whose last line is cut off, a run's file shorter than its
+    run_summary.json, a re-parse of a file without raw replies (agl.scoring.coverage)."""
+    from agl.predictions.importer import is_published_file, published_frame  # published only
 
     path = Path(path)
     if not path.exists():
@@ -26,14 +31,36 @@ def load_predictions_any(path: str | Path, *, reparse: bool = False) -> pd.DataF
     if path.is_dir():
         raise AglError(f"{path}: is a folder; give the predictions file (predictions.jsonl)")
     try:
-        if is_published_file(path):
-            if not reparse:  # column-wise: no Prediction object per row
-                return published_frame(path)
-            return prediction_frame(import_published(path, reparse=reparse))
-        return prediction_frame(path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", TornLineWarning)  # scoring never skips a cut line
+            if is_published_file(path):
+                if not reparse:  # column-wise: no Prediction object per row
+                    return published_frame(path)
+                return prediction_frame(_reparsed(path))
+            if reparse:  # never ignored: the numbers would pass for a re-parse
+                raise AglError(f"{path}: --reparse re-reads the raw replies of an authors' "
+                               "published file; this is a predictions file of this project "
+                               "(parsed when it was made): run the same command without --reparse")
+            frame = prediction_frame(path)
+    except TornLineWarning as torn:
+        raise torn_error(torn) from None
     except UnicodeDecodeError as exc:  # a binary or non-UTF-8 file, whichever reader saw it
         raise AglError(f"{path}: not UTF-8 text at byte {exc.start} ({exc.reason}); give a "
                        "predictions JSONL or a published results file") from None
+    check_run_summary(path, frame)
+    return frame
+
+
+def _reparsed(path: Path):
+    """The published file re-parsed from its raw replies; rows without one are counted in a
+    warning (they are scored as unparseable: the authors' empty replies)."""
+    from agl.predictions.importer import import_with_report  # as load_predictions_any's
+
+    predictions, report = import_with_report(path, reparse=True)
+    if report.without_raw_text:
+        warnings.warn(f"{path}: {report.without_raw_text} of {report.rows} row(s) have no raw "
+                      "model_output to reparse: scored as unparseable (failures)", stacklevel=3)
+    return predictions
 
 
 def score_run(
@@ -74,6 +101,7 @@ def evaluate_frames(
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Score predictions (a frame of agl.predictions.records.FRAME_COLUMNS) against a manifest
     frame under one protocol: metrics with bootstrap CIs and the per-clip score table."""
+    check_resampling(bootstrap, seed)
     scored, notes = score_with_notes(
         manifest, predictions, protocol, strict_refusal_km=strict_refusal_km
     )
@@ -93,6 +121,13 @@ def evaluate_frames(
     return result, scored
 
 
+def check_resampling(bootstrap: int, seed: int) -> None:
+    """A negative resample count would give every interval as null, a negative seed a numpy
+    traceback: callers name the key (agl.core.checks); this is the library's own guard."""
+    check_value("bootstrap", bootstrap, "evaluate", rule="count0")
+    check_value("seed", seed, "evaluate", rule="seed")
+
+
 def _rows(frame: pd.DataFrame, mask, columns) -> pd.DataFrame:
     """Some rows of some columns, copied once: `frame[mask]` would copy every column (text
     ones included) and consolidate them."""
@@ -105,18 +140,24 @@ def evaluate_files(
     protocol: str = "paper",
     **opts: Any,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
-    """Score a predictions file against a manifest under one protocol; returns the result and the
-    per-clip score table."""
-    from agl.dataset.manifest import ManifestWarning
+    """Score a predictions file against a manifest under one protocol; returns the result and
+    the per-clip score table. The result carries `clips_predicted` and `dataset_clips` (the
+    coverage, n / N) and `warnings`: every warning the inputs gave (a repaired manifest, rows
+    without raw text, conflicting records) and the counted ones of agl.scoring.coverage (part
+    of the manifest, failed clips), for the caller to print."""
     from agl.dataset.manifest_cache import load_manifest_cached
 
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ManifestWarning)
+        warnings.simplefilter("always", UserWarning)  # the inputs' own warnings, each shown
         manifest = load_manifest_cached(manifest_path, columns=[])
-    reparse = opts.pop("reparse", False)
-    preds = load_predictions_any(predictions_path, reparse=reparse)
+        reparse = opts.pop("reparse", False)
+        preds = load_predictions_any(predictions_path, reparse=reparse)
+    cover = Coverage.of(manifest, preds)
+    cover.refuse_without_answers(str(predictions_path))
     result, scored = evaluate_frames(manifest, preds, protocol, **opts)
-    result["warnings"] = [str(w.message) for w in caught]
+    result["clips_predicted"], result["dataset_clips"] = cover.predicted, cover.clips
+    result["warnings"] = ([str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+                          + cover.warnings(str(predictions_path)))
     return result, scored
 
 
@@ -133,12 +174,14 @@ def evaluate_run(
     info: dict[str, Any] | None = None,
     track: bool = True,
     experiment: str | None = None,
+    retry: str = "rerun the inference to retry them",
 ) -> dict[str, Any]:
     """Score one run under each protocol, write metrics.json + scores, log one MLflow run.
 
     `info` carries what is known about the run (model, backend, source, paper_name,
     prompt_hash, ...); a `run_summary.json` beside the predictions (written by inference)
-    adds its totals: tokens, cost, latency.
+    adds its totals: tokens, cost, latency. A run covering part of the dataset, or with
+    failed clips, is scored with a counted warning (`retry`: how to retry the failures).
     """
     from agl.core import canonical
     from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label
@@ -157,10 +200,16 @@ def evaluate_run(
             **(info or {})}
     # Coverage: clips of the dataset that have a prediction record, of all its clips, so the
     # leaderboard can tell a subset run from a full one.
-    predicted = int(manifest["key"].astype(str).isin(preds["sample_id"]).sum())
+    if not protocols:
+        raise AglError(f"{run}: no protocol to score under (evaluate.protocols is empty); list "
+                       "paper and/or strict")
+    cover = Coverage.of(manifest, preds)
+    cover.refuse_without_answers(f"{run} ({predictions_path})")
+    for line in cover.warnings(f"{run} ({predictions_path})", retry=retry):
+        warnings.warn(line, stacklevel=2)
     doc: dict[str, Any] = {"run": run, **info, "data_version": data_version,
-                           "dataset": dataset_label(manifest), "dataset_clips": len(manifest),
-                           "clips_predicted": predicted, "protocols": {}}
+                           "dataset": dataset_label(manifest), "dataset_clips": cover.clips,
+                           "clips_predicted": cover.predicted, "protocols": {}}
     artifacts = [Path(predictions_path)]
     for protocol in protocols:
         result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=bootstrap,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pandas as pd
 
 from agl.core import canonical
 from agl.dataset.manifest import SYNTHETIC_MARK
+from agl.errors import AglError
 from agl.scoring.protocol_paper import PAPER_REFUSAL_KM
 from agl.scoring.wording import NOT_APPLICABLE, NOT_APPLICABLE_LEGEND
 
@@ -41,11 +43,12 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
     """One row per run from `metrics.json` files written by the evaluate stages, grouped by data
     version (largest dataset first), full runs before subset runs, then by mean distance.
     `refusal_heavy`: the run refused at least `refusal_note` of its clips."""
-    rows = []
+    rows, unscored = [], []
     for path in metrics_files:
         doc = json.loads(Path(path).read_text())
         res = doc["protocols"].get(protocol)
-        if res is None:
+        if res is None:  # evaluated under other protocols only: counted below, never silent
+            unscored.append((str(doc.get("run", path)), sorted(doc["protocols"])))
             continue
         row: dict[str, Any] = {"run": doc["run"], "model": doc.get("model", doc["run"]),
                                "backend": doc.get("backend", ""), "source": doc.get("source", ""),
@@ -59,6 +62,7 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
             lo, hi = res.get("ci95", {}).get(c, (None, None))
             row[f"{c}_lo"], row[f"{c}_hi"] = lo, hi
         rows.append(row)
+    _no_protocol(unscored, protocol, ranked=len(rows))
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
@@ -75,6 +79,22 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
     reject = pd.to_numeric(frame["reject_rate"], errors="coerce")
     frame["refusal_heavy"] = (reject >= refusal_note).fillna(False).astype(bool)
     return frame
+
+
+def _no_protocol(unscored: list[tuple[str, list[str]]], protocol: str, *, ranked: int) -> None:
+    """Runs without scores under the leaderboard's protocol: an error when no run has them (an
+    empty leaderboard is not a result), else a counted warning naming one."""
+    if not unscored:
+        return
+    run, has = unscored[0]
+    where = f"{run} has {', '.join(has) or 'no protocol'}"
+    if not ranked:
+        raise AglError(f"no run was scored under the '{protocol}' protocol ({where}); set "
+                       f"leaderboard.protocol to one of evaluate.protocols, or add '{protocol}' "
+                       "to evaluate.protocols")
+    warnings.warn(f"{len(unscored)} run(s) left out of the '{protocol}' leaderboard: not scored "
+                  f"under it (e.g. {where}); add '{protocol}' to evaluate.protocols to rank them",
+                  stacklevel=3)
 
 
 def groups(board: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:

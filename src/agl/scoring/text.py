@@ -32,7 +32,9 @@ def metrics_table(result: dict[str, Any], title: str = "") -> str:
     cols = [k for k in ("speech", "non_speech") if k in speech]
     head += "".join(f" {c:>11}" for c in cols)
     lines = [title, f"clips scored: {result['n']}"
-             + "".join(f", {c}: {speech[c]['n']}" for c in cols), head, "-" * len(head)]
+             + "".join(f", {c}: {speech[c]['n']}" for c in cols)
+             + (f" ({coverage_text(result['clips_predicted'], result['dataset_clips'])})"
+                if "dataset_clips" in result else ""), head, "-" * len(head)]
     for key, label, pattern in ROWS:
         lo, hi = result["ci95"].get(key, (None, None))
         ci = f"[{fmt(lo, pattern)}, {fmt(hi, pattern)}]"
@@ -47,3 +49,26 @@ def metrics_table(result: dict[str, Any], title: str = "") -> str:
     for k, v in notes.items():
         lines.append(f"note: {k.replace('_', ' ')}: {v}")
     return "\n".join(line for line in lines if line is not None)
+
+
+def coverage_text(predicted: int, clips: int) -> str:
+    """n / N in words: how much of the dataset a score stands on."""
+    share = predicted / clips if clips else 0.0
+    return f"predictions for {predicted} of {clips} clips of the manifest, {share:.1%}"
+
+
+def share(x: float | None) -> str:
+    """A field the run never attempts is not applicable ("n/a"), not "nan"."""
+    return "n/a" if x is None or x != x else f"{x:.3f}"
+
+
+def run_lines(doc: dict[str, Any]) -> list[str]:
+    """The evaluate stage's line per protocol of a run's metrics.json: clips scored, the
+    coverage (clips predicted / the dataset's clips) and the headline numbers."""
+    out = []
+    for protocol, res in doc["protocols"].items():
+        out.append(f"{doc['run']} [{protocol}]: n={res['n']} "
+                   f"({doc['clips_predicted']}/{doc['dataset_clips']} clips predicted), "
+                   f"mean {res['distance_error_km']:.1f} km, country {share(res['country_acc'])}, "
+                   f"continent {share(res['continent_acc'])}")
+    return out

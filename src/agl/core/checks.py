@@ -1,0 +1,175 @@
+"""The statistical knobs, checked before anything uses them: one line naming the key.
+
+A count of bootstrap resamples of -5 used to run: every interval came out null and the
+leaderboard dropped its CIs without a word; a seed of -1 raised deep inside numpy. Every
+number that the meaning of a result rests on (resample and permutation counts, seeds, minimum
+supports, shares and distances) is checked here, wherever it comes from:
+
+* params.yaml: `PARAMS` maps each such key (a `*` stands for any name, e.g. `perturb.*.seed`)
+  to its rule; `check_params` checks a loaded section against it. The stages check every
+  section they load (stages/_params.py), and the commands that read params.yaml themselves
+  (`agl report`, `agl download`) check theirs.
+* the command line: `arg_type(rule)` is an argparse type (`--bootstrap`, `--seed`), so a bad
+  value is argparse's one-line usage error, exit 2.
+
+A whole number may be written as an integer or as an integral float (`1000.0`); a boolean,
+text (`"1e3"` is text in YAML) or a fraction is refused.
+
+Checksums too: an expected SHA-256 (`--sha256`, `download.manifest_sha256`,
+`paper.published.<name>.sha256`) must be 64 hex digits (`sha256_value`, `sha256_arg`), so a
+typo (`abc`) is named as a malformed hash, not reported later as a file that "does not match".
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agl.errors import AglError
+
+
+def _whole(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    return isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+
+
+def _number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int | float) and math.isfinite(v)
+
+
+@dataclass(frozen=True)
+class Rule:
+    what: str  # what a valid value is, in words
+    test: Callable[[Any], bool]
+
+
+RULES: dict[str, Rule] = {
+    "count": Rule("a whole number of at least 1", lambda v: _whole(v) and v >= 1),
+    "count0": Rule("a whole number, 0 or more", lambda v: _whole(v) and v >= 0),
+    "count_or_null": Rule("null or a whole number of at least 1",
+                          lambda v: v is None or (_whole(v) and v >= 1)),
+    "seed": Rule("a seed: a whole number, 0 or more", lambda v: _whole(v) and v >= 0),
+    "positive": Rule("a positive finite number", lambda v: _number(v) and v > 0),
+    "share": Rule("a share in (0, 1]", lambda v: _number(v) and 0 < v <= 1),
+    "share_open": Rule("a share strictly between 0 and 1", lambda v: _number(v) and 0 < v < 1),
+    "share_closed": Rule("a share in [0, 1]", lambda v: _number(v) and 0 <= v <= 1),
+}
+
+# params.yaml key -> (rule, a valid example for the message). tests/test_stat_params.py
+# checks that every statistical-looking key of params.yaml is listed.
+PARAMS: dict[str, tuple[str, str]] = {
+    "download.demo_seed": ("seed", "1444"),
+    "localizability.seed": ("seed", "0"),
+    "localizability.holdout_fraction": ("share_open", "0.3"),
+    "localizability.speech_share": ("share_closed", "0.5"),
+    "localizability.speech_min_fraction": ("share_closed", "0.1"),
+    "localizability.human_sounds_min": ("share_closed", "0.1"),
+    "localizability.min_clips_per_side": ("count", "3"),
+    "localizability.target_size": ("count_or_null", "null"),
+    "localizability.rating_max": ("count", "3"),
+    "localizability.gamma_km": ("positive", "5000.0"),
+    "localizability.error_cap_km": ("positive", "20003.93"),
+    "localizability.missing_error_km": ("positive", "10000.0"),
+    "infer.limit": ("count_or_null", "null"),
+    "models.*.settings.seed": ("seed", "0"),
+    "evaluate.metric_bootstrap": ("count", "1000"),
+    "evaluate.seed": ("seed", "0"),
+    "evaluate.strict_refusal_km": ("positive", "20003.93"),
+    "leaderboard.full_coverage": ("share", "0.99"),
+    "report.group_bootstrap": ("count", "1000"),
+    "report.seed": ("seed", "0"),
+    "report.min_country_clips": ("count", "10"),
+    "report.confidence_bins": ("count", "5"),
+    "report.factor_bootstrap": ("count", "200"),
+    "report.paired_bootstrap": ("count", "2000"),
+    "report.paired_permutations": ("count", "10000"),
+    "report.wrong_km": ("positive", "750.0"),
+    "report.maps_for": ("count0", "6"),
+    "report.min_support": ("count", "10"),
+    "report.factor_min_events": ("count", "10"),
+    "perturb.*.seed": ("seed", "0"),
+    "counterfactual.subset.size": ("count_or_null", "16"),
+    "counterfactual.subset.seed": ("seed", "0"),
+    "counterfactual.effect_bootstrap": ("count", "1000"),
+    "counterfactual.permutations": ("count", "2000"),
+    "counterfactual.level_bootstrap": ("count", "1000"),
+    "counterfactual.min_support": ("count", "10"),
+    "counterfactual.seed": ("seed", "0"),
+}
+
+
+def check_value(key: str, value: Any, where: str, *, rule: str, example: str | None = None) -> None:
+    """Refuse `value` unless it satisfies `rule`; the message names `where` and `key`."""
+    r = RULES[rule]
+    if r.test(value):
+        return
+    fix = f"; e.g. {key}: {example}" if example is not None else ""
+    raise AglError(f"{where} {key}: {value!r} is not {r.what}{fix}")
+
+
+def _flatten(prefix: str, node: Any) -> list[tuple[str, Any]]:
+    if isinstance(node, dict):
+        out = []
+        for k, v in node.items():
+            out.extend(_flatten(f"{prefix}.{k}", v))
+        return out
+    return [(prefix, node)]
+
+
+def check_params(prefix: str, node: Any, source: str = "params.yaml") -> None:
+    """Check the section (or value) of params.yaml found at `prefix` (`"evaluate"`,
+    `"counterfactual.level_bootstrap"`, `"models.knn"`) against `PARAMS`; the first value
+    that breaks its rule is one line naming the file, the key, the rule and a valid value."""
+    for key, value in _flatten(prefix, node):
+        for pattern, (rule, example) in PARAMS.items():
+            if key.count(".") == pattern.count(".") and fnmatch.fnmatchcase(key, pattern):
+                r = RULES[rule]
+                if not r.test(value):
+                    raise AglError(f"{source} {key}: {value!r} is not {r.what}; set it in "
+                                   f"{source}, e.g. `{key}: {example}`")
+
+
+def arg_type(rule: str) -> Callable[[str], int | float]:
+    """An argparse type for a command-line knob: the value parsed, then checked by `rule`."""
+    r = RULES[rule]
+
+    def parse(text: str) -> int | float:
+        try:
+            value: int | float = int(text)
+        except ValueError:
+            try:
+                value = float(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{text!r} is not {r.what}") from None
+        if not r.test(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {r.what}")
+        return int(value) if _whole(value) and "." not in text else value
+
+    parse.__name__ = rule  # argparse names the type in some messages
+    return parse
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_SHA256_WHAT = "a SHA-256 (64 hex digits, as `sha256sum FILE` prints)"
+
+
+def sha256_value(value: Any, where: str) -> str:
+    """`value` as a lower-case SHA-256, or one line naming `where` (e.g. `--sha256`)."""
+    text = str(value).strip().lower() if isinstance(value, str) else ""
+    if not _SHA256.fullmatch(text):
+        raise AglError(f"{where}: {value!r} is not {_SHA256_WHAT}; give the full hash")
+    return text
+
+
+def sha256_arg(text: str) -> str:
+    """An argparse type for `--sha256`: a malformed hash is a usage error, not a mismatch."""
+    try:
+        return sha256_value(text, "SHA-256")
+    except AglError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {_SHA256_WHAT}") from None
