@@ -50,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
         from agl.errors import AglError
 
         raise AglError(f"--bootstrap must be 0 or more, got {args.bootstrap}")
+    if args.seed < 0:  # numpy's generators take non-negative seeds only
+        from agl.errors import AglError
+
+        raise AglError(f"--seed must be 0 or more, got {args.seed}")
     predictions = resolve_source(args.predictions, cache_dir=args.cache_dir, sha256=args.sha256)
     manifest = resolve_source(args.manifest, cache_dir=args.cache_dir,
                               sha256=args.manifest_sha256)

@@ -76,7 +76,21 @@ def run_inference(
     from this run's are dropped first, so a changed prompt never mixes with old answers
     (unchanged calls still come from the cache). Returns the summary also written to
     `<out_dir>/run_summary.json`.
+
+    One writer per run folder (agl.core.single_writer): a second run into `out_dir` while
+    this one runs refuses in one line naming this one, instead of requesting every clip
+    again; batch mode takes the same lock inside (re-entrant: one lock, not two).
     """
+    from agl.core.single_writer import exclusive
+
+    with exclusive(out_dir, "this model run (--out)"):
+        return _run_locked(spec, prompt, clips, out_dir=Path(out_dir), audio_root=audio_root,
+                           options=options, backend=backend)
+
+
+def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_dir: Path,
+                audio_root: Path | None, options: RunOptions,
+                backend: Backend | None) -> dict[str, Any]:
     settings = dict(spec.settings or {})
     all_clips = list(clips)
     selected = all_clips[: options.limit] if options.limit is not None else all_clips
