@@ -352,9 +352,9 @@ def write_demo(out: str | Path, seed: int = DEFAULT_SEED) -> list[DemoClip]:
                 f"{audio}: holds clips that are not part of the demo set ({foreign[0]}, ...); "
                 "generate the demo into an empty folder or remove that audio first"
             )
+    for key in sorted(ours):  # a planted link must not make us write (or unlink) outside `audio`
+        inside(audio, audio / key)
     clips = generate(seed)
-    for clip in clips:  # a planted link must not make us write (or unlink) outside `audio`
-        inside(audio, audio / clip.relpath)
     for clip in clips:
         _write_if_changed(audio / clip.relpath, clip.mp3)
         # a previous seed's file under another name would otherwise linger in the folder
