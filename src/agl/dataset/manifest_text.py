@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from agl.errors import AglError
 
 MAX_FIELD_CHARS = 131_072
+HEAD_CHARS = 1 << 20
 SHOWN_CHARS = 60  # a bad value quoted in an error is cut to this: one readable line
 
 
@@ -69,9 +70,20 @@ def _field_limit(n: int) -> Iterator[None]:
 
 def csv_records(text: str, source: str, limit: int | None = None) -> list[list[str]]:
     """The first `limit` records (all when None) as the csv module reads them; a field of any
-    length is read (`long_field` judges it), any other csv error is one line naming the line."""
-    reader = csv.reader(io.StringIO(text, newline=""))
-    with _field_limit(len(text)):
+    length is read (`long_field` judges it), any other csv error is one line naming the line.
+    The header and first record come from the text's first megabyte when they fit in it
+    (a million-row pool is not copied to read two records)."""
+    if limit is not None and len(text) > HEAD_CHARS:
+        head = io.StringIO(text[:HEAD_CHARS], newline="")
+        rows = _records(head, source, limit, HEAD_CHARS)
+        if len(rows) == limit and head.tell() < HEAD_CHARS:  # the last one ended inside it
+            return rows
+    return _records(io.StringIO(text, newline=""), source, limit, len(text))
+
+
+def _records(buf: io.StringIO, source: str, limit: int | None, size: int) -> list[list[str]]:
+    reader = csv.reader(buf)
+    with _field_limit(size):
         try:
             return list(itertools.islice(reader, limit))
         except csv.Error as exc:

@@ -66,6 +66,8 @@ def _object_lines_slow(raw: bytes) -> int | None:
 
 def utf8_problem(raw: bytes) -> tuple[int, str] | None:
     """(1-based line, reason) of the first byte that is not UTF-8, or None."""
+    if raw.isascii():  # the usual file, checked ~10x faster than by decoding it
+        return None
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
