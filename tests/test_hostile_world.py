@@ -321,6 +321,19 @@ def test_download_refuses_a_link_that_would_write_or_prune_outside(tmp_path, cap
     assert list(outside.iterdir()) == []  # nothing written there
 
 
+def test_a_run_never_appends_through_a_link_out_of_its_folder(files, tmp_path, capfd):
+    m, _ = files
+    outside = tmp_path / "elsewhere.jsonl"
+    outside.write_text("")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "predictions.jsonl").symlink_to(outside)
+    line = one_line_error(capfd, ["infer", "--backend", "random", "--manifest", str(m), "--out", str(run),
+                                  "--no-progress", "--cache-dir", ""])
+    assert f"{run / 'predictions.jsonl'}: leads outside {run}" in line
+    assert outside.read_text() == ""
+
+
 # --- one writer per run folder -------------------------------------------------------------
 
 

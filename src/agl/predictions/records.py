@@ -137,8 +137,11 @@ class PredictionWriter:
     """Appends records durably: each line is flushed and fsync'd before `write` returns."""
 
     def __init__(self, path: str | Path):
+        from agl.core.paths import inside
+
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        inside(self.path.parent, self.path)  # appends never go through a link out of the run folder
         _drop_torn_tail(self.path)
         self._fh = open(self.path, "a", encoding="utf-8")
 
