@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.core.paths import inside
+    from agl.core.paths import inside  # commands import their work when run, not at start
     from agl.dataset.manifest import clips, load_manifest
     from agl.errors import AglError
     from agl.game.server import serve

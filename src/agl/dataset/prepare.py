@@ -137,7 +137,7 @@ def _manifest(spec: DatasetSpec, out: Path, policy, client):
     """The manifest as a validated frame, written to `<out>/manifest.csv` in AGL1K layout."""
     from agl.dataset.fetch import fetch_document, sha256_hex
     from agl.dataset.manifest import ManifestWarning, load_manifest, parse_manifest
-    from agl.dataset.manifest_text import decode_manifest
+    from agl.dataset.manifest_text import decode_manifest  # beside the manifest imports above
 
     target = out / "manifest.csv"
     if spec.dataset == "agl1k":

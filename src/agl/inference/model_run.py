@@ -28,6 +28,7 @@ from agl.backends.base import Backend, Reply, Request, get_backend
 from agl.backends.endpoints import pool_capacity
 from agl.batch.hook import batch_session, batch_summary, summary_text
 from agl.core.secrets import known_secrets
+from agl.core.single_writer import exclusive
 from agl.core.workspace import shared_path
 from agl.dataset.manifest import ManifestWarning, load_manifest
 from agl.dataset.manifest import clips as manifest_clips
@@ -81,8 +82,6 @@ def run_inference(
     this one runs refuses in one line naming this one, instead of requesting every clip
     again; batch mode takes the same lock inside (re-entrant: one lock, not two).
     """
-    from agl.core.single_writer import exclusive
-
     with exclusive(out_dir, "this model run (--out)"):
         return _run_locked(spec, prompt, clips, out_dir=Path(out_dir), audio_root=audio_root,
                            options=options, backend=backend)

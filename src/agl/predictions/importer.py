@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from agl.errors import AglError
+from agl.predictions.lines import not_utf8
 from agl.predictions.parse import REFUSAL_VALUES, parse_reply
 from agl.predictions.records import FRAME_COLUMNS, PLACE_FIELDS, Prediction, Status
 
@@ -61,8 +62,6 @@ def read_published(path: str | Path) -> list[dict[str, Any]]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        from agl.predictions.lines import not_utf8
-
         line = data.count(b"\n", 0, exc.start) + 1
         raise AglError(not_utf8(path, data, line, exc.reason, "published result file")) from None
     stripped = text.lstrip().removeprefix("\ufeff")

@@ -30,6 +30,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from agl.core.paths import inside
 from agl.errors import AglError
 from agl.predictions.lines import BOM, not_utf8, object_lines, record_problem, utf8_problem
 
@@ -137,8 +138,6 @@ class PredictionWriter:
     """Appends records durably: each line is flushed and fsync'd before `write` returns."""
 
     def __init__(self, path: str | Path):
-        from agl.core.paths import inside
-
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         inside(self.path.parent, self.path)  # appends never go through a link out of the run folder
