@@ -206,6 +206,21 @@ def test_manifest_loader_on_mutated_manifests(manifest_text, data):
     _check_manifest(mutate(data, manifest_text))
 
 
+def test_manifest_loader_refuses_an_infinite_duration(manifest_text, tmp_path):
+    """Found by the long profile (issue 24): mp3seconds `Infinity` passed the [0, inf] range."""
+    bad = manifest_text.replace("120.5", "Infinity", 1)
+    (tmp_path / "m.csv").write_text(bad)
+    for read in (lambda: parse_manifest(bad, "m.csv"), lambda: _load(tmp_path / "m.csv")):
+        with pytest.raises(AglError, match="row 1 .*'mp3seconds': '(inf|Infinity)' is not a finite number"):
+            read()
+
+
+def _load(path):
+    from agl.dataset.manifest import load_manifest
+
+    return load_manifest(path)
+
+
 @FUZZ
 @given(st.binary(max_size=600))
 @example(blob=b"key,mp3name\n\xff\xfe,x\n")  # not UTF-8

@@ -309,6 +309,8 @@ def _validate(frame: pd.DataFrame, source: str, *, names_checked: bool = False) 
             fail(int(i), col, f"'{shown(frame.at[i, col])}' is not a number")
         for i in values.index[(values < lo) | (values > hi)][:1]:
             fail(int(i), col, f"{values[i]} is outside [{lo}, {hi}]")
+        for i in values.index[values.abs() == float("inf")][:1]:  # [0, inf] holds no infinity
+            fail(int(i), col, f"'{shown(frame.at[i, col])}' is not a finite number")
         frame[col] = values.astype(float)
     for col in () if names_checked else ("key", "mp3name"):
         names = frame[col]
