@@ -287,6 +287,32 @@ def test_the_game_never_serves_a_link_planted_after_it_started(planted, tmp_path
         session.close()
 
 
+def test_the_explorer_never_serves_a_link_out_of_an_audio_folder(tmp_path):
+    from explore_outputs import write_outputs
+    from test_explore_data import paths
+    from test_explore_server import get
+
+    from agl.explore.server import ExploreServer
+    from agl.explore.sources import load
+
+    root = write_outputs(tmp_path / "outputs")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("PRIVATE KEY MATERIAL\n")
+    for clip in (root / "data" / "audio" / "k0" / "k0.mp3",
+                 root / "build" / "perturb" / "mask_speech" / "default" / "audio" / "k0" / "k0.mp3"):
+        clip.unlink()
+        clip.symlink_to(secret)
+    srv = ExploreServer(("127.0.0.1", 0), load(paths(root)), idle_timeout_s=5)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        for url in ("/media/0/original.mp3", "/media/0/mask_speech.default.mp3"):
+            r, body = get(srv, url)
+            assert r.status == 403 and b"PRIVATE" not in body and b"leads outside" in body, (url, body)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
 def test_prune_removes_a_link_and_never_what_it_points_to(tmp_path):
     """Was: `Cannot call rmtree on a symbolic link` (an OSError traceback) from the prune."""
     from agl.dataset.prepare import _prune
