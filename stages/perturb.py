@@ -43,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     canonical.write_json(args.summary, summary)
     print(f"perturb@{args.name}: {summary['clips']} clips x {len(summary['levels'])} level(s) -> {args.out}",
           file=sys.stderr)
+    failed = summary.get("failed") or {}
+    if failed:  # counted and named; the reasons are in the summary
+        key, why = next(iter(failed.items()))
+        print(f"perturb@{args.name}: warning: {len(failed)} of {summary['clips']} clip(s) cannot be "
+              f"decoded and are left out of every level (first: {key}: {why}); reasons in {args.summary}",
+              file=sys.stderr)
     return 0
 
 

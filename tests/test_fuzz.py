@@ -206,8 +206,25 @@ def test_manifest_loader_on_mutated_manifests(manifest_text, data):
     _check_manifest(mutate(data, manifest_text))
 
 
+def test_manifest_loader_refuses_an_infinite_duration(manifest_text, tmp_path):
+    """Found by the long profile (issue 24): mp3seconds `Infinity` passed the [0, inf] range."""
+    bad = manifest_text.replace("120.5", "Infinity", 1)
+    (tmp_path / "m.csv").write_text(bad)
+    for read in (lambda: parse_manifest(bad, "m.csv"), lambda: _load(tmp_path / "m.csv")):
+        with pytest.raises(AglError, match="row 1 .*'mp3seconds': '(inf|Infinity)' is not a finite number"):
+            read()
+
+
+def _load(path):
+    from agl.dataset.manifest import load_manifest
+
+    return load_manifest(path)
+
+
 @FUZZ
 @given(st.binary(max_size=600))
+@example(blob=b"key,mp3name\n\xff\xfe,x\n")  # not UTF-8
+@example(blob=b'key,description\n"' + b"x" * 140_000 + b'",1\n')  # issue 24: a runaway field
 def test_manifest_loader_on_any_bytes(tmp_path_factory, blob):
     path = tmp_path_factory.mktemp("m") / "m.csv"
     path.write_bytes(blob)
@@ -277,6 +294,9 @@ def test_predictions_reader_on_mutated_files(tmp_path_factory, data):
 @example(blob=b"0")  # found by the long profile: a JSON scalar where a record belongs
 @example(blob=b'{"sample_id": ["k"], "status": "ok"}\n')
 @example(blob=b'{"sample_id": "k", "status": "ok", "latitude": Infinity}\n')
+@example(blob=b"null\n")  # issue 24: pyarrow's JSON reader crashed the process (SIGSEGV)
+@example(blob=b'{"sample_id": "k", "status": "ok", "city": "Par\xe9s"}\n')  # a Latin-1 byte
+@example(blob=b'{"sample_id": "k", "status": "ok"} {"sample_id": "j", "status": "ok"}\n')
 def test_predictions_reader_on_any_bytes(tmp_path_factory, blob):
     path = tmp_path_factory.mktemp("p") / "predictions.jsonl"
     path.write_bytes(blob)

@@ -56,6 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agl.core.paths import inside  # commands import their work when run, not at start
     from agl.dataset.manifest import clips, load_manifest
     from agl.errors import AglError
     from agl.game.server import serve
@@ -69,7 +70,10 @@ def run(args: argparse.Namespace) -> int:
     manifest = load_manifest(args.manifest)
     audio_root = args.audio_root or args.manifest.parent / "audio"
     run_dir = args.out or Path("build/runs") / run_name(player)
-    session = GameSession.open(clips(manifest), audio_root, player, run_dir, args.order_seed)
+    rows = clips(manifest)
+    for c in rows:  # a link planted in the audio folder never serves a file from elsewhere
+        inside(audio_root, audio_root / c.relpath)
+    session = GameSession.open(rows, audio_root, player, run_dir, args.order_seed)
     try:
         serve(session, args.host, args.port, open_browser=not args.no_browser,
               idle_timeout_s=args.idle_timeout)

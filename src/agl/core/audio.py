@@ -137,11 +137,33 @@ def probe(path: str | Path, max_seconds: float | None = None) -> Probe:
                     break
                 frames += got
     except Exception as exc:  # soundfile raises LibsndfileError, RuntimeError, ValueError...
-        msg = f"{type(exc).__name__}: {exc}".replace("\n", " ")
-        return Probe(False, reason=f"cannot decode {path.name} ({msg})")
+        return Probe(False, reason=_decode_failure(path, exc))
     if sr <= 0 or frames == 0:
         return Probe(False, seconds=0.0, sample_rate=sr, channels=channels, reason=f"{path.name} decodes to no samples")
     return Probe(True, seconds=frames / sr, sample_rate=sr, channels=channels)
+
+
+def _decode_failure(path: Path, exc: Exception) -> str:
+    # soundfile quotes the path it was given; the file's name alone keeps the reason the same
+    # wherever the folder is (reasons land in DVC-tracked outputs).
+    msg = f"{type(exc).__name__}: {exc}".replace("\n", " ").replace(str(path), path.name)
+    return f"cannot decode {path.name} ({msg})"
+
+
+def decode_or_reason(path: str | Path) -> tuple[np.ndarray, int] | str:
+    """`decode(path)`, or the reason in words (`probe`'s) why the file cannot be used: never
+    raises for a zero-byte, text, random or cut file, nor for one that decodes to nothing."""
+    path = Path(path)
+    got = probe(path, max_seconds=1.0)  # milliseconds; its reasons name empty and text files
+    if not got.ok:
+        return got.reason or f"{path.name} is not audio"
+    try:
+        x, sr = decode(path)
+    except Exception as exc:  # as in `probe`: cut further in than its first second
+        return _decode_failure(path, exc)
+    if sr <= 0 or x.shape[0] == 0:
+        return f"{path.name} decodes to no samples"
+    return x, sr
 
 
 def duration_problem(

@@ -9,6 +9,11 @@ The lock file lives in the system's temporary folder, named by the folder's reso
 not inside the folder: that is DVC-tracked data (an extra file would change its hash), and
 it may not exist yet (a run refused for a bad manifest must leave no folder behind). The
 file's text (pid, command, start time) is only for the refusal message.
+
+Re-entrant within one thread: `flock` locks belong to an open file, so a second
+`exclusive` on the same folder in the same process would refuse itself. An inference run
+holds its folder for the whole run, and batch mode (agl.batch.hook) asks for the same
+folder inside it: that is the same writer, one lock, never two nested ones.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import hashlib
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,12 +36,42 @@ def lock_path(folder: str | Path) -> Path:
     return Path(tempfile.gettempdir()) / f"agl-folder-{digest}.lock"
 
 
+# Lock files this process holds: path -> (holding thread, depth).
+_HELD: dict[Path, tuple[int, int]] = {}
+_HELD_GUARD = threading.Lock()
+
+
 @contextlib.contextmanager
 def exclusive(folder: str | Path, what: str) -> Iterator[None]:
-    """Hold `folder` for the duration of the block; AglError if another process holds it."""
+    """Hold `folder` for the duration of the block; AglError if another process (or another
+    thread of this one) holds it. The thread holding it may enter again (see above)."""
+    path, me = lock_path(folder), threading.get_ident()
+    with _HELD_GUARD:
+        holder, depth = _HELD.get(path, (None, 0))
+        if holder == me:
+            _HELD[path] = (me, depth + 1)
+    if holder == me:
+        try:
+            yield
+        finally:
+            with _HELD_GUARD:
+                _HELD[path] = (me, depth)
+        return
+    with _flock(path, folder, what):
+        with _HELD_GUARD:
+            _HELD[path] = (me, 1)
+        try:
+            yield
+        finally:
+            with _HELD_GUARD:
+                _HELD.pop(path, None)
+
+
+@contextlib.contextmanager
+def _flock(path: Path, folder: str | Path, what: str) -> Iterator[None]:
     import fcntl
 
-    fd = os.open(lock_path(folder), os.O_RDWR | os.O_CREAT, 0o666)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

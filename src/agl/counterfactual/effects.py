@@ -12,7 +12,6 @@ and by continent.
 from __future__ import annotations
 
 import io
-import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from agl.core import canonical
-from agl.core.audio import decode, resample
+from agl.core.audio import decode_or_reason, resample
+from agl.core.paths import remove
 from agl.core.tracking import DEFAULT_EXPERIMENT, _mlflow, log_run
 from agl.counterfactual.perturb import KINDS, Intervention, apply, speech_segments
 from agl.dataset.checksums import file_digest, read_source, write_lock
@@ -128,9 +128,9 @@ def derive_dataset(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
         frame = stratified_subset(load_manifest(parent / "manifest.csv"), subset)
-    if out.exists():
-        shutil.rmtree(out)
+    remove(out)  # made again from scratch; a link there is removed, never followed
     parent_version = content_hash(parent / "manifest.csv")
+    failed: dict[str, str] = {}  # clips that do not decode: left out, with the reason
     per_level: dict[str, list[dict[str, Any]]] = {iv.level: [] for iv in levels}
     locks: dict[str, dict[str, Any]] = {iv.level: {} for iv in levels}
     iv0 = levels[0]
@@ -140,7 +140,11 @@ def derive_dataset(
         src = parent / "audio" / rel
         if not src.is_file():
             raise AglError(f"{src}: missing; fill {parent} first (agl download)")
-        x, sr = decode(src)
+        got = decode_or_reason(src)
+        if isinstance(got, str):
+            failed[row.key] = got
+            continue
+        x, sr = got
         segments = speech_segments(x, sr, threshold=float(iv0.params["vad_threshold"])) if vad else None
         for iv in levels:
             y, rate, info = apply(iv, x, sr, key=row.key, segments=segments)
@@ -170,6 +174,13 @@ def derive_dataset(
         "format": fmt,
         "levels": {},
     }
+    if failed:  # only then: a dataset where every clip decodes keeps its summary's bytes
+        summary["failed"] = dict(sorted(failed.items()))
+    if len(failed) == len(frame):
+        key, why = next(iter(sorted(failed.items())))
+        raise AglError(f"{parent / 'audio'}: none of the {len(frame)} clip(s) decodes (first: "
+                       f"{key}: {why}); fill {parent} again (agl download)")
+    frame = frame[~frame["key"].isin(failed)].reset_index(drop=True)
     for iv in levels:
         folder = out / iv.level
         folder.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from agl.core.paths import inside
 from agl.dataset.checksums import Entry, write_lock
 from agl.dataset.manifest import CATEGORY_COLUMNS, COLUMNS, write_manifest
 from agl.errors import AglError
@@ -351,6 +352,8 @@ def write_demo(out: str | Path, seed: int = DEFAULT_SEED) -> list[DemoClip]:
                 f"{audio}: holds clips that are not part of the demo set ({foreign[0]}, ...); "
                 "generate the demo into an empty folder or remove that audio first"
             )
+    for key in sorted(ours):  # a planted link must not make us write (or unlink) outside `audio`
+        inside(audio, audio / key)
     clips = generate(seed)
     for clip in clips:
         _write_if_changed(audio / clip.relpath, clip.mp3)

@@ -9,9 +9,7 @@ other shape mismatch with an error naming the row and field.
 
 from __future__ import annotations
 
-import csv
 import io
-import itertools
 import re
 import warnings
 from dataclasses import dataclass
@@ -19,6 +17,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from agl.dataset.manifest_text import (
+    MAX_FIELD_CHARS,
+    check_text,
+    csv_records,
+    decode_manifest,
+    long_field,
+    long_field_error,
+    shown,
+)
 from agl.errors import AglError
 
 CATEGORY_COLUMNS: tuple[str, ...] = (
@@ -106,31 +113,26 @@ def load_manifest(path: str | Path, *, columns: list[str] | None = None) -> pd.D
     path = Path(path)
     if path.is_dir():
         raise AglError(f"{path}: is a folder; pass --manifest with the manifest CSV file")
-    fast = _read_arrow(path, columns)
-    if fast is not None:
-        return fast
     try:
-        # utf-8-sig: a byte-order mark (Excel writes one) is not part of the first name.
-        text = path.read_text(encoding="utf-8-sig")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise AglError(f"{path}: manifest not found; pass --manifest with an existing CSV") from None
-    except UnicodeDecodeError as exc:
-        raise AglError(f"{path}: not UTF-8 text ({exc.reason}); save the manifest as UTF-8") from None
     except OSError as exc:
         raise AglError(f"{path}: cannot read the manifest ({exc.strerror or exc})") from None
+    # Encoding and NUL bytes are checked before either parser sees the file (manifest_text).
+    text = decode_manifest(raw, str(path))
+    fast = _read_arrow(raw, text, str(path), columns)
+    if fast is not None:
+        return fast
     return parse_manifest(text, source=str(path))
 
 
 def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
     # The header and first record decide the column names (csv module: a record may span
     # lines); the C parser then reads every row and any row of another width is an error.
-    nul = text.find("\x00")
-    if nul >= 0:  # the CSV parser would cut the cell there, silently
-        line = text.count("\n", 0, nul) + 1
-        raise AglError(f"{source}: line {line}: contains a NUL byte; a manifest is plain text "
-                       "(re-export it, or remove the byte)")
+    check_text(text, source)
     text = text.removeprefix("\ufeff")
-    head = list(itertools.islice(csv.reader(io.StringIO(text, newline="")), 2))
+    head = csv_records(text, source, 2)
     if not head or not any(head[0]):
         raise AglError(f"{source}: empty file; a manifest needs a header and rows")
     header = [h.strip() for h in head[0]]
@@ -160,7 +162,7 @@ def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
     if not isinstance(frame.index, pd.RangeIndex):
         # pandas turns the leading fields into an index when rows have more fields than
         # the header names: that is a shape error, never data.
-        records = [r for r in csv.reader(io.StringIO(text, newline="")) if r][1:]
+        records = [r for r in csv_records(text, source) if r][1:]
         row = next((i for i, r in enumerate(records) if len(r) > len(header)), 0)
         raise AglError(f"{source}: row {row + 1}: more fields than the header's "
                        f"{len(header)} names; fix the quoting or the number of commas")
@@ -169,7 +171,7 @@ def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
     # stage), so where it is empty the csv module counts that row's fields.
     short = frame[header[-1]].isna()
     if short.any() and header[-1] in CATEGORY_COLUMNS:
-        records = [r for r in csv.reader(io.StringIO(text, newline="")) if r][1:]
+        records = [r for r in csv_records(text, source) if r][1:]
         if len(records) == len(frame):
             short &= pd.Series([len(r) < len(header) for r in records], index=frame.index)
     if short.any():
@@ -178,6 +180,9 @@ def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
                        f"'{header[-1]}', is empty); fix the quoting or the number of commas")
     text_cols = [c for c in header if c not in numeric or frame[c].dtype == object]
     frame[text_cols] = frame[text_cols].fillna("")
+    too_long = long_field(frame, text_cols, len(text))
+    if too_long:
+        raise long_field_error(source, *too_long)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise AglError(f"{source}: missing required column(s) {', '.join(missing)}")
@@ -185,11 +190,13 @@ def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
     return frame
 
 
-def _read_arrow(path: Path, columns: list[str] | None = None) -> pd.DataFrame | None:
+def _read_arrow(raw: bytes, text: str, source: str,
+                columns: list[str] | None = None) -> pd.DataFrame | None:
     """The whole manifest through pyarrow's CSV reader (~5x faster on large pools).
 
-    Any irregularity (shape, a non-number, bad encoding) returns None, and the pandas path
-    then reads the file again to name the row and field in its error.
+    `raw` is the file's bytes, `text` the same decoded and checked (agl.dataset.manifest_text).
+    Any irregularity (shape, a non-number, a runaway field) returns None, and the pandas path
+    then reads the text again to name the row and field in its error.
     """
     try:
         import pyarrow as pa
@@ -197,23 +204,20 @@ def _read_arrow(path: Path, columns: list[str] | None = None) -> pd.DataFrame | 
     except ImportError:
         return None
     try:
-        with open(path, encoding="utf-8-sig", newline="") as fh:
-            head = list(itertools.islice(csv.reader(fh), 2))
+        head = csv_records(text, source, 2)
         if len(head) < 2:
             return None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ManifestWarning)
-            header = _repair_header([h.strip() for h in head[0]], head[1], str(path))
+            header = _repair_header([h.strip() for h in head[0]], head[1], source)
         if len(set(header)) != len(header) or any(c not in header for c in REQUIRED_COLUMNS):
             return None
         numeric = [c for c in NUMERIC_COLUMNS if c in header]
         table = pcsv.read_csv(
-            path,
+            pa.BufferReader(raw),
             read_options=pcsv.ReadOptions(column_names=header, skip_rows=1),
             parse_options=pcsv.ParseOptions(newlines_in_values=True),
             convert_options=pcsv.ConvertOptions(
-                include_columns=None if columns is None else
-                [c for c in header if c in set(columns) | set(REQUIRED_COLUMNS)],
                 column_types={c: (pa.float64() if c in numeric else pa.string()) for c in header},
                 strings_can_be_null=False, quoted_strings_can_be_null=False,
                 null_values=[""],
@@ -233,13 +237,20 @@ def _read_arrow(path: Path, columns: list[str] | None = None) -> pd.DataFrame | 
         for col in ("city", "country", "continent"):
             i = table.schema.get_field_index(col)
             table = table.set_column(i, col, pc.utf8_trim_whitespace(table[col]))
-    except (OSError, UnicodeDecodeError, pa.ArrowInvalid, pa.ArrowTypeError):
+        # Every column is read (a runaway field in one not asked for is still one), then
+        # only those asked for are converted. Bytes >= characters: the exact check is later.
+        for col in table.columns:
+            if pa.types.is_string(col.type) and (pc.max(pc.binary_length(col)).as_py() or 0) > MAX_FIELD_CHARS:
+                return None
+        if columns is not None:
+            table = table.select([c for c in header if c in set(columns) | set(REQUIRED_COLUMNS)])
+    except (AglError, pa.ArrowException):
         return None
     frame = table.to_pandas()
     if frame[[c for c in numeric if c not in CATEGORY_COLUMNS]].isna().any().any():
         return None
     try:
-        _validate(frame, str(path), names_checked=True)
+        _validate(frame, source, names_checked=True)
     except AglError:
         return None
     for w in caught:
@@ -267,7 +278,7 @@ def _repair_header(header: list[str], first: list[str], source: str) -> list[str
 def _validate(frame: pd.DataFrame, source: str, *, names_checked: bool = False) -> None:
     def fail(i: int, field: str, what: str) -> None:
         key = frame.at[i, "key"] if field != "key" or what.startswith("duplicate") else ""
-        where = f"row {i + 1}" + (f" (key {key})" if key else "")
+        where = f"row {i + 1}" + (f" (key {shown(key)})" if key else "")
         raise AglError(f"{source}: {where} field '{field}': {what}")
 
     numeric = {
@@ -295,15 +306,17 @@ def _validate(frame: pd.DataFrame, source: str, *, names_checked: bool = False) 
         if bad.any():  # retry the few bad cells with surrounding spaces removed
             values[bad] = pd.to_numeric(frame.loc[bad, col].str.strip(), errors="coerce")
         for i in values.index[values.isna() & ~untagged][:1]:
-            fail(int(i), col, f"'{frame.at[i, col]}' is not a number")
+            fail(int(i), col, f"'{shown(frame.at[i, col])}' is not a number")
         for i in values.index[(values < lo) | (values > hi)][:1]:
             fail(int(i), col, f"{values[i]} is outside [{lo}, {hi}]")
+        for i in values.index[values.abs() == float("inf")][:1]:  # [0, inf] holds no infinity
+            fail(int(i), col, f"'{shown(frame.at[i, col])}' is not a finite number")
         frame[col] = values.astype(float)
     for col in () if names_checked else ("key", "mp3name"):
         names = frame[col]
         bad = names.str.contains(r"[/\\\x00]|^\s|\s$", regex=True) | names.isin(["", ".", ".."])
         for i in names.index[bad][:1]:
-            fail(int(i), col, f"'{names[i]}' is not a plain file name (no '/', '\\', '..')")
+            fail(int(i), col, f"'{shown(names[i])}' is not a plain file name (no '/', '\\', '..')")
     dup = frame["key"].duplicated(keep="first") if not names_checked else pd.Series(False)
     if dup.any():
         i = int(dup.idxmax())

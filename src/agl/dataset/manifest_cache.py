@@ -49,9 +49,10 @@ def code_version() -> str:
     import pyarrow
 
     import agl.dataset.manifest
+    import agl.dataset.manifest_text
 
     h = hashlib.sha256()
-    for module_file in (agl.dataset.manifest.__file__, __file__):
+    for module_file in (agl.dataset.manifest.__file__, agl.dataset.manifest_text.__file__, __file__):
         h.update(Path(module_file).read_bytes())
     h.update(f"pandas {pd.__version__.split('.')[0]} pyarrow {pyarrow.__version__.split('.')[0]}".encode())
     return h.hexdigest()[:16]

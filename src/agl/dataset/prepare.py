@@ -13,7 +13,6 @@ every clip, plus where the manifest came from).
 
 from __future__ import annotations
 
-import shutil
 import sys
 import warnings
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from agl.core.checks import check_params, sha256_value
 from agl.core.jsonutil import dumps
+from agl.core.paths import inside, remove
 from agl.dataset.checksums import read_lock, read_source, write_lock
 from agl.errors import AglError, reject_unknown_keys
 
@@ -138,6 +138,7 @@ def _manifest(spec: DatasetSpec, out: Path, policy, client):
     """The manifest as a validated frame, written to `<out>/manifest.csv` in AGL1K layout."""
     from agl.dataset.fetch import fetch_document, sha256_hex
     from agl.dataset.manifest import ManifestWarning, load_manifest, parse_manifest
+    from agl.dataset.manifest_text import decode_manifest  # beside the manifest imports above
 
     target = out / "manifest.csv"
     if spec.dataset == "agl1k":
@@ -171,10 +172,7 @@ def _manifest(spec: DatasetSpec, out: Path, policy, client):
             f"{where}: SHA-256 {digest} differs from the pinned {pinned}; the published "
             "manifest changed: check it, then update download.manifest_sha256 if intended"
         )
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise AglError(f"{where}: not UTF-8 text ({exc.reason})") from None
+    text = decode_manifest(raw, where)  # one line naming the line of a bad byte or a NUL
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ManifestWarning)
         frame = parse_manifest(text, source=where)
@@ -198,6 +196,8 @@ def _write_manifest(frame, target: Path) -> None:
 def _prune(out: Path, keys: set[str], relpaths: set[str] | None, prune: bool) -> None:
     """Make the folder hold only the manifest's clips (and their .part files)."""
     audio = out / "audio"
+    if audio.is_symlink():
+        inside(out, audio)  # a data folder whose audio lives elsewhere is refused, named
     foreign = sorted(p for p in audio.iterdir() if p.name not in keys) if audio.is_dir() else []
     if foreign and not prune:
         raise AglError(
@@ -205,7 +205,7 @@ def _prune(out: Path, keys: set[str], relpaths: set[str] | None, prune: bool) ->
             f"({foreign[0].name}, ...); set download.prune: true or use another download.out"
         )
     for path in foreign:
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        remove(path)  # a link is removed as a link: pruning never follows one out of `audio`
     if foreign:
         print(
             f"agl download: removed {len(foreign)} clip folder(s) not in the manifest from "

@@ -29,6 +29,7 @@ from http.server import ThreadingHTTPServer
 from typing import Any
 
 from agl.core.audio import mime_type
+from agl.core.paths import inside
 from agl.core.worldmap import world_svg
 from agl.errors import AglError
 from agl.explore import payload
@@ -131,6 +132,7 @@ class ExploreHandler(GameHandler):
             return
         if path is None or path.suffix.lower() != f".{suffix.lower()}":
             raise RequestError(404, f"clip {n} has no audio {name[:80]!r}")
+        path = inside(path.parents[1], path, functools.partial(RequestError, 403))  # <audio>/<key>/<file>: no link out
         self._send_file(path, mime_type(path), f"audio of clip {n} ({stem})")
 
 

@@ -23,6 +23,7 @@ import re
 import signal
 import sys
 import webbrowser
+from functools import partial
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,6 +31,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from agl.core.jsonutil import dumps
+from agl.core.paths import inside
 from agl.core.worldmap import world_svg
 from agl.game.session import GameSession, RequestError
 
@@ -242,6 +244,7 @@ class GameHandler(BaseHTTPRequestHandler):
 
     def _audio(self, clip_id: str) -> None:
         path = self.server.session.audio_path(clip_id)
+        path = inside(self.server.session.audio_root, path, partial(RequestError, 403))  # no link out
         ctype = "audio/mpeg" if path.suffix.lower() == ".mp3" else "application/octet-stream"
         self._send_file(path, ctype, f"audio of clip {clip_id!r}")
 

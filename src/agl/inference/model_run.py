@@ -29,6 +29,7 @@ from agl.backends.base import Backend, Reply, Request, get_backend
 from agl.backends.endpoints import pool_capacity
 from agl.batch.hook import batch_session, batch_summary, summary_text
 from agl.core.secrets import known_secrets
+from agl.core.single_writer import exclusive
 from agl.core.workspace import shared_path
 from agl.dataset.manifest import ManifestWarning, load_manifest
 from agl.dataset.manifest import clips as manifest_clips
@@ -80,7 +81,19 @@ def run_inference(
     cache); so are records whose clip's audio is gone or changed since they were made
     (agl.inference.freshness), so a stale answer is never kept, never scored. Returns the
     summary also written to `<out_dir>/run_summary.json`.
+
+    One writer per run folder (agl.core.single_writer): a second run into `out_dir` while
+    this one runs refuses in one line naming this one, instead of requesting every clip
+    again; batch mode takes the same lock inside (re-entrant: one lock, not two).
     """
+    with exclusive(out_dir, "this model run (--out)"):
+        return _run_locked(spec, prompt, clips, out_dir=Path(out_dir), audio_root=audio_root,
+                           options=options, backend=backend)
+
+
+def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_dir: Path,
+                audio_root: Path | None, options: RunOptions,
+                backend: Backend | None) -> dict[str, Any]:
     settings = dict(spec.settings or {})
     all_clips = list(clips)
     selected = all_clips[: options.limit] if options.limit is not None else all_clips

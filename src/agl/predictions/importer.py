@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from agl.errors import AglError
+from agl.predictions.lines import not_utf8
 from agl.predictions.parse import REFUSAL_VALUES, parse_reply
 from agl.predictions.records import FRAME_COLUMNS, PLACE_FIELDS, Prediction, Status
 
@@ -62,9 +63,8 @@ def read_published(path: str | Path) -> list[dict[str, Any]]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise AglError(
-            f"{path}: not UTF-8 text (byte {exc.start}); a published result file is JSON or JSON Lines"
-        ) from None
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise AglError(not_utf8(path, data, line, exc.reason, "published result file")) from None
     stripped = text.lstrip().removeprefix("\ufeff")
     if stripped.startswith("["):
         try:
@@ -98,6 +98,10 @@ def _json_or_error(path: Path, text: str, line: int | None = None) -> Any:
     # Python's json accepts NaN/Infinity, which orjson refuses: keep accepting what it did.
     try:
         return json.loads(text)
+    except RecursionError:  # orjson refused it for its depth too: nothing here nests deeply
+        where = "" if line is None else f"line {line}: "
+        raise AglError(f"{path}: {where}JSON nested too deeply; a published result file holds "
+                       "flat objects, one per clip") from None
     except json.JSONDecodeError as exc:
         if line is None:
             raise AglError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None

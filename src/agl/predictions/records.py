@@ -30,7 +30,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from agl.core.paths import inside
 from agl.errors import AglError
+from agl.predictions.lines import BOM, not_utf8, object_lines, record_problem, utf8_problem
 
 PLACE_FIELDS = ("latitude", "longitude", "city", "country", "continent")
 
@@ -148,6 +150,7 @@ class PredictionWriter:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        inside(self.path.parent, self.path)  # appends never go through a link out of the run folder
         _drop_torn_tail(self.path)
         self._fh = open(self.path, "a", encoding="utf-8")
 
@@ -190,23 +193,26 @@ def iter_records(path: str | Path) -> Iterator[Prediction]:
     anything that is not a record."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        raw = path.read_bytes().removeprefix(BOM)
     except FileNotFoundError:
         raise AglError(f"{path}: predictions file not found") from None
-    except UnicodeDecodeError as exc:
-        raise AglError(f"{path}: not UTF-8 text at byte {exc.start} ({exc.reason}); not a "
-                       "predictions file") from None
     except IsADirectoryError:
         raise AglError(f"{path}: is a folder; give the predictions file") from None
+    bad = utf8_problem(raw)
+    if bad:
+        raise AglError(not_utf8(path, raw, *bad, "predictions file"))
+    lines = raw.decode("utf-8").splitlines(keepends=True)
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
-            if not isinstance(record, dict):
-                raise TypeError(f"a JSON {type(record).__name__}, not an object")
+            problem = record_problem(record)
+            if problem:
+                raise TypeError(problem)
             yield Prediction.from_json(record)
-        except (json.JSONDecodeError, KeyError, ValueError, TypeError, AttributeError) as exc:
+        except (json.JSONDecodeError, KeyError, ValueError, TypeError, AttributeError,
+                RecursionError) as exc:
             if n == len(lines) and not line.endswith("\n"):
                 warnings.warn(TornLineWarning(path, n), stacklevel=2)
                 return
@@ -257,7 +263,7 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
 
         path = Path(source)
         try:
-            raw = path.read_bytes()
+            raw = path.read_bytes().removeprefix(BOM)
         except FileNotFoundError:
             raise AglError(f"{path}: predictions file not found") from None
         fast = _arrow_frame(raw)
@@ -270,18 +276,16 @@ def prediction_frame(source: str | Path | dict[str, Prediction] | Iterable[Predi
                 continue
             try:
                 rec = orjson.loads(line)
-                if not isinstance(rec, dict):
-                    raise TypeError(f"a JSON {type(rec).__name__}, not an object")
-                if "sample_id" not in rec or "status" not in rec:
-                    raise KeyError("sample_id" if "sample_id" not in rec else "status")
+                problem = record_problem(rec)  # the shape scoring needs, checked per line
+                if problem:
+                    raise TypeError(problem)
                 rows.append(tuple(rec.get(c) for c in FRAME_COLUMNS))
             except (orjson.JSONDecodeError, KeyError, ValueError, AttributeError,
                     TypeError) as exc:
                 try:  # binary or non-UTF-8 bytes are a wrong file, never a torn line to skip
                     line.decode("utf-8")
                 except UnicodeDecodeError as bad:
-                    raise AglError(f"{path}: line {n}: not UTF-8 text ({bad.reason}); not a "
-                                   "predictions file") from None
+                    raise AglError(not_utf8(path, raw, n, bad.reason, "predictions file")) from None
                 if n == len(lines) and not raw.endswith(b"\n"):
                     warnings.warn(TornLineWarning(path, n), stacklevel=2)
                     continue
@@ -321,7 +325,7 @@ def _finish_frame(frame, source: str, *, ids_are_text: bool = False):
         if np.isinf(values.to_numpy()).any():
             values = values.where(np.isfinite(values))  # infinity is a missing value too
         frame[c] = values
-    frame["refused"] = frame["refused"].fillna(False).astype(bool)
+    frame["refused"] = frame["refused"].eq(True)  # null is not a refusal (shape checked: bool or null)
     return frame
 
 
@@ -348,9 +352,14 @@ def _arrow_frame(raw: bytes):
 
     Imported files carry the authors' verbatim values in `original` (mixed types), which
     the generic reader handles; a torn or malformed file also falls back to it, whose
-    errors name the line.
+    errors name the line. The bytes are checked before pyarrow sees them
+    (agl.predictions.lines: one object per line, UTF-8), and pyarrow must return one row
+    per line: its reader crashes on some shapes and reads others differently.
     """
     if b'"original": {' in raw or b'"original":{' in raw or not raw.endswith(b"\n"):
+        return None
+    rows = object_lines(raw)
+    if rows is None or utf8_problem(raw) is not None:
         return None
     try:
         import pyarrow as pa
@@ -365,13 +374,13 @@ def _arrow_frame(raw: bytes):
     try:
         table = pj.read_json(pa.BufferReader(raw), parse_options=pj.ParseOptions(  # read once
             explicit_schema=schema, unexpected_field_behavior="ignore"))
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        if table.num_rows != rows or table["sample_id"].null_count or table["status"].null_count:
+            return None
+        # The ids are (nearly) all distinct, so pyarrow's object deduplication only costs time
+        # there (~4x the conversion); the other text columns repeat a few values and keep it.
+        frame = table.drop_columns(["sample_id"]).to_pandas()
+        frame.insert(0, "sample_id", table["sample_id"].to_numpy(zero_copy_only=False))
+    except pa.ArrowException:  # any other refusal of the fast path: the careful one names it
         return None
-    if table["sample_id"].null_count or table["status"].null_count:
-        return None
-    # The ids are (nearly) all distinct, so pyarrow's object deduplication only costs time
-    # there (~4x the conversion); the other text columns repeat a few values and keep it.
-    frame = table.drop_columns(["sample_id"]).to_pandas()
-    frame.insert(0, "sample_id", table["sample_id"].to_numpy(zero_copy_only=False))
     frame["original"] = None
     return frame

@@ -71,8 +71,9 @@ def unescape_published(question: str) -> str:
 
 def paper_prompt(source: str | Path) -> Prompt:
     records = _read_published(source)
-    questions = {r.get("question") for r in records if isinstance(r, dict)}
-    questions.discard(None)
+    # Each record's shape is checked: an object whose question is text (a null line, a list
+    # or a number where the question belongs is not one).
+    questions = {r["question"] for r in records if isinstance(r, dict) and isinstance(r.get("question"), str)}
     if not questions:
         raise AglError(f"{source}: no record has a 'question' field; pass an AGL1K result file")
     if len(questions) > 1:
@@ -98,15 +99,18 @@ def _read_published(source: str | Path) -> list[dict]:
             text = Path(s).read_text(encoding="utf-8")
         except FileNotFoundError:
             raise AglError(f"{s}: published results file not found") from None
+        except UnicodeDecodeError as exc:
+            raise AglError(f"{s}: not UTF-8 text (byte {exc.start}: {exc.reason}); pass an AGL1K "
+                           "result file as published (UTF-8 JSON)") from None
     try:
         data = json.loads(text)
         return data if isinstance(data, list) else [data]
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         pass
     try:  # JSON Lines (the authors' seed_42_ABCD.jsonl files)
         return [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as exc:
-        raise AglError(f"{s}: neither JSON nor JSON Lines ({exc})") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise AglError(f"{s}: neither JSON nor JSON Lines ({str(exc)[:120]})") from None
 
 
 # The answer the default prompt asks for, as a JSON schema: backends that can constrain
