@@ -157,8 +157,9 @@ def test_the_shape_check_knows_every_status():
 def test_a_negative_seed_is_one_line(files, capfd):
     """Was: a numpy ValueError traceback ("expected non-negative integer")."""
     m, preds = files
-    line = one_line_error(capfd, ["evaluate", str(preds), "--manifest", str(m), "--seed", "-1"])
-    assert "--seed must be 0 or more" in line
+    done = agl("evaluate", str(preds), "--manifest", str(m), "--seed", "-1")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "argument --seed: '-1' is not a seed: a whole number, 0 or more" in done.stderr.splitlines()[-1]
 
 
 # --- manifests: encoding, NUL bytes, size, for every command --------------------------------
