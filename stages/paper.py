@@ -37,15 +37,17 @@ def main(argv: list[str] | None = None) -> int:
         summary["note"] = "no published runs selected (params.yaml paper.runs is empty)"
         print("paper: no published runs selected; set paper.runs in params.yaml to reproduce")
     else:
-        # Files pinned by SHA-256 (the manifest, paper.published entries) are checked.
-        pins = SourceConfig.from_params({"paper": cfg}).pinned()
+        # Files pinned by SHA-256 (the manifest, paper.published entries) are checked;
+        # every read is bounded by paper.timeout_s / deadline_s / max_bytes / redirect_hosts.
+        sources_cfg = SourceConfig.from_params({"paper": cfg})
+        pins, limits = sources_cfg.pinned(), sources_cfg.limits()
         # Every entry is checked before anything is downloaded: a typo fails at once.
         sources = [(item, *run_source(item, cfg.get("published") or {})) for item in runs]
         url = resolve(cfg["base_url"], cfg["manifest"])
-        manifest = fetch(url, cache, sha256=pins.get(url))
+        manifest = fetch(url, cache, sha256=pins.get(url), limits=limits)
         for item, name, path in sources:
             url = resolve(cfg["base_url"], path)
-            src = fetch(url, cache, sha256=pins.get(url))
+            src = fetch(url, cache, sha256=pins.get(url), limits=limits)
             out_dir = OUT / name
             # The import keeps the authors' fields verbatim (`original`), so scoring the
             # converted file is scoring theirs; the report's judges read it from here.

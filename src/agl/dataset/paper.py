@@ -10,11 +10,15 @@ import hashlib
 import re
 import urllib.parse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from agl.dataset.manifest import content_hash
 from agl.errors import AglError
+
+if TYPE_CHECKING:
+    from agl.core.http import Limits
 
 USER_AGENT = "agl/0.1 (AGL1K benchmark reproduction; +https://github.com/)"
 
@@ -26,48 +30,82 @@ def resolve(base_url: str, relpath: str) -> str:
 
 
 def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
-          sha256: str | None = None) -> Path:
+          sha256: str | None = None, limits: Limits | None = None) -> Path:
     """The file at `url`, cached under `cache_dir` by a hash of the URL.
 
     With `sha256`, the download must match it before it enters the cache (a mismatch is an
     error and nothing is kept), and a cached copy is checked again on every use, so a file
-    changed on disk is never read as the pinned one."""
+    changed on disk is never read as the pinned one.
+
+    The read is bounded by `limits` (default: `timeout` per read and `agl.core.http.Limits`'
+    deadline and size cap; `paper.*` in params.yaml) and streamed to disk; a reply enters
+    the cache only as a 200 that passes `remote_file.content_problem` (not an HTML error
+    page, parses as its extension says). A cached copy that is an HTML page (cached by an
+    older agl) is fetched again."""
+    from agl.dataset import remote_file
+
     cache_dir = Path(cache_dir)
     name = Path(urllib.parse.urlparse(url).path).name or "file"
     dest = cache_dir / hashlib.sha256(url.encode()).hexdigest()[:16] / name
     want = sha256.strip().lower() if sha256 else None
+    if dest.exists() and _cached_error_page(dest, name):
+        dest.unlink()
     if dest.exists():
         if want and content_hash(dest) != want:
             raise AglError(f"{dest}: cached copy of {url} does not match SHA-256 {want}; "
                            "delete it to download again")
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".part")
+    got, ctype = _read(url, tmp, limits, timeout)
+    if want and got != want:
+        tmp.unlink()
+        raise AglError(f"{url}: SHA-256 {got} does not match the "
+                       f"expected {want}; the file differs from the pinned one (nothing cached)")
+    problem = remote_file.content_problem(tmp, name, ctype)
+    if problem:
+        tmp.unlink()
+        raise AglError(f"{url}: {problem}; nothing cached, rerun once the server is back")
+    tmp.replace(dest)
+    return dest
+
+
+def _read(url: str, tmp: Path, limits: Limits | None, timeout: float) -> tuple[str, str | None]:
+    """`url` into `tmp`, bounded; (SHA-256, content type). Raises AglError (one line)."""
+    from agl.core.http import Limits, Refused
+    from agl.dataset import remote_file
+
+    limits = limits or Limits(timeout_s=timeout, param="paper")
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme == "file":
         src = Path(urllib.parse.unquote(parsed.path))
         if not src.exists():
             raise AglError(f"{url}: file not found; check the base URL in params.yaml")
-        data = src.read_bytes()
-    else:
-        import httpx
-
         try:
-            r = httpx.get(url, timeout=timeout, follow_redirects=True,
-                          headers={"User-Agent": USER_AGENT})
-        except httpx.HTTPError as exc:
-            raise AglError(f"{url}: cannot fetch ({type(exc).__name__}: {exc}); check the "
-                           "network or point the base URL in params.yaml at a mirror") from None
-        if r.status_code != 200:
-            raise AglError(f"{url}: HTTP {r.status_code}; check the URL in params.yaml")
-        data = r.content
-    got = hashlib.sha256(data).hexdigest() if want else None
-    if want and got != want:
-        raise AglError(f"{url}: SHA-256 {got} does not match the "
-                       f"expected {want}; the file differs from the pinned one (nothing cached)")
-    tmp = dest.with_name(dest.name + ".part")
-    tmp.write_bytes(data)
-    tmp.replace(dest)
-    return dest
+            return remote_file.copy_local(src, tmp, limits.max_bytes), None
+        except Refused as exc:
+            raise AglError(f"{url}: {exc} ({limits.name('max_bytes')})") from None
+    import httpx
+
+    try:
+        r = remote_file.download(url, tmp, limits, USER_AGENT)
+    except Refused as exc:
+        raise AglError(f"{url}: {exc}; nothing cached") from None
+    except httpx.HTTPError as exc:
+        raise AglError(f"{url}: cannot fetch ({type(exc).__name__}: {exc}); check the "
+                       "network or point the base URL in params.yaml at a mirror") from None
+    if r.status_code != 200:
+        raise AglError(f"{url}: HTTP {r.status_code}; check the URL in params.yaml")
+    return r.sha256, r.content_type
+
+
+def _cached_error_page(path: Path, name: str) -> bool:
+    from agl.core.http import looks_like_html
+
+    if Path(name).suffix.lower() in (".html", ".htm"):
+        return False
+    with open(path, "rb") as fh:
+        return looks_like_html(fh.read(512))
 
 
 _ROW = re.compile(r"^\|(.+)\|\s*$")

@@ -53,6 +53,20 @@ class SourceConfig:
     manifest_sha256: str | None = MANIFEST_SHA256
     manifest_url: str = f"{PINNED_BASE_URL}/{MANIFEST_PATH}"
     published: dict[str, Published] = field(default_factory=dict)
+    # Bounds on every fetch (params.yaml paper.timeout_s / deadline_s / max_bytes /
+    # redirect_hosts; `--deadline-s` / `--max-bytes` override): see agl.core.http.
+    timeout_s: float = 60.0
+    deadline_s: float = 300.0
+    max_bytes: int = 100_000_000
+    redirect_hosts: tuple[str, ...] = ()
+
+    def limits(self):
+        """The bounds as `agl.core.http.Limits` (refusals name `paper.<key>`)."""
+        from agl.core.http import Limits
+
+        return Limits(timeout_s=self.timeout_s, deadline_s=self.deadline_s,
+                      max_bytes=self.max_bytes, redirect_hosts=tuple(self.redirect_hosts),
+                      param="paper")
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> SourceConfig:
@@ -63,6 +77,7 @@ class SourceConfig:
         cfg.manifest = str(paper.get("manifest") or cfg.manifest)
         cfg.manifest_url = str(download.get("manifest_url") or cfg.manifest_url)
         cfg.manifest_sha256 = download.get("manifest_sha256", cfg.manifest_sha256)
+        _read_bounds(cfg, paper)
         for name, entry in (paper.get("published") or {}).items():
             if not isinstance(entry, dict) or not entry.get("path"):
                 raise AglError(f"params.yaml paper.published.{name}: needs a 'path' (and optionally 'sha256')")
@@ -104,6 +119,23 @@ class SourceConfig:
                 pins[resolve(self.base_url, entry.path)] = entry.sha256
                 pins[f"{PINNED_BASE_URL}/{entry.path}"] = entry.sha256
         return pins
+
+
+def _read_bounds(cfg: SourceConfig, paper: dict[str, Any]) -> None:
+    for key in ("timeout_s", "deadline_s", "max_bytes"):
+        value = paper.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or (
+                key == "max_bytes" and not isinstance(value, int)):
+            raise AglError(f"params.yaml paper.{key}: must be a positive "
+                           f"{'whole ' if key == 'max_bytes' else ''}number, not {value!r}")
+        setattr(cfg, key, value)
+    hosts = paper.get("redirect_hosts") or []
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip(".") for h in hosts):
+        raise AglError(f"params.yaml paper.redirect_hosts: must be a list of host names "
+                       f"(\".example.org\" for its subdomains too), not {hosts!r}")
+    cfg.redirect_hosts = tuple(hosts)
 
 
 def paper_values():
@@ -156,7 +188,7 @@ def resolve_source(
     else:
         url = text
     sha256 = sha256 or config.pinned().get(url)
-    return fetch(url, cache_dir, sha256=sha256)
+    return fetch(url, cache_dir, sha256=sha256, limits=config.limits())
 
 
 def _check_local(path: Path, sha256: str) -> None:
