@@ -31,6 +31,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -170,8 +171,8 @@ class Meter:
     def _checked_head(self) -> bytes:
         self.head_done = True
         if looks_like_html(self.head):
-            raise Refused(f"{_where(self.url)} answered with an HTML page, not the reply "
-                          "(an error page served as a success)", retryable=True)
+            raise Refused(f"{_where(self.url)}: reply unreadable: an HTML page, not the "
+                          "reply (an error page served as a success)", retryable=True)
         head, self.head = self.head, b""
         return head
 
@@ -230,8 +231,9 @@ class Checks:
                           f"{cap:,} ({name}); not read")
         ok = 200 <= status < 300
         if self.refuse_html and ok and is_html_type(headers.get("content-type")):
-            raise Refused(f"{_where(url)} answered {status} with an HTML page, not the reply "
-                          "(an error page served as a success)", retryable=True)
+            raise Refused(f"{_where(url)}: reply unreadable: an HTML page with status "
+                          f"{status}, not the reply (an error page served as a success)",
+                          retryable=True)
         return Meter(url, self.limits, decoder, self.cap, self.deadline, self.refuse_html and ok)
 
 
@@ -304,3 +306,34 @@ def flavour_of(client_class: type) -> str:
         if (cls.__module__ or "").split(".")[0] == "httpx2":
             return "httpx2"
     return "httpx"
+
+
+@dataclass(frozen=True)
+class Fetched:
+    status_code: int
+    sha256: str | None  # None: not read (a status other than 200)
+    content_type: str | None
+
+
+def stream_to_file(url: str, part: Path, limits: Limits,
+                   headers: dict[str, str] | None = None) -> Fetched:
+    """GET `url` into `part`, streamed (never held in memory), bounded by `limits`, hashed
+    as it goes; the body is read only for status 200. Raises `Refused` past a bound and
+    httpx's errors for the connection; `part` is removed on any failure."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with client(limits, headers=headers) as c:
+        try:
+            with c.stream("GET", url) as resp:
+                ctype = resp.headers.get("content-type")
+                if resp.status_code != 200:
+                    return Fetched(resp.status_code, None, ctype)
+                with open(part, "wb") as fh:
+                    for chunk in resp.iter_bytes():
+                        fh.write(chunk)
+                        digest.update(chunk)
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
+    return Fetched(200, digest.hexdigest(), ctype)

@@ -87,8 +87,10 @@ def _read(url: str, tmp: Path, limits: Limits | None, timeout: float) -> tuple[s
             raise AglError(f"{url}: {exc} ({limits.name('max_bytes')})") from None
     import httpx
 
+    from agl.core.http import stream_to_file
+
     try:
-        r = remote_file.download(url, tmp, limits, USER_AGENT)
+        r = stream_to_file(url, tmp, limits, {"User-Agent": USER_AGENT})
     except Refused as exc:
         raise AglError(f"{url}: {exc}; nothing cached") from None
     except httpx.HTTPError as exc:

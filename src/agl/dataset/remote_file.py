@@ -1,9 +1,9 @@
 """One file by URL onto disk, bounded, and checked before anything keeps it.
 
-`download` streams an http(s) URL into a `.part` file through agl's bounded client
-(`agl.core.http`: per-read timeout, total deadline, size cap counted after decoding,
-redirects within the host), hashing as it goes: nothing is held in memory. `copy_local`
-does the same for a `file://` source (a device or a huge file stops at the cap too).
+`agl.core.http.stream_to_file` streams an http(s) URL into a `.part` file through agl's
+bounded client (per-read timeout, total deadline, size cap counted after decoding, redirects
+within the host), hashing as it goes: nothing is held in memory. `copy_local` does the same
+for a `file://` source (a device or a huge file stops at the cap too).
 `content_problem` is the check a file passes before it enters a cache: not an HTML page
 (an error page served with 200 would otherwise be read back on every later run), and it
 parses as what its name says (.json, .jsonl, .csv, .md: UTF-8 text of that shape).
@@ -14,43 +14,9 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from agl.core.http import Limits
 
 _BLOCK = 1 << 20
-
-
-@dataclass(frozen=True)
-class Fetched:
-    status_code: int
-    sha256: str | None  # None: not read (a status other than 200)
-    content_type: str | None
-
-
-def download(url: str, part: Path, limits: Limits, user_agent: str) -> Fetched:
-    """GET `url` into `part` (only for status 200). Raises `agl.core.http.Refused` past a
-    bound, and httpx's errors for the connection; `part` is removed on any failure."""
-    from agl.core import http
-
-    digest = hashlib.sha256()
-    with http.client(limits, headers={"User-Agent": user_agent}) as client:
-        try:
-            with client.stream("GET", url) as resp:
-                ctype = resp.headers.get("content-type")
-                if resp.status_code != 200:
-                    return Fetched(resp.status_code, None, ctype)
-                with open(part, "wb") as fh:
-                    for chunk in resp.iter_bytes():
-                        fh.write(chunk)
-                        digest.update(chunk)
-        except BaseException:
-            part.unlink(missing_ok=True)
-            raise
-    return Fetched(200, digest.hexdigest(), ctype)
 
 
 def copy_local(src: Path, part: Path, max_bytes: int | None) -> str:
