@@ -5,31 +5,52 @@ the helpers below make the ones issue 24 names. A route may be a list: each requ
 next behaviour and the last one repeats (an error page, then a recovered server). Every
 request is logged by path. Behaviours that never end stop when the server stops (or the
 client goes away), so a test's teardown is never stuck.
+
+`run_measured` runs an `agl` command in a fresh interpreter and reports its time and the
+growth of its peak resident memory (resource.getrusage), for the bounded-memory checks.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
+import struct
+import subprocess
+import sys
 import threading
 import time
 import zlib
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parents[1]
 
 Behaviour = Callable[[BaseHTTPRequestHandler], None]
 
 
 @cache
-def gzip_bomb(members: int = 64) -> bytes:
-    """A valid gzip stream of `members` x 16 MiB of zeros (1 GiB by default) in about 1 MB."""
-    c = zlib.compressobj(9, zlib.DEFLATED, 31)
-    one = c.compress(bytes(16 << 20)) + c.flush()
-    assert len(gzip.decompress(one)) == 16 << 20
-    return one * members
+def gzip_bomb(mib: int = 1024) -> bytes:
+    """One valid gzip member that decodes to `mib` MiB of zeros (1 GiB by default) from
+    about 1 MB: identical deflate blocks, each flushed to stand alone, then a true trailer."""
+    zero = bytes(1 << 20)
+    c = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    first = c.compress(zero) + c.flush(zlib.Z_FULL_FLUSH)
+    block = c.compress(zero) + c.flush(zlib.Z_FULL_FLUSH)
+    end = c.flush()  # the final, empty block
+    crc = 0
+    for _ in range(mib):
+        crc = zlib.crc32(zero, crc)
+    header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+    bomb = header + first + block * (mib - 1) + end + struct.pack("<II", crc, (mib << 20) % 2**32)
+    if mib <= 4:
+        assert gzip.decompress(bomb) == zero * mib
+    return bomb
 
 
 def _head(h: BaseHTTPRequestHandler, status: int, headers: dict[str, str]) -> None:
@@ -177,3 +198,70 @@ class HostileServer:
         time.sleep(0.05)  # let looping handlers see it
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+# --------------------------------------------------------------------------- measured runs
+_DRIVER = r"""
+import gc, importlib, json, sys, time
+for name in sys.argv[1].split(","):
+    if name:
+        importlib.import_module(name)
+from agl.cli import main
+
+def status(key):  # KiB, from the kernel's view of this process's own memory
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith(key + ":"))
+
+gc.collect()
+base = status("VmRSS")
+t0 = time.monotonic()
+try:
+    rc = main(sys.argv[2:])
+except SystemExit as exc:
+    rc = exc.code
+grown = status("VmHWM") - base
+sys.stdout.write("\nAGL-MEASURED " + json.dumps({"rc": rc, "seconds": time.monotonic() - t0,
+                                                 "rss_growth_mb": grown / 1024}) + "\n")
+"""
+
+
+@dataclass
+class Measured:
+    rc: int
+    seconds: float  # the command's own time, imports excluded
+    rss_growth_mb: float  # peak resident memory gained while the command ran
+    stdout: str
+    stderr: str
+
+    def lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.strip()]
+
+
+def run_measured(argv: list[str], *, cwd: Path, preload: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None, timeout: float = 120) -> Measured:
+    """`agl <argv>` in a fresh interpreter: exit code, seconds, peak RSS growth (VmHWM, the
+    peak resident size of the process's own memory, less VmRSS before the command: unlike
+    getrusage's ru_maxrss it does not inherit the parent's size across fork and exec; the
+    modules in `preload` are imported before the baseline, so imports do not count), and its
+    output. It prints one `measured:` line, so `pytest -s` lists the figures. Linux only."""
+    full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO / "src"), os.environ.get("PYTHONPATH", "")]), **(env or {})}
+    proc = subprocess.run([sys.executable, "-c", _DRIVER, ",".join(preload), *argv],
+                          cwd=cwd, env=full_env, capture_output=True, text=True,
+                          timeout=timeout)
+    tail = proc.stdout.rsplit("AGL-MEASURED ", 1)
+    if len(tail) != 2:
+        raise AssertionError(f"no measurement; rc {proc.returncode}\n{proc.stderr[-3000:]}")
+    got = json.loads(tail[1])
+    m = Measured(got["rc"], got["seconds"], got["rss_growth_mb"], tail[0], proc.stderr)
+    print(f"measured: agl {argv[0]} rc {m.rc}, {m.seconds:.2f} s, "
+          f"RSS +{m.rss_growth_mb:.1f} MB", file=sys.stderr)
+    return m
+
+
+def files_under(path: Path) -> list[Path]:
+    return sorted(p for p in path.rglob("*") if p.is_file()) if path.exists() else []
+
+
+def bytes_under(path: Path) -> int:
+    return sum(p.stat().st_size for p in files_under(path))

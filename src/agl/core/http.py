@@ -128,11 +128,13 @@ class _Decoder:
             out = self._z.decompress(buf, PIECE)
             if out:
                 yield out
-            buf = self._z.unconsumed_tail
-            if self._z.eof and self._z.unused_data:
-                buf = self._z.unused_data + buf  # the next gzip member
+            if self._z.eof:  # a member ended; what follows is the next (gzip allows many)
+                buf = self._z.unused_data  # (unconsumed_tail holds the same bytes)
                 self._z = zlib.decompressobj(self._wbits)
+                if not buf:
+                    return
                 continue
+            buf = self._z.unconsumed_tail
             if not buf and len(out) < PIECE:
                 return  # input used up and no output pending
 
@@ -171,8 +173,8 @@ class Meter:
     def _checked_head(self) -> bytes:
         self.head_done = True
         if looks_like_html(self.head):
-            raise Refused(f"{_where(self.url)}: reply unreadable: an HTML page, not the "
-                          "reply (an error page served as a success)", retryable=True)
+            raise Refused("reply unreadable: an HTML page, not the reply (an error page "
+                          "served as a success)", retryable=True)
         head, self.head = self.head, b""
         return head
 
@@ -181,12 +183,12 @@ class Meter:
             raise deadline_refusal(self.url, self.limits)
 
     def _too_large(self) -> Refused:
-        return Refused(f"{_where(self.url)} sent more than {self.cap:,} bytes (after "
-                       f"decoding); refused at {self.cap_name}")
+        return Refused(f"the server sent more than {self.cap:,} bytes (after decoding); "
+                       f"refused at {self.cap_name}")
 
 
 def deadline_refusal(url: httpx.URL, limits: Limits) -> Refused:
-    return Refused(f"{_where(url)} did not finish within {limits.deadline_s:g} s "
+    return Refused(f"the reply did not finish within {limits.deadline_s:g} s "
                    f"({limits.name('deadline_s')})", retryable=True)
 
 
@@ -227,11 +229,11 @@ class Checks:
         cap, name = self.cap
         declared = headers.get("content-length", "")
         if not self.decoding and cap is not None and declared.isdigit() and int(declared) > cap:
-            raise Refused(f"{_where(url)} declares {int(declared):,} bytes, more than "
+            raise Refused(f"the server declares {int(declared):,} bytes, more than "
                           f"{cap:,} ({name}); not read")
         ok = 200 <= status < 300
         if self.refuse_html and ok and is_html_type(headers.get("content-type")):
-            raise Refused(f"{_where(url)}: reply unreadable: an HTML page with status "
+            raise Refused("reply unreadable: an HTML page with status "
                           f"{status}, not the reply (an error page served as a success)",
                           retryable=True)
         return Meter(url, self.limits, decoder, self.cap, self.deadline, self.refuse_html and ok)
@@ -258,11 +260,11 @@ def check_redirect(source: httpx.URL, location: str, limits: Limits) -> None:
     try:
         target = source.join(location)
     except Exception:  # noqa: BLE001 - httpx's or httpx2's InvalidURL
-        raise Refused(f"{_where(source)} redirects to an invalid URL {location[:200]!r}") from None
+        raise Refused(f"the server redirects to an invalid URL {location[:200]!r}") from None
     if not redirect_allowed(source, target, limits.redirect_hosts):
         why = ("from https to http" if target.scheme != source.scheme and source.scheme == "https"
                else f"to another host ({source.host} -> {target.host or target.scheme})")
-        raise Refused(f"{_where(source)} redirects {why}: {_where(target)} not followed "
+        raise Refused(f"the server redirects {why}: {_where(target)} not followed "
                       f"(allow a host with {limits.name('redirect_hosts')})")
 
 
