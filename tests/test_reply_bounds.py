@@ -70,21 +70,47 @@ HOSTILE = {
 }
 
 
-@pytest.mark.parametrize("api", ["openai", "gemini"])
-@pytest.mark.parametrize("kind", list(HOSTILE))
-def test_a_hostile_reply_is_refused_while_it_streams(api, kind, tmp_path):
-    behaviour, said = HOSTILE[kind]
-    path = OPENAI_PATH if api == "openai" else GEMINI_PATH
-    with HostileServer({path: behaviour()}) as server:
-        m = infer(api, server.url, tmp_path)
-    assert m.rc == 1 and "no clip succeeded" in m.stderr and "Traceback" not in m.stderr
-    preds = read_predictions(tmp_path / "run" / "predictions.jsonl")
+def run_in_process(api: str, url: str, tmp_path, n: int = 2):
+    manifest, audio = make_clips(tmp_path, n)
+    settings = ({"base_url": url + "/v1"} if api == "openai"
+                else {"base_url": url, "api_version": "v1beta"})
+    summary = run_inference(
+        ModelSpec("run", api, "m", settings={**settings, "temperature": 0}), load_prompt(),
+        clips(load_manifest(manifest)), out_dir=tmp_path / "run", audio_root=audio,
+        options=RunOptions(cache_dir=tmp_path / "cache", max_retries=0, progress=False,
+                           max_reply_bytes=CAP))
+    return summary, read_predictions(tmp_path / "run" / "predictions.jsonl")
+
+
+def assert_refused(preds, said: str, tmp_path) -> None:
     assert {p.status for p in preds.values()} == {Status.FAILED}
     for p in preds.values():
         assert said in p.error and "\n" not in p.error and p.raw_reply is None
     assert (tmp_path / "run" / "predictions.jsonl").stat().st_size < 10_000  # not 200 MB
-    assert m.rss_growth_mb < 40 and m.seconds < 8  # the bomb alone would hold 1 GiB
     assert files_under(tmp_path / "cache") == []
+
+
+@pytest.mark.parametrize("api", ["openai", "gemini"])
+@pytest.mark.parametrize("kind", list(HOSTILE))
+def test_a_hostile_reply_is_refused_while_it_streams(api, kind, tmp_path):
+    behaviour, said = HOSTILE[kind]
+    with HostileServer({OPENAI_PATH if api == "openai" else GEMINI_PATH: behaviour()}) as s:
+        summary, preds = run_in_process(api, s.url, tmp_path)
+    assert summary["n_failed"] == 2
+    assert_refused(preds, said, tmp_path)
+
+
+@pytest.mark.parametrize("api,kind", [("openai", "gzip bomb"), ("openai", "50 MB reply"),
+                                      ("gemini", "gzip bomb")])
+def test_agl_infer_memory_stays_bounded(api, kind, tmp_path):
+    """The whole command in a fresh interpreter: the bomb alone would hold 1 GiB, the big
+    reply 50 MB (twice: two clips)."""
+    behaviour, said = HOSTILE[kind]
+    with HostileServer({OPENAI_PATH if api == "openai" else GEMINI_PATH: behaviour()}) as s:
+        m = infer(api, s.url, tmp_path)
+    assert m.rc == 1 and "no clip succeeded" in m.stderr and "Traceback" not in m.stderr
+    assert_refused(read_predictions(tmp_path / "run" / "predictions.jsonl"), said, tmp_path)
+    assert m.rss_growth_mb < 40 and m.seconds < 8
 
 
 @pytest.mark.parametrize("api", ["openai", "gemini"])
