@@ -7,8 +7,8 @@ to, and its inner transport must use that family's httpcore. `family("httpx")` a
 
 * `BoundedTransport` / `AsyncBoundedTransport`: wrap the family's own HTTP transport; per
   request they set the deadline (kept across redirects in the request's extensions), check
-  the status line and headers (`agl.core.http.Checks`: redirect, encoding, declared length,
-  HTML), and hand back a response whose body is metered (`agl.core.http.Meter`: capped after
+  the status line and headers (`agl.core.http_bounds.Checks`: redirect, encoding, declared length,
+  HTML), and hand back a response whose body is metered (`agl.core.http_bounds.Meter`: capped after
   decoding, deadline checked between reads);
 * a network backend around the connection pool's own, which cuts every socket operation's
   timeout to what is left of the request's deadline, so headers or a body trickling a byte
@@ -33,7 +33,7 @@ DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("agl_dea
 @functools.cache
 def family(name: str = "httpx") -> SimpleNamespace:
     """The bounded transports for httpx (`name="httpx"`) or httpx2, built once."""
-    from agl.core import http
+    from agl.core import http_bounds as http
 
     hx = importlib.import_module(name)
     hc = importlib.import_module("httpcore" if name == "httpx" else "httpcore2")
