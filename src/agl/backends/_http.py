@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from agl.core import http
 from agl.errors import AglError
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
@@ -58,8 +59,6 @@ def client_args(backend: Any, flavour: str = "httpx") -> dict[str, Any]:
     result files at `backend.max_batch_bytes`), an HTML page with a success status is
     refused, redirects stay on the host (`agl.core.http`). The whole call's deadline is
     the runner's `timeout_s`. `flavour`: the SDK's httpx family (`agl.core.http.flavour_of`)."""
-    from agl.core import http
-
     def cap(request) -> tuple[int, str]:
         path = request.url.path
         if "/batches" in path or "/files" in path:  # the providers' batch and file APIs
@@ -74,18 +73,14 @@ def openai_http_client(backend: Any) -> Any:
     """The openai SDK's own async httpx client class, bounded (`client_args`)."""
     from openai import DefaultAsyncHttpxClient
 
-    from agl.core.http import flavour_of
-
-    return DefaultAsyncHttpxClient(**client_args(backend, flavour_of(DefaultAsyncHttpxClient)))
+    return DefaultAsyncHttpxClient(**client_args(backend, http.flavour_of(DefaultAsyncHttpxClient)))
 
 
 def refusal(exc: BaseException) -> Any:
     """The bound's refusal (`agl.core.http.Refused`) behind an SDK's connection error, if any."""
-    from agl.core.http import Refused
-
     seen = 0
     while exc is not None and seen < 5:
-        if isinstance(exc, Refused):
+        if isinstance(exc, http.Refused):
             return exc
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return None

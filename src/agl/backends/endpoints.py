@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from agl.backends._http import UnreadableReply
+from agl.core.http import Refused
 from agl.errors import AglError
 
 T = TypeVar("T")
@@ -214,8 +216,6 @@ def _openai_endpoint_failure(exc: BaseException) -> bool:
 
     import openai
 
-    from agl.backends._http import UnreadableReply
-    from agl.core.http import Refused
 
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code >= 500 or exc.status_code == 429
@@ -228,8 +228,6 @@ class _PooledCompletions:
         self._pool = pool
 
     async def create(self, **kw: Any) -> Any:
-        from agl.backends._http import UnreadableReply
-
         async def one(ep: Endpoint) -> Any:
             resp = await ep.client.chat.completions.create(**kw)
             if not getattr(resp, "choices", None):  # the SDK hands a non-JSON body back as text

@@ -38,6 +38,7 @@ from agl.backends._http import (
     retryable_status,
 )
 from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, register
+from agl.core.http import Refused
 from agl.errors import AglError
 
 _GENERATION = ("temperature", "top_p", "seed", "max_tokens", "max_completion_tokens",
@@ -102,8 +103,6 @@ class OpenAIChat(Backend):
 
     async def generate(self, request: Request) -> Reply:
         import openai
-
-        from agl.core.http import Refused
 
         kw = await self.chat_request(request)
         try:

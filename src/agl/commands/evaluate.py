@@ -44,8 +44,9 @@ def add_source_options(p: argparse.ArgumentParser, *, manifest: bool = True) -> 
 def source_config(args: argparse.Namespace, *specs: str):
     """params.yaml's source settings (agl.dataset.sources) with the command's bounds, where
     one of `specs` is fetched (a URL or paper:<name>); None otherwise (nothing to read)."""
+    # imported when the command runs: `agl --help` stays instant
     from agl.dataset.sources import SCHEME, SourceConfig, is_url
-    from agl.errors import AglError
+    from agl.errors import AglError  # (as above)
 
     if not any(str(s).startswith(SCHEME) or is_url(str(s)) for s in specs):
         return None

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.commands.evaluate import source_config
+    from agl.commands.evaluate import source_config  # the same bounds as `agl evaluate`
     from agl.dataset.sources import resolve_source
     from agl.predictions.importer import import_with_report, write_imported
 

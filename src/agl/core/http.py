@@ -43,6 +43,7 @@ from agl.core.http_bounds import (
     redirect_allowed,
     with_cap,
 )
+from agl.core.http_transport import family
 
 if TYPE_CHECKING:
     import httpx
@@ -56,8 +57,6 @@ __all__ = ["ACCEPT_ENCODING", "Fetched", "Limits", "Refused", "async_client_args
 def client(limits: Limits, *, headers: dict[str, str] | None = None,
            max_connections: int = 100) -> httpx.Client:
     """A synchronous httpx client whose every request is bounded by `limits`."""
-    from agl.core.http_transport import family
-
     f = family("httpx")
 
     def make(proxy):
@@ -74,8 +73,6 @@ def async_client_args(limits: Limits, *, refuse_html: bool = True,
     """Keyword arguments of an async client of the httpx family `flavour` ("httpx", or
     "httpx2" for an SDK built on that fork) whose every request is bounded: the transport
     and the proxies' transports."""
-    from agl.core.http_transport import family
-
     f = family(flavour)
 
     def make(proxy):

@@ -24,6 +24,8 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+from agl.core import http_bounds as http
+
 # The running request's deadline (monotonic seconds), set by the transport around every
 # read it drives; the network streams read it. Shared by both families.
 DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("agl_deadline",
@@ -33,8 +35,6 @@ DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("agl_dea
 @functools.cache
 def family(name: str = "httpx") -> SimpleNamespace:
     """The bounded transports for httpx (`name="httpx"`) or httpx2, built once."""
-    from agl.core import http_bounds as http
-
     hx = importlib.import_module(name)
     hc = importlib.import_module("httpcore" if name == "httpx" else "httpcore2")
 

@@ -35,6 +35,7 @@ from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
+from agl.core import http
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.errors import AglError
 
@@ -160,8 +161,6 @@ def fetch_ontology(cache_dir: str | Path, url: str = PINNED_URL,
     if target.exists() and (sha256 is None or _sha256(target.read_bytes()) == sha256):
         return target
     import httpx
-
-    from agl.core import http
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".part")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from agl.core import audio
+from agl.core.http import Refused, is_html_type, looks_like_html, with_cap
 from agl.dataset.checksums import Entry, file_digest
 from agl.dataset.fetch import (
     FinalError,
@@ -85,8 +86,6 @@ def _fetch_rest(clip, part: Path, have: int, policy, client, stop,
     The part never grows past `cap`; a reply that would make it is refused and the part
     removed; so is an HTML page served as the file."""
     import httpx  # imported where used: only the commands that fetch pay its import time
-
-    from agl.core.http import Refused, is_html_type, looks_like_html, with_cap
 
     # identity: a Range names bytes of the file, not of a compressed rendering of it
     headers = {"Accept-Encoding": "identity", **({"Range": f"bytes={have}-"} if have else {})}

@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agl import __version__
+from agl.core import http
+from agl.core.http import Limits, Refused, is_html_type, looks_like_html, with_cap
 from agl.core.retry import RETRY_AFTER_CAP_S
 from agl.errors import AglError
 
 if TYPE_CHECKING:
     import httpx
-
-    from agl.core.http import Limits, Refused
 
 USER_AGENT = (
     f"agl/{__version__} (AGL1K audio geo-localization benchmark downloader; "
@@ -84,8 +84,6 @@ class FinalError(Exception):
 
 def limits(policy: Policy) -> Limits:
     """The policy's bounds on one request (`agl.core.http.Limits`)."""
-    from agl.core.http import Limits  # with httpx: only the commands that fetch pay for it
-
     return Limits(timeout_s=policy.timeout_s, deadline_s=policy.deadline_s,
                   max_bytes=policy.max_document_bytes,
                   redirect_hosts=tuple(policy.redirect_hosts), param=policy.param)
@@ -95,8 +93,6 @@ def make_client(policy: Policy) -> httpx.Client:
     """A bounded httpx client with the policy's User-Agent, bounds and connection limit.
     Redirects are followed within the host and its subdomains: archive.org/download
     redirects to a storage node (ia800.us.archive.org)."""
-    from agl.core import http
-
     return http.client(limits(policy), headers={"User-Agent": policy.user_agent},
                        max_connections=max(policy.jobs, 1) + 2)
 
@@ -167,8 +163,6 @@ def get_bytes(client: httpx.Client, url: str, policy: Policy, stop=None) -> byte
     `max_document_bytes`; an HTML page served as a success is retried, never returned."""
     import httpx  # imported where used: only the commands that fetch pay its import time
 
-    from agl.core.http import Refused, is_html_type, looks_like_html, with_cap
-
     stop = stop or threading.Event()
 
     def attempt() -> bytes:
@@ -217,8 +211,6 @@ def fetch_to_file(url: str, part: Path, policy: Policy, client: httpx.Client | N
     and bounds, at most `max_bytes` (default `max_document_bytes`); its SHA-256. An HTML
     page served as a success is retried and never left in `part`. Raises AglError."""
     import httpx
-
-    from agl.core.http import Refused, is_html_type, looks_like_html, with_cap
 
     own = client is None
     client = client or make_client(policy)

@@ -10,15 +10,13 @@ import hashlib
 import re
 import urllib.parse
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from agl.core.http import Limits, Refused, looks_like_html, stream_to_file
+from agl.dataset import remote_file
 from agl.dataset.manifest import content_hash
 from agl.errors import AglError
-
-if TYPE_CHECKING:
-    from agl.core.http import Limits
 
 USER_AGENT = "agl/0.1 (AGL1K benchmark reproduction; +https://github.com/)"
 
@@ -42,8 +40,6 @@ def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
     the cache only as a 200 that passes `remote_file.content_problem` (not an HTML error
     page, parses as its extension says). A cached copy that is an HTML page (cached by an
     older agl) is fetched again."""
-    from agl.dataset import remote_file
-
     cache_dir = Path(cache_dir)
     name = Path(urllib.parse.urlparse(url).path).name or "file"
     dest = cache_dir / hashlib.sha256(url.encode()).hexdigest()[:16] / name
@@ -72,9 +68,6 @@ def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
 
 def _read(url: str, tmp: Path, limits: Limits | None, timeout: float) -> tuple[str, str | None]:
     """`url` into `tmp`, bounded; (SHA-256, content type). Raises AglError (one line)."""
-    from agl.core.http import Limits, Refused
-    from agl.dataset import remote_file
-
     limits = limits or Limits(timeout_s=timeout, param="paper")
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme == "file":
@@ -86,8 +79,6 @@ def _read(url: str, tmp: Path, limits: Limits | None, timeout: float) -> tuple[s
         except Refused as exc:
             raise AglError(f"{url}: {exc} ({limits.name('max_bytes')})") from None
     import httpx
-
-    from agl.core.http import stream_to_file
 
     try:
         r = stream_to_file(url, tmp, limits, {"User-Agent": USER_AGENT})
@@ -102,8 +93,6 @@ def _read(url: str, tmp: Path, limits: Limits | None, timeout: float) -> tuple[s
 
 
 def _cached_error_page(path: Path, name: str) -> bool:
-    from agl.core.http import looks_like_html
-
     if Path(name).suffix.lower() in (".html", ".htm"):
         return False
     with open(path, "rb") as fh:

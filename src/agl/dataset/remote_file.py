@@ -16,14 +16,14 @@ import hashlib
 import json
 from pathlib import Path
 
+from agl.core.http import Refused, is_html_type, looks_like_html
+
 _BLOCK = 1 << 20
 
 
 def copy_local(src: Path, part: Path, max_bytes: int | None) -> str:
     """`src` copied into `part` in blocks, at most `max_bytes`; its SHA-256. Raises
     `Refused` past the cap (and `part` is removed)."""
-    from agl.core.http import Refused
-
     digest, size = hashlib.sha256(), 0
     try:
         with open(src, "rb") as fin, open(part, "wb") as fout:
@@ -42,8 +42,6 @@ def copy_local(src: Path, part: Path, max_bytes: int | None) -> str:
 def content_problem(path: Path, name: str, content_type: str | None = None) -> str | None:
     """Why the file at `path` (named `name` at its source) is not the document it should
     be, or None: an HTML page, or not parseable as its extension says."""
-    from agl.core.http import is_html_type, looks_like_html
-
     suffix = Path(name).suffix.lower()
     if suffix in (".html", ".htm"):
         return None

@@ -87,8 +87,9 @@ def build_shared(
     """Fill `out` with every file of FILES; returns {dest: "present" | "downloaded" | error}.
 
     Every file is tried; afterwards an AglError lists the ones that could not be had."""
+    # the downloader's modules, loaded only when files are fetched
     from agl.dataset.checksums import file_digest
-    from agl.dataset.fetch import Policy, make_client
+    from agl.dataset.fetch import Policy, make_client  # (as above)
     from agl.dataset.sources import paper_values_path
 
     out = Path(out)
@@ -118,8 +119,9 @@ def _one(item: SharedFile, dest: Path, policy, client, package_file: Path, agl1k
          archive_base: str, ontology_url: str) -> str:
     """Bring one file to `dest` through `<dest>.part` (streamed, bounded, SHA-256 checked
     before the rename); "downloaded", or why it could not be had (nothing left behind)."""
+    # the downloader's modules, loaded only when files are fetched
     from agl.dataset.checksums import file_digest
-    from agl.dataset.fetch import fetch_to_file
+    from agl.dataset.fetch import fetch_to_file  # (as above)
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")

@@ -25,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agl.core.http import Limits
 from agl.errors import AglError
 
 PAPER_TITLE = "The Sonar Moment"
@@ -62,8 +63,6 @@ class SourceConfig:
 
     def limits(self):
         """The bounds as `agl.core.http.Limits` (refusals name `paper.<key>`)."""
-        from agl.core.http import Limits
-
         return Limits(timeout_s=self.timeout_s, deadline_s=self.deadline_s,
                       max_bytes=self.max_bytes, redirect_hosts=tuple(self.redirect_hosts),
                       param="paper")
@@ -151,6 +150,7 @@ def paper_values_path() -> Path:
 
 
 def is_url(spec: str) -> bool:
+    """Whether `spec` is an http(s) or file URL (fetched into the cache), not a path."""
     return urllib.parse.urlparse(str(spec)).scheme in ("http", "https", "file")
 
 

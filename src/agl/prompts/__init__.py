@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from agl.core import http
 from agl.errors import AglError
 
 DEFAULT = "geo-json-v1"
@@ -86,8 +87,6 @@ def _read_published(source: str | Path) -> list[dict]:
     s = str(source)
     if s.startswith(("http://", "https://")):
         import httpx
-
-        from agl.core import http
 
         # Bounded like every read (agl.core.http): a published file is a few MB.
         limits = http.Limits(timeout_s=60.0, deadline_s=300.0, max_bytes=100_000_000)
