@@ -157,14 +157,17 @@ def test_paper_bounds_in_params_are_checked():
         (5, 7, "paper.max_bytes")
 
 
+CRAWL_MODULES = ("httpx", "pandas", "agl.dataset.crawl", "agl.dataset.fetch", "agl.core.http",
+                 "agl.core.http_transport", "agl.commands.crawl")
+
+
 def test_crawl_refuses_a_bombing_search_api_bounded(tmp_path):
     with HostileServer({"/services/search/v1/scrape": gzipped(gzip_bomb(), "application/json")
                         }) as s:
         m = run_measured(["crawl", "--archive-url", s.url, "--out", str(tmp_path / "m.csv"),
                           "--retries", "0", "--deadline-s", str(DEADLINE_S),
                           "--max-document-bytes", "100000"], cwd=tmp_path,
-                         preload=("httpx", "pandas", "agl.dataset.crawl", "agl.dataset.fetch",
-                                  "agl.core.http", "agl.core.http_transport"))
+                         preload=CRAWL_MODULES)
     assert m.rc == 2 and len(m.lines()) == 1, m.stderr
     assert "more than 100,000 bytes (after decoding)" in m.stderr
     assert "--max-document-bytes" in m.stderr and m.rss_growth_mb < 40
@@ -174,9 +177,10 @@ def test_crawl_refuses_a_bombing_search_api_bounded(tmp_path):
 def test_crawl_stops_slow_headers_at_the_deadline(tmp_path):
     with HostileServer({"/services/search/v1/scrape": slow_headers(0.3)}) as s:
         m = run_measured(["crawl", "--archive-url", s.url, "--out", str(tmp_path / "m.csv"),
-                          "--retries", "0", "--deadline-s", str(DEADLINE_S)], cwd=tmp_path)
+                          "--retries", "0", "--deadline-s", str(DEADLINE_S)], cwd=tmp_path,
+                         preload=CRAWL_MODULES)
     assert m.rc == 2 and len(m.lines()) == 1 and "--deadline-s" in m.stderr, m.stderr
-    assert m.seconds < DEADLINE_S + 3
+    assert m.seconds < DEADLINE_S + 3 and m.rss_growth_mb < 40
 
 
 def test_shared_writes_nothing_from_error_pages_or_bombs(tmp_path):
