@@ -61,7 +61,7 @@ class SourceConfig:
     max_bytes: int = 100_000_000
     redirect_hosts: tuple[str, ...] = ()
 
-    def limits(self):
+    def limits(self) -> Limits:
         """The bounds as `agl.core.http.Limits` (refusals name `paper.<key>`)."""
         return Limits(timeout_s=self.timeout_s, deadline_s=self.deadline_s,
                       max_bytes=self.max_bytes, redirect_hosts=tuple(self.redirect_hosts),
