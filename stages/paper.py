@@ -37,17 +37,19 @@ def main(argv: list[str] | None = None) -> int:
         summary["note"] = "no published runs selected (params.yaml paper.runs is empty)"
         print("paper: no published runs selected; set paper.runs in params.yaml to reproduce")
     else:
-        # Files pinned by SHA-256 (the manifest, paper.published entries) are checked.
-        pins = SourceConfig.from_params({"paper": cfg}).pinned()
+        # Files pinned by SHA-256 (the manifest, paper.published entries) are checked;
+        # every read is bounded by paper.timeout_s / deadline_s / max_bytes / redirect_hosts.
+        sources_cfg = SourceConfig.from_params({"paper": cfg})
+        pins, limits = sources_cfg.pinned(), sources_cfg.limits()
         # Every entry is checked before anything is downloaded: a typo fails at once.
         sources = [(item, *run_source(item, cfg.get("published") or {})) for item in runs]
         url = resolve(cfg["base_url"], cfg["manifest"])
-        manifest = fetch(url, cache, sha256=pins.get(url),
+        manifest = fetch(url, cache, sha256=pins.get(url), limits=limits,
                          url_from="paper.base_url and paper.manifest in params.yaml",
                          sha256_from="the pinned SHA-256 of the AGL1K manifest")
         for item, name, path in sources:
             url = resolve(cfg["base_url"], path)
-            src = fetch(url, cache, sha256=pins.get(url),
+            src = fetch(url, cache, sha256=pins.get(url), limits=limits,
                         url_from=f"paper.base_url and paper.runs ({name}) in params.yaml",
                         sha256_from=f"paper.published.{item.get('published', name)}.sha256 in "
                                     "params.yaml")

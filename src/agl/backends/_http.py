@@ -1,7 +1,9 @@
-"""What the HTTP backends share: which failures are worth retrying, Retry-After, API keys."""
+"""What the HTTP backends share: which failures are worth retrying, Retry-After, API keys,
+and the bounded transport their SDK clients read replies through."""
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import os
 import re
@@ -9,6 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from agl.core import http
 from agl.errors import AglError
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
@@ -33,11 +36,54 @@ def retry_after_s(headers: Mapping[str, str] | None, details: Any = None) -> flo
             try:
                 return max(0.0, float(value))
             except ValueError:
-                parsed = email.utils.parsedate_to_datetime(value) if value else None
+                try:  # an HTTP date; anything else ("soon") is no instruction: the backoff
+                    parsed = email.utils.parsedate_to_datetime(value) if value else None
+                except (TypeError, ValueError, IndexError, OverflowError):
+                    parsed = None
                 if parsed is not None:
+                    if parsed.tzinfo is None:  # RFC 9110 dates are GMT
+                        parsed = parsed.replace(tzinfo=datetime.UTC)
                     return max(0.0, parsed.timestamp() - time.time())
     m = re.search(r"retryDelay['\"]?\s*[:=]\s*['\"]?(\d+(?:\.\d+)?)s", str(details or ""))
     return float(m.group(1)) if m else None
+
+
+class UnreadableReply(Exception):
+    """A success status whose body is not an answer (not JSON, not a completion): the
+    server's fault, retried (and a replica answering so is backed off) like a 5xx."""
+
+
+def client_args(backend: Any, flavour: str = "httpx") -> dict[str, Any]:
+    """Keyword arguments for the `httpx.AsyncClient` under a backend's SDK client: every
+    reply is capped at `backend.max_reply_bytes` after decoding (a batch job's status and
+    result files at `backend.max_batch_bytes`), an HTML page with a success status is
+    refused, redirects stay on the host (`agl.core.http`). The whole call's deadline is
+    the runner's `timeout_s`. `flavour`: the SDK's httpx family (`agl.core.http.flavour_of`)."""
+    def cap(request) -> tuple[int, str]:
+        path = request.url.path
+        if "/batches" in path or "/files" in path:  # the providers' batch and file APIs
+            return int(backend.max_batch_bytes), "infer.max_batch_bytes"
+        return int(backend.max_reply_bytes), "infer.max_reply_bytes / --max-reply-bytes"
+
+    limits = http.Limits(deadline_s=None, max_bytes=None, param="infer")
+    return http.async_client_args(limits, refuse_html=True, cap_for=cap, flavour=flavour)
+
+
+def openai_http_client(backend: Any) -> Any:
+    """The openai SDK's own async httpx client class, bounded (`client_args`)."""
+    from openai import DefaultAsyncHttpxClient
+
+    return DefaultAsyncHttpxClient(**client_args(backend, http.flavour_of(DefaultAsyncHttpxClient)))
+
+
+def refusal(exc: BaseException) -> Any:
+    """The bound's refusal (`agl.core.http.Refused`) behind an SDK's connection error, if any."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, http.Refused):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
 
 
 def api_key(settings: Mapping[str, Any], default_envs: tuple[str, ...], backend: str,

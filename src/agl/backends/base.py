@@ -20,6 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES
 from agl.errors import AglError
 
 
@@ -82,6 +83,11 @@ class Backend(abc.ABC):
     # neighbours, prior's label counts): its records are kept across reruns only while the
     # whole dataset is unchanged (agl.inference.freshness).
     reads_dataset: bool = False
+    # The largest reply body an HTTP backend reads, and the largest batch status or result
+    # file (agl.backends._http.client_args caps them while they stream); the runner sets
+    # them from params.yaml infer.max_reply_bytes / max_batch_bytes.
+    max_reply_bytes: int = MAX_REPLY_BYTES
+    max_batch_bytes: int = MAX_BATCH_BYTES
 
     def __init__(self, model: str, **settings: Any):
         self.model = model

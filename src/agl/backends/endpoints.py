@@ -3,7 +3,8 @@
 `openai-compatible` takes `base_url` as a list; each entry is a URL or `{url, concurrency}`
 (`endpoint_concurrency` is the default per endpoint). Each call goes to the least-loaded
 healthy endpoint (fewest requests in flight for its capacity). An endpoint that refuses the
-connection, times out or answers 5xx / 429 is backed off (exponential, `endpoint_backoff_s`
+connection, times out, answers 5xx / 429 or answers 200 with something that is no
+completion (an HTML page, not JSON, past the reply size cap) is backed off (exponential, `endpoint_backoff_s`
 doubling per consecutive failure, capped at `endpoint_backoff_cap_s`) and the call is retried
 at once on another one; only when every endpoint failed this call does the error go back to
 the runner (which retries after its own backoff). A success resets the endpoint's backoff.
@@ -23,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from agl.backends._http import UnreadableReply
+from agl.core.http import Refused
 from agl.errors import AglError
 
 T = TypeVar("T")
@@ -206,12 +209,18 @@ class EndpointPool:
 
 
 def _openai_endpoint_failure(exc: BaseException) -> bool:
-    """Connection refused/reset, timeouts, 5xx and 429: the endpoint's fault, try another."""
+    """Connection refused/reset, timeouts, 5xx and 429, and a 200 that is no completion (an
+    HTML page, not JSON, no choices, a reply past the size cap): the endpoint's fault, try
+    another."""
+    import json
+
     import openai
+
 
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code >= 500 or exc.status_code == 429
-    return isinstance(exc, openai.APITimeoutError | openai.APIConnectionError)
+    return isinstance(exc, openai.APITimeoutError | openai.APIConnectionError | UnreadableReply
+                      | Refused | json.JSONDecodeError | openai.APIResponseValidationError)
 
 
 class _PooledCompletions:
@@ -219,7 +228,14 @@ class _PooledCompletions:
         self._pool = pool
 
     async def create(self, **kw: Any) -> Any:
-        return await self._pool.call(lambda ep: ep.client.chat.completions.create(**kw))
+        async def one(ep: Endpoint) -> Any:
+            resp = await ep.client.chat.completions.create(**kw)
+            if not getattr(resp, "choices", None):  # the SDK hands a non-JSON body back as text
+                raise UnreadableReply(f"{ep.url} answered with no completion: "
+                                      f"{str(resp)[:200]!r}")
+            return resp
+
+        return await self._pool.call(one)
 
 
 class _PooledChat:
@@ -240,9 +256,12 @@ class PooledClient:
             await e.client.close()
 
 
-def pooled_client(settings: dict[str, Any], api_key: str) -> tuple[EndpointPool, PooledClient]:
+def pooled_client(settings: dict[str, Any], api_key: str,
+                  http_client: Callable[[], Any] | None = None,
+                  ) -> tuple[EndpointPool, PooledClient]:
     """A pool of AsyncOpenAI clients (SDK retries off: the pool and the runner retry) for
-    `settings["base_url"]` as a list, and the client facade over it."""
+    `settings["base_url"]` as a list, and the client facade over it. `http_client()`: each
+    endpoint's own httpx client (with its bounded transport)."""
     from openai import AsyncOpenAI
 
     try:
@@ -252,7 +271,9 @@ def pooled_client(settings: dict[str, Any], api_key: str) -> tuple[EndpointPool,
     except (TypeError, ValueError) as exc:
         raise AglError(f"openai-compatible: endpoint settings: {exc}") from None
     endpoints = [
-        Endpoint(url, conc, client=AsyncOpenAI(api_key=api_key, base_url=url, max_retries=0))
+        Endpoint(url, conc, client=AsyncOpenAI(
+            api_key=api_key, base_url=url, max_retries=0,
+            http_client=http_client() if http_client else None))
         for url, conc in parse_endpoints(settings["base_url"], default)
     ]
     pool = EndpointPool(endpoints, is_endpoint_failure=_openai_endpoint_failure, backoff_s=backoff, backoff_cap_s=cap)

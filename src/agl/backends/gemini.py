@@ -12,7 +12,10 @@ ACTIVE, deleted after the call). Settings:
                           then GOOGLE_API_KEY); keys are never settings
 
 The SDK's own retries stay off (one attempt): the runner retries, with jitter and the
-server's Retry-After, and counts the attempts.
+server's Retry-After, and counts the attempts. Replies are read through a bounded httpx
+transport (`agl.backends._http.client_args`: a size cap after decoding, no HTML error pages,
+redirects on the host); a reply that is not JSON, or has no text and no block reason, is a
+failure to retry, never an answer to cache.
 """
 
 from __future__ import annotations
@@ -21,7 +24,14 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from agl.backends._http import api_key, is_deterministic, retry_after_s, retryable_status
+from agl.backends._http import (
+    api_key,
+    client_args,
+    is_deterministic,
+    refusal,
+    retry_after_s,
+    retryable_status,
+)
 from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, register
 from agl.core.audio import mime_type
 from agl.prompts import ANSWER_SCHEMA
@@ -50,6 +60,7 @@ class Gemini(Backend):
                 base_url=self.settings.get("base_url"),
                 api_version=self.settings.get("api_version"),
                 retry_options=types.HttpRetryOptions(attempts=1),
+                async_client_args=client_args(self),  # httpx, bounded (not aiohttp)
             )
             self._client = genai.Client(api_key=self._key, http_options=http)
         return self._client
@@ -115,12 +126,16 @@ class Gemini(Backend):
             raise BackendError(f"gemini connection: {type(exc).__name__}: {exc}",
                                retryable=True) from None
         except Exception as exc:
+            bound = refusal(exc)  # a reply past a bound (size, HTML page, redirect)
+            if bound is not None:
+                raise BackendError(f"gemini: {bound}", retryable=bound.retryable) from None
             if _is_transport_error(exc):
                 raise BackendError(f"gemini connection: {type(exc).__name__}: {exc}",
                                    retryable=True) from None
-            # A body the SDK could not read (not JSON, wrong shape): a failure, not an answer.
+            # A body the SDK could not read (not JSON, wrong shape): a failure, not an
+            # answer; retried like a 5xx when it is not JSON at all.
             raise BackendError(f"gemini reply unreadable: {type(exc).__name__}: {exc}",
-                               retryable=False) from None
+                               retryable=isinstance(exc, ValueError)) from None
         finally:
             if uploaded:
                 try:
@@ -176,5 +191,8 @@ def _to_reply(resp: Any) -> Reply:
     if not text and finish in _BLOCKED:
         return Reply(ReplyStatus.REFUSED, text=f"answer withheld: {finish}",
                      input_tokens=tokens_in, output_tokens=tokens_out, extra=extra)
+    if not text.strip():  # no text is no answer: retried, never cached as unparseable
+        raise BackendError(f"gemini reply empty (finish_reason {finish}); not an answer",
+                           retryable=True)
     return Reply(ReplyStatus.OK, text=text, input_tokens=tokens_in, output_tokens=tokens_out,
                  extra=extra)

@@ -14,17 +14,31 @@ key is sent the token "EMPTY" (the SDK refuses none), as vLLM documents. Setting
 
 The SDK's own retries are off (`max_retries=0`): the runner retries with jitter and honours
 Retry-After. A `refusal` in the reply, or finish reason `content_filter`, is a refusal.
+Replies are read through a bounded transport (`agl.backends._http.client_args`: a size cap
+after decoding, no HTML error pages, redirects on the host). A success that is not a
+completion (an HTML page, not JSON, no choices) or carries no text (`content` null or "") is
+a failure to retry, never an answer to cache.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from pathlib import Path
 from typing import Any
 
-from agl.backends._http import api_key, is_deterministic, retry_after_s, retryable_status
+from agl.backends._http import (
+    UnreadableReply,
+    api_key,
+    is_deterministic,
+    openai_http_client,
+    refusal,
+    retry_after_s,
+    retryable_status,
+)
 from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, register
+from agl.core.http import Refused
 from agl.errors import AglError
 
 _GENERATION = ("temperature", "top_p", "seed", "max_tokens", "max_completion_tokens",
@@ -49,7 +63,8 @@ class OpenAIChat(Backend):
             from openai import AsyncOpenAI
 
             self._client = AsyncOpenAI(api_key=self._key or "EMPTY",
-                                       base_url=self.settings.get("base_url"), max_retries=0)
+                                       base_url=self.settings.get("base_url"), max_retries=0,
+                                       http_client=openai_http_client(self))
         return self._client
 
     async def _audio_content(self, path: Path) -> dict[str, Any]:
@@ -98,10 +113,20 @@ class OpenAIChat(Backend):
                                retryable=retryable_status(code),
                                retry_after=retry_after_s(exc.response.headers)) from None
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            bound = refusal(exc)  # a reply past a bound (size, HTML page, redirect)
+            if bound is not None:
+                raise BackendError(f"{self.name}: {bound}", retryable=bound.retryable) from None
             raise BackendError(f"{self.name} connection: {type(exc).__name__}: {exc}",
                                retryable=True) from None
+        except Refused as exc:  # a reply past a bound, raised while its body streamed
+            raise BackendError(f"{self.name}: {exc}", retryable=exc.retryable) from None
+        except UnreadableReply as exc:  # from a replica pool (agl.backends.endpoints)
+            raise BackendError(f"{self.name} reply unreadable: {exc}", retryable=True) from None
+        except (json.JSONDecodeError, openai.APIResponseValidationError) as exc:
+            # A 200 whose body is not JSON, or not a completion: the server's fault, like a 5xx.
+            raise BackendError(f"{self.name} reply unreadable: {type(exc).__name__}: {exc}",
+                               retryable=True) from None
         except (openai.OpenAIError, ValueError, TypeError) as exc:
-            # Includes a 200 whose body is not JSON or not a completion.
             raise BackendError(f"{self.name} reply unreadable: {type(exc).__name__}: {exc}",
                                retryable=False) from None
         return _to_reply(resp, self.name)
@@ -129,7 +154,8 @@ class OpenAICompatible(OpenAIChat):
         if isinstance(settings["base_url"], list):
             from agl.backends.endpoints import pooled_client
 
-            self._pool, self._client = pooled_client(settings, self._key or "EMPTY")
+            self._pool, self._client = pooled_client(settings, self._key or "EMPTY",
+                                                     http_client=lambda: openai_http_client(self))
 
     def endpoint_report(self) -> list[dict[str, Any]] | None:
         """Per-endpoint requests, failures and latency when `base_url` lists replicas."""
@@ -151,7 +177,7 @@ def _to_reply(resp: Any, name: str) -> Reply:
     choices = getattr(resp, "choices", None)
     if not choices:
         raise BackendError(f"{name} reply unreadable: no choices in {str(resp)[:200]!r}",
-                           retryable=False)
+                           retryable=True)
     choice = choices[0]
     usage = getattr(resp, "usage", None)
     tokens_in = getattr(usage, "prompt_tokens", None) if usage else None
@@ -162,5 +188,9 @@ def _to_reply(resp: Any, name: str) -> Reply:
     if refusal or (choice.finish_reason == "content_filter" and not msg.content):
         return Reply(ReplyStatus.REFUSED, text=refusal or "answer withheld: content_filter",
                      input_tokens=tokens_in, output_tokens=tokens_out, extra=extra)
-    return Reply(ReplyStatus.OK, text=msg.content or "", input_tokens=tokens_in,
+    if not (msg.content or "").strip():
+        # No text is no answer: retried, and never cached as an unparseable one.
+        raise BackendError(f"{name} reply empty (content {msg.content!r}, finish_reason "
+                           f"{choice.finish_reason!r}); not an answer", retryable=True)
+    return Reply(ReplyStatus.OK, text=msg.content, input_tokens=tokens_in,
                  output_tokens=tokens_out, extra=extra)

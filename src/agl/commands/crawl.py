@@ -26,7 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, help="stop after this many items")
     p.add_argument("--jobs", type=int, default=4, help="metadata requests in flight")
     p.add_argument("--retries", type=int, default=5)
-    p.add_argument("--timeout-s", type=float, default=60.0)
+    p.add_argument("--timeout-s", type=float, default=60.0, help="per read (connect, each read)")
+    p.add_argument("--deadline-s", type=float, default=300.0,
+                   help="longest one request may take, headers and body")
+    p.add_argument("--max-document-bytes", type=int, default=20_000_000,
+                   help="largest search page or metadata record read")
     p.set_defaults(func=run)
 
 
@@ -38,12 +42,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.page_size <= 0 or args.jobs <= 0 or (args.limit is not None and args.limit <= 0):
         raise AglError("--page-size, --jobs and --limit must be positive")
+    if min(args.timeout_s, args.deadline_s, args.max_document_bytes) <= 0:
+        raise AglError("--timeout-s, --deadline-s and --max-document-bytes must be positive")
     config = CrawlConfig(
         archive_url=args.archive_url, collection=args.collection, search_api=args.search_api,
         page_size=args.page_size, limit=args.limit, jobs=args.jobs,
     )  # fmt: skip
     policy = Policy(jobs=args.jobs, retries=args.retries, timeout_s=args.timeout_s,
-                    progress=False)  # fmt: skip
+                    deadline_s=args.deadline_s, max_document_bytes=args.max_document_bytes,
+                    param="--", progress=False)  # fmt: skip
     frame, report = crawl(config, policy)
     if frame.empty:
         raise AglError(f"crawl: none of {report.listed} item(s) had coordinates and an MP3; "

@@ -28,7 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="do not fetch the Archive's per-item checksums (lock still verifies)")
     p.add_argument("--jobs", type=int, help="parallel downloads")
     p.add_argument("--retries", type=int, help="retries per request on 429/5xx/timeouts")
-    p.add_argument("--timeout-s", type=float, help="per-request timeout, seconds")
+    p.add_argument("--timeout-s", type=float, help="per-read timeout (connect, each read), seconds")
+    p.add_argument("--deadline-s", type=float,
+                   help="longest one request may take, headers and body (default 900)")
+    p.add_argument("--max-clip-bytes", type=int,
+                   help="largest clip accepted where the Archive lists no size (default 500 MB)")
     p.add_argument("--failure-budget", type=int, help="failed clips tolerated before failing")
     p.add_argument("--summary", help="write the run summary (JSON) here")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -54,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         "jobs": args.jobs,
         "retries": args.retries,
         "timeout_s": args.timeout_s,
+        "deadline_s": args.deadline_s,
+        "max_clip_bytes": args.max_clip_bytes,
         "failure_budget": args.failure_budget,
         "summary": args.summary,
     }

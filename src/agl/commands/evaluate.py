@@ -38,6 +38,29 @@ def add_source_options(p: argparse.ArgumentParser, *, manifest: bool = True) -> 
         p.add_argument("--manifest-sha256", type=sha256_arg, help="expected SHA-256 of the manifest")
     p.add_argument("--cache-dir", default="cache/sources",
                    help="where downloaded inputs are kept (default: cache/sources)")
+    p.add_argument("--deadline-s", type=float, help="longest a download may take, seconds "
+                   "(default: params.yaml paper.deadline_s, else 300)")
+    p.add_argument("--max-bytes", type=int, help="largest file downloaded (default: "
+                   "params.yaml paper.max_bytes, else 100 MB)")
+
+
+def source_config(args: argparse.Namespace, *specs: str):
+    """params.yaml's source settings (agl.dataset.sources) with the command's bounds, where
+    one of `specs` is fetched (a URL or paper:<name>); None otherwise (nothing to read)."""
+    # imported when the command runs: `agl --help` stays instant
+    from agl.dataset.sources import SCHEME, SourceConfig, is_url
+    from agl.errors import AglError  # (as above)
+
+    if not any(str(s).startswith(SCHEME) or is_url(str(s)) for s in specs):
+        return None
+    config = SourceConfig.load()
+    for key in ("deadline_s", "max_bytes"):
+        value = getattr(args, key)
+        if value is not None:
+            if value <= 0:
+                raise AglError(f"--{key.replace('_', '-')} must be positive, got {value:g}")
+            setattr(config, key, value)
+    return config
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,9 +72,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.scores_out:
         output_file(args.scores_out, "--scores-out")
-    predictions = resolve_source(args.predictions, cache_dir=args.cache_dir, sha256=args.sha256)
+    config = source_config(args, args.predictions, args.manifest)
+    predictions = resolve_source(args.predictions, cache_dir=args.cache_dir, sha256=args.sha256,
+                                 config=config)
     manifest = resolve_source(args.manifest, cache_dir=args.cache_dir,
-                              sha256=args.manifest_sha256, sha256_from="--manifest-sha256")
+                              sha256=args.manifest_sha256, sha256_from="--manifest-sha256",
+                              config=config)
     input_file(predictions, "predictions", "predictions")
     input_file(manifest, "--manifest", "manifest CSV")
     result, scored = evaluate_files(

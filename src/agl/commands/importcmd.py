@@ -24,10 +24,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agl.commands.evaluate import source_config  # the same bounds as `agl evaluate`
     from agl.dataset.sources import resolve_source
     from agl.predictions.importer import import_with_report, write_imported
 
-    src = resolve_source(args.src, cache_dir=args.cache_dir, sha256=args.sha256)
+    src = resolve_source(args.src, cache_dir=args.cache_dir, sha256=args.sha256,
+                         config=source_config(args, args.src))
     predictions, report = import_with_report(src, reparse=args.reparse)
     write_imported(args.out, predictions)
     print(f"{report.line()} -> {args.out}", file=sys.stderr)

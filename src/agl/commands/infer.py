@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agl.core.retry import RETRY_AFTER_CAP_S
+from agl.core.retry import MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--retry-after-cap", type=float, default=None,
                    help=f"longest server Retry-After honoured, seconds (default {RETRY_AFTER_CAP_S:g}); past "
                         "it the clip fails naming the server's request")
+    p.add_argument("--max-reply-bytes", type=int, default=None,
+                   help=f"largest reply body read, after decoding (default {MAX_REPLY_BYTES:,}); "
+                        "a bigger one is refused and retried")
     p.add_argument("--cache-dir", default="cache/responses",
                    help="response cache folder ('' for none)")
     p.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
@@ -98,6 +101,8 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise AglError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
     if args.retries < 0:
         raise AglError(f"--retries must be 0 or more, got {args.retries}")
+    if args.max_reply_bytes is not None and args.max_reply_bytes < 1:
+        raise AglError(f"--max-reply-bytes must be positive, got {args.max_reply_bytes}")
     cap = args.retry_after_cap
     if cap is not None and not (math.isfinite(cap) and cap >= 0):
         raise AglError(f"--retry-after-cap must be 0 or more seconds, got {cap:g}")
@@ -134,7 +139,9 @@ def run(args: argparse.Namespace) -> int:
                           concurrency=args.concurrency, timeout_s=args.timeout,
                           max_retries=args.retries, cache_dir=args.cache_dir or None,
                           **({} if args.retry_after_cap is None
-                             else {"retry_after_cap_s": args.retry_after_cap}))
+                             else {"retry_after_cap_s": args.retry_after_cap}),
+                          **({} if args.max_reply_bytes is None
+                             else {"max_reply_bytes": args.max_reply_bytes}))
     if args.concurrency < 1:
         from agl.errors import AglError
 

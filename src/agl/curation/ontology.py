@@ -35,6 +35,7 @@ from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
+from agl.core import http
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.errors import AglError
 
@@ -161,18 +162,22 @@ def fetch_ontology(cache_dir: str | Path, url: str = PINNED_URL,
         return target
     import httpx
 
-    try:
-        resp = httpx.get(url, timeout=timeout_s, follow_redirects=True,
-                         headers={"User-Agent": "agl (AGL1K benchmark pipeline)"})
-        resp.raise_for_status()
-    except httpx.HTTPError as exc:
-        raise AglError(f"cannot fetch the AudioSet ontology from {url} ({exc}); "
-                       f"place ontology.json in {cache_dir} or set tag.ontology") from None
-    if sha256 is not None and _sha256(resp.content) != sha256:
-        raise AglError(f"{url}: SHA-256 differs from the pinned {sha256[:12]}...; not used")
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".part")
-    tmp.write_bytes(resp.content)
+    # Bounded like every read (agl.core.http): the pinned file is ~350 KB.
+    limits = http.Limits(timeout_s=timeout_s, deadline_s=300.0, max_bytes=20_000_000)
+    try:
+        got = http.stream_to_file(url, tmp, limits,
+                                  {"User-Agent": "agl (AGL1K benchmark pipeline)"})
+    except (httpx.HTTPError, http.Refused) as exc:
+        raise AglError(f"cannot fetch the AudioSet ontology from {url} ({exc}); "
+                       f"place ontology.json in {cache_dir} or set tag.ontology") from None
+    if got.status_code != 200:
+        raise AglError(f"cannot fetch the AudioSet ontology from {url} (HTTP "
+                       f"{got.status_code}); place ontology.json in {cache_dir} or set tag.ontology")
+    if sha256 is not None and got.sha256 != sha256:
+        tmp.unlink()
+        raise AglError(f"{url}: SHA-256 differs from the pinned {sha256[:12]}...; not used")
     tmp.replace(target)
     return target
 

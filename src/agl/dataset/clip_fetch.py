@@ -19,8 +19,17 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from agl.core import audio
+from agl.core.http import Refused, is_html_type, looks_like_html, with_cap
 from agl.dataset.checksums import Entry, file_digest
-from agl.dataset.fetch import FinalError, Policy, RetryableError, get_json, raise_for_status
+from agl.dataset.fetch import (
+    FinalError,
+    Policy,
+    RetryableError,
+    get_json,
+    raise_for_status,
+    refused,
+    transport_error,
+)
 from agl.dataset.manifest import Clip
 
 if TYPE_CHECKING:
@@ -50,7 +59,8 @@ def transfer(clip: Clip, target: Path, policy: Policy, client: httpx.Client,
     if have and archive is not None and archive.size == have:
         received, total = 0, have  # complete, killed before its rename: verify, not refetch
     else:
-        received, total = _fetch_rest(clip, part, have, policy, client, stop)
+        received, total = _fetch_rest(clip, part, have, policy, client, stop,
+                                      clip_cap(archive, policy))
     size = part.stat().st_size
     if total is not None and size < total:
         raise RetryableError(f"incomplete: {size} of {total} bytes")  # resumes from the part
@@ -62,36 +72,71 @@ def transfer(clip: Clip, target: Path, policy: Policy, client: httpx.Client,
     return received
 
 
-def _fetch_rest(clip, part: Path, have: int, policy, client, stop) -> tuple[int, int | None]:
-    """GET from byte `have` on (Range), appending to the part; (bytes received, file size)."""
+def clip_cap(archive: ArchiveFile | None, policy: Policy) -> int:
+    """The most bytes a clip's file may have: the Archive's listed size, else the policy's
+    `max_clip_bytes` (an endless or bombing body stops there, on disk and in memory)."""
+    if archive is not None and archive.size is not None:
+        return archive.size
+    return policy.max_clip_bytes
+
+
+def _fetch_rest(clip, part: Path, have: int, policy, client, stop,
+                cap: int) -> tuple[int, int | None]:
+    """GET from byte `have` on (Range), appending to the part; (bytes received, file size).
+    The part never grows past `cap`; a reply that would make it is refused and the part
+    removed; so is an HTML page served as the file."""
     import httpx  # imported where used: only the commands that fetch pay its import time
 
-    headers = {"Range": f"bytes={have}-"} if have else {}
+    # identity: a Range names bytes of the file, not of a compressed rendering of it
+    headers = {"Accept-Encoding": "identity", **({"Range": f"bytes={have}-"} if have else {})}
     received = 0
     try:
-        with client.stream("GET", clip_url(policy.base_url, clip), headers=headers) as resp:
+        with client.stream("GET", clip_url(policy.base_url, clip), headers=headers,
+                           extensions=with_cap(cap, _cap_name(policy))) as resp:
             if resp.status_code == 416 and have:
                 if _range_total(resp) == have:
                     return 0, have  # nothing after our last byte: the part is the whole file
                 part.unlink()  # our part is not a prefix the server recognises: start over
                 raise RetryableError("HTTP 416 on resume; restarting the file", wait=0.0)
             raise_for_status(resp)
+            if is_html_type(resp.headers.get("content-type")):
+                raise RetryableError(f"an HTML page with status {resp.status_code}, not the "
+                                     "audio (an error page served as a success)")
             if have and resp.status_code == 206 and _range_start(resp) == have:
-                mode, total = "ab", _range_total(resp)
+                mode, start, total = "ab", have, _range_total(resp)
             else:  # no Range support (200): the whole file again
-                mode, total = "wb", _int(resp.headers.get("Content-Length"))
+                mode, start, total = "wb", 0, _int(resp.headers.get("Content-Length"))
             with open(part, mode, buffering=0) as fh:  # a kill keeps every byte received
                 for chunk in resp.iter_bytes():  # as received: a cut keeps every byte
                     if stop.is_set():
                         raise FinalError("interrupted; rerun to resume from the .part file")
+                    if start + received + len(chunk) > cap:
+                        part.unlink()  # not the file: nothing of it is kept
+                        raise _too_large(cap, policy)
+                    if not start and not received and looks_like_html(chunk):
+                        part.unlink()
+                        raise RetryableError("an HTML page, not the audio (an error page "
+                                             "served as a success)")
                     fh.write(chunk)
                     received += len(chunk)
                 os.fsync(fh.fileno())
-    except httpx.TimeoutException as exc:
-        raise RetryableError(f"timeout ({type(exc).__name__})") from None
-    except httpx.TransportError as exc:
-        raise RetryableError(f"connection error ({type(exc).__name__}: {exc})") from None
+    except Refused as exc:
+        part.unlink(missing_ok=True)  # what came before the refusal is not the file
+        raise refused(exc) from None
+    except httpx.HTTPError as exc:
+        raise transport_error(exc) from None
     return received, total
+
+
+def _too_large(cap: int, policy: Policy) -> FinalError:
+    return FinalError(f"the server sent more than {cap:,} bytes ({_cap_name(policy)}); "
+                      "refused, nothing kept")
+
+
+def _cap_name(policy: Policy) -> str:
+    flag = "--max-clip-bytes" if policy.param == "--" else f"{policy.param}.max_clip_bytes"
+    return f"the Archive's listed size, else {flag}"
+
 
 
 def verify_part(target: Path, expected: Entry | None,

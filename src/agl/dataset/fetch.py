@@ -1,10 +1,14 @@
-"""Polite, retried HTTP GETs: the rules every request of the dataset phase follows.
+"""Polite, retried, bounded HTTP GETs: the rules every request of the dataset phase follows.
 
 The downloader (`agl.dataset.download`), the crawler, and the manifest and shared-data
 fetches all go through here: a User-Agent naming the project; retries with exponential
 backoff and jitter on 429, 5xx, timeouts and dropped connections, honouring `Retry-After`
-(capped); a 404 or any other 4xx is final. A failure is a `RetryableError` (another attempt
-may help) or a `FinalError` (it will not).
+(capped); a 404 or any other 4xx is final. Every read is bounded (`agl.core.http`): a
+per-read timeout and a total deadline per request, a size cap on the decoded body (a
+document: `max_document_bytes`; a clip: its Archive-listed size, else `max_clip_bytes`),
+redirects only within the host and its subdomains (plus `redirect_hosts`). A document that
+is an HTML page (an error page served with 200) is retried, never returned. A failure is a
+`RetryableError` (another attempt may help) or a `FinalError` (it will not).
 """
 
 from __future__ import annotations
@@ -12,14 +16,18 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import json
+import os
 import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agl import __version__
+from agl.core import http
+from agl.core.http import Limits, Refused, is_html_type, looks_like_html, with_cap
 from agl.core.retry import RETRY_AFTER_CAP_S
 from agl.errors import AglError
 
@@ -42,7 +50,12 @@ class Policy:
     base_url: str = ARCHIVE_DOWNLOAD_URL
     metadata_url: str | None = ARCHIVE_METADATA_URL  # None: do not check Archive checksums
     jobs: int = 4
-    timeout_s: float = 60.0
+    timeout_s: float = 60.0  # each connect / read / write
+    deadline_s: float = 900.0  # one request whole (headers and body), however it trickles
+    max_document_bytes: int = 20_000_000  # a manifest, a metadata record, a search page
+    max_clip_bytes: int = 500_000_000  # a clip whose size the Archive does not list
+    redirect_hosts: tuple[str, ...] = ()  # beyond the host itself and its subdomains
+    param: str = "download"  # where the bounds are set, named in refusals ("--": CLI flags)
     retries: int = 5  # attempts after the first, per request
     backoff_s: float = 1.0  # first wait; doubles each retry, with +-50% jitter
     max_backoff_s: float = RETRY_AFTER_CAP_S  # also caps a server's Retry-After
@@ -69,16 +82,37 @@ class FinalError(Exception):
     """A failure another attempt will not fix (404, other 4xx, lock mismatch)."""
 
 
-def make_client(policy: Policy) -> httpx.Client:
-    """An httpx client with the policy's User-Agent, timeout and connection limit."""
-    import httpx  # imported where used: only the commands that fetch pay its import time
+def limits(policy: Policy) -> Limits:
+    """The policy's bounds on one request (`agl.core.http.Limits`)."""
+    return Limits(timeout_s=policy.timeout_s, deadline_s=policy.deadline_s,
+                  max_bytes=policy.max_document_bytes,
+                  redirect_hosts=tuple(policy.redirect_hosts), param=policy.param)
 
-    return httpx.Client(
-        headers={"User-Agent": policy.user_agent},
-        timeout=httpx.Timeout(policy.timeout_s),
-        follow_redirects=True,  # archive.org/download redirects to the storage node
-        limits=httpx.Limits(max_connections=max(policy.jobs, 1) + 2),
-    )
+
+def make_client(policy: Policy) -> httpx.Client:
+    """A bounded httpx client with the policy's User-Agent, bounds and connection limit.
+    Redirects are followed within the host and its subdomains: archive.org/download
+    redirects to a storage node (ia800.us.archive.org)."""
+    return http.client(limits(policy), headers={"User-Agent": policy.user_agent},
+                       max_connections=max(policy.jobs, 1) + 2)
+
+
+def refused(exc: Refused) -> RetryableError | FinalError:
+    """A bound's refusal as this module's failure: a deadline or an error page is retried,
+    a size cap or a redirect is not."""
+    return RetryableError(str(exc)) if exc.retryable else FinalError(str(exc))
+
+
+def transport_error(exc: Exception) -> RetryableError | FinalError:
+    """An httpx failure as this module's: timeouts and dropped connections are retried;
+    anything else (too many redirects, an invalid URL) is final."""
+    import httpx
+
+    if isinstance(exc, httpx.TimeoutException):
+        return RetryableError(f"timeout ({type(exc).__name__})")
+    if isinstance(exc, httpx.TransportError):
+        return RetryableError(f"connection error ({type(exc).__name__}: {exc})")
+    return FinalError(f"{type(exc).__name__}: {exc}")
 
 
 def with_retries(attempt: Callable[[], int], policy: Policy, stop: threading.Event) -> int:
@@ -125,19 +159,24 @@ def retry_after_s(value: str | None) -> float | None:
 
 
 def get_bytes(client: httpx.Client, url: str, policy: Policy, stop=None) -> bytes:
-    """A small document (a manifest, a metadata record), with the same retry rules."""
+    """A small document (a manifest, a metadata record), with the same retry rules, at most
+    `max_document_bytes`; an HTML page served as a success is retried, never returned."""
     import httpx  # imported where used: only the commands that fetch pay its import time
 
     stop = stop or threading.Event()
 
     def attempt() -> bytes:
         try:
-            resp = client.get(url)
-        except httpx.TimeoutException as exc:
-            raise RetryableError(f"timeout ({type(exc).__name__})") from None
-        except httpx.TransportError as exc:
-            raise RetryableError(f"connection error ({type(exc).__name__})") from None
+            resp = client.get(url, extensions=with_cap(
+                policy.max_document_bytes, limits(policy).name("max_document_bytes")))
+        except Refused as exc:
+            raise refused(exc) from None
+        except httpx.HTTPError as exc:
+            raise transport_error(exc) from None
         raise_for_status(resp)
+        if is_html_type(resp.headers.get("content-type")) or looks_like_html(resp.content):
+            raise RetryableError(f"an HTML page with status {resp.status_code}, not the "
+                                 "document (an error page served as a success)")
         return resp.content
 
     box: list[bytes] = []
@@ -164,6 +203,54 @@ def fetch_document(url: str, policy: Policy, client: httpx.Client | None = None)
     finally:
         if own:
             client.close()
+
+
+def fetch_to_file(url: str, part: Path, policy: Policy, client: httpx.Client | None = None,
+                  max_bytes: int | None = None) -> str:
+    """The file at `url` streamed into `part` (never held in memory), with the retry rules
+    and bounds, at most `max_bytes` (default `max_document_bytes`); its SHA-256. An HTML
+    page served as a success is retried and never left in `part`. Raises AglError."""
+    import httpx
+
+    own = client is None
+    client = client or make_client(policy)
+    cap = max_bytes if max_bytes is not None else policy.max_document_bytes
+    cap_name = None if max_bytes is not None else limits(policy).name("max_document_bytes")
+
+    def attempt() -> str:
+        digest = hashlib.sha256()
+        try:
+            with client.stream("GET", url, extensions=with_cap(cap, cap_name)) as resp:
+                raise_for_status(resp)
+                if is_html_type(resp.headers.get("content-type")):
+                    raise RetryableError(f"an HTML page with status {resp.status_code}, "
+                                         "not the file (an error page served as a success)")
+                with open(part, "wb") as fh:
+                    for chunk in resp.iter_bytes():
+                        if not fh.tell() and looks_like_html(chunk):
+                            raise RetryableError("an HTML page, not the file (an error page "
+                                                 "served as a success)")
+                        fh.write(chunk)
+                        digest.update(chunk)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+        except Refused as exc:
+            raise refused(exc) from None
+        except httpx.HTTPError as exc:
+            raise transport_error(exc) from None
+        return digest.hexdigest()
+
+    part.parent.mkdir(parents=True, exist_ok=True)
+    box: list[str] = []
+    try:
+        with_retries(lambda: box.append(attempt()) or 0, policy, threading.Event())
+    except (FinalError, RetryableError) as exc:
+        part.unlink(missing_ok=True)  # nothing of a refused reply stays on disk
+        raise AglError(f"{url}: {exc}; check the URL and your connection, then rerun") from None
+    finally:
+        if own:
+            client.close()
+    return box[0]
 
 
 def sha256_hex(data: bytes) -> str:

@@ -14,6 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from agl.core.checks import sha256_value
+from agl.core.http import Limits, Refused, looks_like_html, stream_to_file
+from agl.dataset import remote_file
 from agl.dataset.manifest import content_hash
 from agl.errors import AglError
 
@@ -27,13 +29,20 @@ def resolve(base_url: str, relpath: str) -> str:
 
 
 def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
-          sha256: str | None = None, url_from: str = "paper.base_url in params.yaml",
+          sha256: str | None = None, limits: Limits | None = None,
+          url_from: str = "paper.base_url in params.yaml",
           sha256_from: str = "the pinned SHA-256") -> Path:
     """The file at `url`, cached under `cache_dir` by a hash of the URL.
 
     With `sha256`, the download must match it before it enters the cache (a mismatch is an
     error and nothing is kept), and a cached copy is checked again on every use, so a file
     changed on disk is never read as the pinned one.
+
+    The read is bounded by `limits` (default: `timeout` per read and `agl.core.http.Limits`'
+    deadline and size cap; `paper.*` in params.yaml) and streamed to disk; a reply enters
+    the cache only as a 200 that passes `remote_file.content_problem` (not an HTML error
+    page, parses as its extension says). A cached copy that is an HTML page (cached by an
+    older agl) is fetched again.
 
     The messages say where to look, because the same fetch serves the command line and the
     stages: `url_from` says where the URL was given ("given on the command line", "paper.base_url
@@ -44,6 +53,8 @@ def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
     name = Path(urllib.parse.urlparse(url).path).name or "file"
     dest = cache_dir / hashlib.sha256(url.encode()).hexdigest()[:16] / name
     want = sha256_value(sha256, sha256_from) if sha256 else None
+    if dest.exists() and _cached_error_page(dest, name):
+        dest.unlink()
     if dest.exists():
         if want:
             got = content_hash(dest)
@@ -51,31 +62,51 @@ def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
                 raise AglError(_mismatch(url, got, want, sha256_from, cached=dest))
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".part")
+    got, ctype = _read(url, tmp, limits, timeout, url_from)
+    if want and got != want:
+        tmp.unlink()
+        raise AglError(_mismatch(url, got, want, sha256_from))
+    problem = remote_file.content_problem(tmp, name, ctype)
+    if problem:
+        tmp.unlink()
+        raise AglError(f"{url}: {problem}; nothing cached, rerun once the server is back")
+    tmp.replace(dest)
+    return dest
+
+
+def _read(url: str, tmp: Path, limits: Limits | None, timeout: float,
+          url_from: str) -> tuple[str, str | None]:
+    """`url` into `tmp`, bounded; (SHA-256, content type). Raises AglError (one line)."""
+    limits = limits or Limits(timeout_s=timeout, param="paper")
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme == "file":
         src = Path(urllib.parse.unquote(parsed.path))
         if not src.exists():
             raise AglError(f"{url}: file not found; check {_where(url_from)}")
-        data = src.read_bytes()
-    else:
-        import httpx
-
         try:
-            r = httpx.get(url, timeout=timeout, follow_redirects=True,
-                          headers={"User-Agent": USER_AGENT})
-        except httpx.HTTPError as exc:
-            raise AglError(f"{url}: cannot fetch ({type(exc).__name__}: {exc}); check the "
-                           f"network, or {_where(url_from)} (a mirror works too)") from None
-        if r.status_code != 200:
-            raise AglError(f"{url}: HTTP {r.status_code}; check {_where(url_from)}")
-        data = r.content
-    got = hashlib.sha256(data).hexdigest() if want else None
-    if want and got != want:
-        raise AglError(_mismatch(url, got, want, sha256_from))
-    tmp = dest.with_name(dest.name + ".part")
-    tmp.write_bytes(data)
-    tmp.replace(dest)
-    return dest
+            return remote_file.copy_local(src, tmp, limits.max_bytes), None
+        except Refused as exc:
+            raise AglError(f"{url}: {exc} ({limits.name('max_bytes')})") from None
+    import httpx
+
+    try:
+        r = stream_to_file(url, tmp, limits, {"User-Agent": USER_AGENT})
+    except Refused as exc:
+        raise AglError(f"{url}: {exc}; nothing cached") from None
+    except httpx.HTTPError as exc:
+        raise AglError(f"{url}: cannot fetch ({type(exc).__name__}: {exc}); check the "
+                       f"network, or {_where(url_from)} (a mirror works too)") from None
+    if r.status_code != 200:
+        raise AglError(f"{url}: HTTP {r.status_code}; check {_where(url_from)}")
+    return r.sha256, r.content_type
+
+
+def _cached_error_page(path: Path, name: str) -> bool:
+    if Path(name).suffix.lower() in (".html", ".htm"):
+        return False
+    with open(path, "rb") as fh:
+        return looks_like_html(fh.read(512))
 
 
 def _where(url_from: str) -> str:

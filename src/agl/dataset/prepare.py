@@ -231,6 +231,10 @@ DOWNLOAD_KEYS = {
     "metadata_url": (str, type(None)),
     "jobs": int,
     "timeout_s": (int, float),
+    "deadline_s": (int, float),
+    "max_document_bytes": int,
+    "max_clip_bytes": int,
+    "redirect_hosts": list,
     "retries": int,
     "backoff_s": (int, float),
     "max_backoff_s": (int, float),
@@ -266,7 +270,7 @@ def from_params(
         kind = DOWNLOAD_KEYS[key]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise AglError(f"{source}: download.{key}: {value!r} has the wrong type")
-    for key in ("jobs", "timeout_s"):
+    for key in ("jobs", "timeout_s", "deadline_s", "max_document_bytes", "max_clip_bytes"):
         if key in section and section[key] <= 0:
             raise AglError(f"{source}: download.{key} must be positive, not {section[key]}")
     check_params("download", section, source)  # demo_seed
@@ -280,6 +284,10 @@ def from_params(
     for key in ("retries", "backoff_s", "max_backoff_s", "failure_budget"):
         if key in section and section[key] < 0:
             raise AglError(f"{source}: download.{key} must be >= 0, not {section[key]}")
+    hosts = section.get("redirect_hosts", [])
+    if not all(isinstance(h, str) and h.strip(".") for h in hosts):
+        raise AglError(f"{source}: download.redirect_hosts must be a list of host names "
+                       f"(\".example.org\" for its subdomains too), not {hosts!r}")
     dataset = dataset or data.get("dataset", "demo")
     if not isinstance(dataset, str) or not dataset:
         raise AglError(f"{source}: data.dataset must be demo, agl1k or a manifest path")
@@ -297,6 +305,10 @@ def from_params(
         metadata_url=section.get("metadata_url", defaults.metadata_url),
         jobs=section.get("jobs", defaults.jobs),
         timeout_s=float(section.get("timeout_s", defaults.timeout_s)),
+        deadline_s=float(section.get("deadline_s", defaults.deadline_s)),
+        max_document_bytes=section.get("max_document_bytes", defaults.max_document_bytes),
+        max_clip_bytes=section.get("max_clip_bytes", defaults.max_clip_bytes),
+        redirect_hosts=tuple(hosts),
         retries=section.get("retries", defaults.retries),
         backoff_s=float(section.get("backoff_s", defaults.backoff_s)),
         max_backoff_s=float(section.get("max_backoff_s", defaults.max_backoff_s)),

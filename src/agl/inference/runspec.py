@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agl.core.retry import RETRY_AFTER_CAP_S
+from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.dataset.manifest import is_plain_name
 from agl.errors import AglError, reject_unknown_keys
 
@@ -44,6 +44,9 @@ class InferSettings:
     # The longest server Retry-After honoured, seconds; past it the clip fails with the
     # server's request named (a 429 asking for a day must not stall the run).
     retry_after_cap_s: float = RETRY_AFTER_CAP_S
+    # The largest reply body read (decoded); past it the reply is refused and retried.
+    max_reply_bytes: int = MAX_REPLY_BYTES
+    max_batch_bytes: int = MAX_BATCH_BYTES  # a batch job's status or result file
     cache_dir: str | None = "cache/responses"
     limit: int | None = None
 
@@ -110,6 +113,7 @@ def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
     try:
         s = InferSettings(**section)
         int(s.concurrency), float(s.timeout_s), int(s.max_retries), float(s.retry_after_cap_s)
+        int(s.max_reply_bytes), int(s.max_batch_bytes)
     except (TypeError, ValueError) as exc:
         raise AglError(f"{source}: infer: {exc}") from None
     if int(s.concurrency) < 1:
@@ -120,6 +124,9 @@ def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
         raise AglError(f"{source}: infer.max_retries: must be 0 or more")
     if not float(s.retry_after_cap_s) >= 0:
         raise AglError(f"{source}: infer.retry_after_cap_s: must be 0 or more seconds")
+    for key in ("max_reply_bytes", "max_batch_bytes"):
+        if int(getattr(s, key)) < 1:
+            raise AglError(f"{source}: infer.{key}: must be a positive number of bytes")
     if s.limit is not None and int(s.limit) < 1:
         raise AglError(f"{source}: infer.limit: must be at least 1 (or null for all clips)")
     return s

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from agl.core import http
 from agl.errors import AglError
 
 DEFAULT = "geo-json-v1"
@@ -88,10 +89,13 @@ def _read_published(source: str | Path) -> list[dict]:
     if s.startswith(("http://", "https://")):
         import httpx
 
+        # Bounded like every read (agl.core.http): a published file is a few MB.
+        limits = http.Limits(timeout_s=60.0, deadline_s=300.0, max_bytes=100_000_000)
         try:
-            resp = httpx.get(s, timeout=60, follow_redirects=True)
+            with http.client(limits) as client:
+                resp = client.get(s)
             resp.raise_for_status()
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, http.Refused) as exc:
             raise AglError(f"{s}: could not fetch the published results ({exc})") from None
         text = resp.text
     else:
