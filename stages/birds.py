@@ -2,8 +2,9 @@
 
 Reads params.yaml `birds:`. Writes one row per clip (birds.csv: `birds_heard`, the species
 and non-bird classes, BirdNET's evidence per AGL1K category), every detection with its
-scientific and common name, max confidence and seconds (birds_detections.jsonl), and a
-summary. With `birds.enabled: false` every row has status `off` and nothing is loaded.
+scientific and common name, max confidence and seconds (birds_detections.jsonl), a
+summary, and its headline (clips listened to, clips with a bird heard) for `dvc exp show`.
+With `birds.enabled: false` every row has status `off` and nothing is loaded.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path, help="birds.csv")
     ap.add_argument("--detections", required=True, type=Path, help="birds_detections.jsonl")
     ap.add_argument("--summary", required=True, type=Path)
+    ap.add_argument("--headline", type=Path, default=None,
+                    help="headline metrics (JSON, tracked in git; what dvc exp show lists)")
     ap.add_argument("--params", type=Path, default=None, help="default: the repo's params.yaml")
     args = ap.parse_args(argv)
     section = load("birds", **({"path": args.params} if args.params else {}))["birds"]
@@ -48,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     canonical.write_csv(frame(results), args.out)
     args.detections.write_text(detections_jsonl(results), encoding="utf-8", newline="\n")
     canonical.write_json(args.summary, info)
+    if args.headline:
+        from agl.core.headline import birds_headline, write_headline
+
+        write_headline(args.headline, birds_headline(info))
     print(
         f"birds: {info['listened']} clip(s) listened to, birds heard in {info['birds_heard']}; "
         f"{skipped} skipped (failed the filter); {info['audio_seconds'] / max(wall, 1e-9):.0f}x "

@@ -3,8 +3,9 @@
 Reads params `counterfactual` (models, interventions, protocol, bootstrap, permutations,
 seed, min_support); writes OUT_DIR/effects.csv (perturbed - original per model, intervention, level,
 group and metric, with 95% paired bootstrap CI and permutation p-value) and
-OUT_DIR/summary.json (the headline rows: all / speech / non-speech, mean km). A group
-with fewer than `min_support` paired clips gets its n and "insufficient data", no estimate.
+OUT_DIR/summary.json (the headline rows: all / speech / non-speech, mean km), and with
+--headline each effect on all clips for `dvc exp show`. A group with fewer than
+`min_support` paired clips gets its n and "insufficient data", no estimate.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("listen", type=Path, help="the listen stages' runs (build/listen)")
     ap.add_argument("perturb", type=Path, help="the derived datasets (build/perturb)")
     ap.add_argument("out", type=Path)
+    ap.add_argument("--headline", type=Path, default=None,
+                    help="headline metrics (JSON, tracked in git; what dvc exp show lists)")
     args = ap.parse_args(argv)
     cfg = _params.load("counterfactual")["counterfactual"]
     out = args.out
@@ -56,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     canonical.write_json(out / "summary.json", summary)
+    if args.headline:
+        from agl.core.headline import counterfactual_headline, write_headline
+
+        write_headline(args.headline, counterfactual_headline(summary))
     return 0
 
 

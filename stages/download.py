@@ -9,6 +9,7 @@ pinned by a .dvc file, and the pin is what a run names as its data.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from _params import ROOT, load, run_main
@@ -23,6 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     params = load("data", "download", path=args.params)
     spec, policy, summary_path = from_params(params, source=str(args.params))
     prepare(spec, policy, summary_path=summary_path)
+    from agl.dataset.pin import cache_if_pinned
+
+    line = cache_if_pinned(spec.out, ROOT)  # so `dvc repro` finds data.dvc unchanged
+    if line:
+        print(f"download: {line}", file=sys.stderr)
     return 0  # failures within download.failure_budget are listed in the summary
 
 

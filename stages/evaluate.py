@@ -2,8 +2,8 @@
 
 Reads params `evaluate`, `mlflow` and this run's entry `models.<RUN>` (its model and
 paper_name go into metrics.json). HEADLINE (metrics/runs/<run>.json in dvc.yaml) gets the
-run's headline metrics: a small file tracked in git, so `dvc exp show` lists them for every
-experiment.
+run's headline metrics under its name (`knn.mean_km`, ...): a small file tracked in git, so
+`dvc exp show` lists them for every experiment.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         retry=f"`dvc repro -f infer@{args.run}` retries them",
     )
     if args.headline:
-        write_headline(args.headline, run_headline(doc))
+        write_headline(args.headline, run_headline(doc, args.run))
     for line in run_lines(doc):  # each with its coverage: clips predicted / the dataset's
         print(line)
     return 0

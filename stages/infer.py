@@ -1,6 +1,7 @@
 """DVC stage `infer@<name>`: run one model of params.yaml `models:` over the dataset.
 
-Reads params `infer` (how to run) and `models.<name>` (which model). A rerun after a crash
+Reads params `infer` (how to run), `models.<name>` (which model) and `paper.base_url` /
+`paper.published` (where a `prompt_source: paper:<name>` points). A rerun after a crash
 resumes (predictions.jsonl is a persistent output); unchanged calls come from the response
 cache, so they cost nothing.
 """
@@ -14,7 +15,7 @@ import _params
 
 from agl.errors import AglError
 from agl.inference.model_run import run_spec, summary_line
-from agl.inference.runspec import parse_infer, parse_models
+from agl.inference.runspec import SOURCE_PARAMS, parse_infer, parse_models, source_config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="cancel the model's batch jobs; the next run collects and falls back")
     args = ap.parse_args(argv)
     key = f"models.{args.name}"
-    p = _params.load("infer", key, path=args.params, required=False)
+    p = _params.load("infer", key, *SOURCE_PARAMS, path=args.params, required=False)
     source = args.params or "params.yaml"
     if p[key] is None:  # an unknown name: the error lists the models there are
         from agl.inference.runspec import find_model, load_params
@@ -52,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     summary = run_spec(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                        out_dir=args.out, progress=sys.stderr.isatty(),
-                       telemetry=args.telemetry or f"build/telemetry/{args.name}.json")
+                       telemetry=args.telemetry or f"build/telemetry/{args.name}.json",
+                       sources=source_config(p))
     # A stage that exits 0 is locked by DVC: only `dvc repro -f` runs it again.
     print(summary_line(summary, retry=f"`dvc repro -f infer@{args.name}` retries the failures"),
           file=sys.stderr)

@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path, help="speech.csv")
     ap.add_argument("--windows", required=True, type=Path, help="speech_windows.jsonl")
     ap.add_argument("--summary", required=True, type=Path)
+    ap.add_argument("--headline", type=Path, default=None,
+                    help="headline metrics (JSON, tracked in git; what dvc exp show lists)")
     ap.add_argument("--params", type=Path, default=None, help="default: the repo's params.yaml")
     args = ap.parse_args(argv)
     section = load("speech", **({"path": args.params} if args.params else {}))["speech"]
@@ -55,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     args.windows.write_text(windows_jsonl(results), encoding="utf-8", newline="\n")
     canonical.write_json(args.summary, info)
     canonical.write_timings(args.summary, timings(results, wall))
+    if args.headline:
+        from agl.core.headline import speech_headline, write_headline
+
+        write_headline(args.headline, speech_headline(info))
     print(
         f"speech: {info['listened']} clip(s) listened to, speech in {info['speech_heard']} "
         f"({sum(info['languages'].values())} with a language); {skipped} skipped (failed the filter); "

@@ -30,6 +30,24 @@ def _shared_path(rel: str) -> Path:
     return path
 
 
+# The browser tests (report screenshots, the listening game) drive Debian's Chromium through
+# Playwright (no downloaded browser). One reason, the README's one line: how to get it.
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_MISSING = (f"{CHROMIUM} not found: the browser tests drive Debian's Chromium; install "
+                    "it with `apt-get install -y chromium` (README: the tests; .ci/run does it)")
+
+
+def require_chromium() -> Path:
+    """Debian's Chromium, or a skip naming the one command that installs it (a failure in
+    CI, which installs it)."""
+    if not CHROMIUM.exists():
+        if os.environ.get("AGL_REQUIRE_SHARED"):
+            pytest.fail(CHROMIUM_MISSING)
+        pytest.skip(CHROMIUM_MISSING)
+    pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]' (Playwright)")
+    return CHROMIUM
+
+
 @pytest.fixture(scope="session")
 def shared():
     """A function: shared('data/agl1k/...') -> Path, skipping (or failing in CI) if absent."""

@@ -306,10 +306,10 @@ def test_report_section_renders(experiment, tmp_path):
     page = Path(summary["html"]).read_text()
     assert "What the models listen to" in page and "listen-dose-listener" in page
     assert (out / "tables" / "listen_effects.csv").exists()
+    from conftest import require_chromium
     from test_report import ARGS, CHROMIUM
 
-    if not CHROMIUM.exists():
-        pytest.skip("/usr/bin/chromium not installed")
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

@@ -32,24 +32,50 @@ def test_run_headline_is_compact_and_rounded(tmp_path):
             }
         },
     }
-    h = run_headline(doc)
-    assert h == {
-        "protocol": "paper",
-        "n": 4,
-        "coverage": 0.75,
+    h = run_headline(doc, "knn")
+    # Under the run's name, so `dvc exp show` heads the column `knn.mean_km`; only what a
+    # user compares across experiments (n, coverage, cost stay in metrics.json).
+    assert h == {"knn": {
         "mean_km": 1234.568,
         "median_km": 1000.0,
         "city_acc": 0.25,
         "country_acc": 0.333333,
         "continent_acc": 0.5,
-        "reject_rate": 0.25,
         "failure_rate": 0.0,
-        "cost_usd": 0.123457,
-    }
+    }}
     write_headline(tmp_path / "m" / "knn.json", h)
     assert json.loads((tmp_path / "m" / "knn.json").read_text()) == h  # no timings
     with pytest.raises(AglError, match="no protocol"):
-        run_headline({"protocols": {}})
+        run_headline({"protocols": {}}, "knn")
+
+
+def test_headline_keys_are_unique_across_files():
+    """`dvc exp show` drops the file name from a column header only when no other metrics
+    file has the same flattened key: every headline nests under its own name."""
+    from agl.core.headline import (
+        birds_headline,
+        counterfactual_headline,
+        filter_headline,
+        speech_headline,
+        tag_headline,
+    )
+
+    docs = [
+        filter_headline({"clips": 32, "passed": 26}),
+        tag_headline({"tagged": 26, "mean_speech_fraction": 0.23}),
+        birds_headline({"listened": 26, "birds_heard": 3}),
+        speech_headline({"listened": 26, "speech_heard": 12, "languages": {"en": 3, "de": 2}}),
+        localizability_headline({"clips": 26, "selection": {"highly_localizable": 11, "selected": 10,
+                                                            "selected_speech": 5}}),
+        run_headline({"protocols": {"paper": {"n": 1}}}, "knn"),
+        run_headline({"protocols": {"paper": {"n": 1}}}, "prior"),
+        counterfactual_headline({"knn/mask_speech/default/all": {"n": 16, "delta_km": 1381.3654},
+                                 "knn/mask_speech/default/speech": {"n": 7, "insufficient": "x"},
+                                 "knn/truncate/seconds_3/all": {"n": 9, "insufficient": "x"}}),
+    ]
+    assert docs[-1] == {"delta_km": {"knn.mask_speech": 1381.365, "knn.truncate.seconds_3": None}}
+    tops = [next(iter(d)) for d in docs]
+    assert len(set(tops)) == len(tops) and all(len(d) == 1 for d in docs)
 
 
 def test_localizability_headline_speech_share():
@@ -58,13 +84,11 @@ def test_localizability_headline_speech_share():
         "selection": {"highly_localizable": 11, "selected": 10, "selected_speech": 4},
         "check_holdout": {"n": 8, "spearman_rho": -0.56630616},
     }
-    assert localizability_headline(summary) == {
-        "clips": 26,
-        "highly_localizable": 11,
+    assert localizability_headline(summary) == {"localize": {
         "selected": 10,
         "speech_share": 0.4,
         "holdout_rho": -0.566306,
-    }
+    }}
 
 
 def _clips(selected, l_k):
@@ -102,3 +126,29 @@ def test_compare_against_the_default_selection(tmp_path):
     text = report.read_text()
     assert text.index("sensitivity-section") < text.index("provenance")
     assert "data:image/png;base64" in text and (tmp_path / "plots" / "sensitivity.png").exists()
+
+
+def test_every_declared_metric_is_a_headline_in_git_and_every_build_output_cached():
+    """A metric is a small file under metrics/ tracked in git (so `dvc exp show` has it at
+    every commit: no `!`), and nothing under build/ is `cache: false` (so `dvc push` /
+    `dvc pull` carry it and a fresh clone re-runs nothing)."""
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    seen = []
+    for name, stage in stages.items():
+        body = stage.get("do", stage)
+        for kind in ("outs", "metrics"):
+            for entry in body.get(kind) or []:
+                path, opts = (entry, {}) if isinstance(entry, str) else next(iter(entry.items()))
+                cached = (opts or {}).get("cache", True)
+                if kind == "metrics":
+                    seen.append(path)
+                    assert path.startswith("metrics/") and cached is False, (name, path)
+                else:
+                    assert not (path.startswith("build/") and cached is False), (name, path)
+    assert {"metrics/curation/birds.json", "metrics/curation/speech.json",
+            "metrics/counterfactual.json", "metrics/runs/${key}.json"} <= set(seen)

@@ -215,11 +215,18 @@ def test_slow_reply_past_the_timeout_is_a_failure(tmp_path, api):
 @pytest.mark.parametrize("api", APIS)
 def test_cache_serves_a_changed_run_without_requests(tmp_path, api):
     answer = lambda call: Answer(200, body_for(api, GOOD))  # noqa: E731
-    preds, _, server, _ = run_one(tmp_path, api, answer, n=2, cache=True)
-    assert len(server.calls) == 2
+    preds, first, server, _ = run_one(tmp_path, api, answer, n=2, cache=True)
+    assert len(server.calls) == 2 and first["cost_usd"] > 0
+    tracked = json.loads((tmp_path / "run" / "run_summary.json").read_text())
     (tmp_path / "run" / "predictions.jsonl").unlink()  # a stage rerun starts a new file
     preds2, summary, server2, _ = run_one(tmp_path, api, answer, n=2, cache=True)
-    assert server2.calls == [] and summary["cached"] == 2 and summary["cost_usd"] == 0
+    assert server2.calls == [] and summary["cached"] == 2 and summary["session_cost_usd"] == 0
+    # What the answers cost is not run history: the tracked summary is the same (but for the
+    # fake server's port); this session's spend, requests and cache hits are in its timings.
+    assert summary["cost_usd"] == first["cost_usd"]
+    again = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    assert {**again, "settings": None} == {**tracked, "settings": None}
+    assert [p.meta["cost_usd"] for p in preds2.values()] == [p.meta["cost_usd"] for p in preds.values()]
     assert all(p.meta["cached"] for p in preds2.values())
     assert [p.latitude for p in preds2.values()] == [p.latitude for p in preds.values()]
 

@@ -1,6 +1,8 @@
 """The README's first command: `dvc repro` on the embedded demo set, offline, in a temp copy
-of the repo, with MLflow on a temp SQLite file; a second `dvc repro` does nothing; and the
-run reproduces the committed dvc.lock bit for bit (`agl verify`: the stale-lock check)."""
+of the repo, with MLflow on a temp SQLite file; a second `dvc repro` does nothing; the run
+reproduces the committed dvc.lock bit for bit (`agl verify`: the stale-lock check), and an
+ordinary rerun (`dvc repro -f` of the stages that resume or read caches) leaves dvc.lock as
+it was: no output records run history."""
 
 import json
 import os
@@ -26,7 +28,14 @@ def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
     for k in [k for k in env if k.endswith("_API_KEY")]:
         env.pop(k)
     sh("git init -q && git add -A && git commit -qm init", work, env)
+    # A fresh clone has nothing to verify yet: one line saying what to run.
+    fresh = subprocess.run("agl verify", cwd=work, env=env, shell=True, capture_output=True, text=True)
+    assert fresh.returncode == 2 and fresh.stdout == "", fresh.stdout
+    assert "nothing to verify yet: data/ is missing; run `agl download && dvc repro` first" in fresh.stderr
     out = sh("agl download && dvc repro", work, env)  # the README's first command, after install
+    # `agl download` cached data/ under its unchanged pin: DVC has nothing to re-save and no
+    # reason to ask for `git add data.dvc`.
+    assert "git add data.dvc" not in out and "'data.dvc' didn't change" in out, out
 
     # A stale lock cannot land: this fresh run must reproduce the committed dvc.lock (and
     # data.dvc) bit for bit; `agl verify` names each stage and output that differs.
@@ -80,9 +89,23 @@ def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
     assert effects["knn/mask_speech/default/all"]["n"] == 16 and "delta_km" in effects["knn/mask_speech/default/all"]
     assert effects["knn/mask_speech/default/speech"] == {"n": 7, "insufficient": "insufficient data (n = 7, needs 10)"}
 
+    # MLflow's UI opens the experiment on its runs, not on the GenAI view.
+    assert mlflow.MlflowClient().get_experiment_by_name("agl1k").tags["mlflow.experimentKind"] == (
+        "custom_model_development")
+
     # Nothing changed: nothing runs again.
     status = subprocess.run("dvc status", cwd=work, env=env, shell=True, capture_output=True, text=True)
     assert status.returncode == 0 and "changed" not in status.stdout, status.stdout
+
+    # An ordinary rerun of every stage whose output could carry run history (resumed runs,
+    # replies from the cache, listen's estimate) and of what reads them: dvc.lock unchanged.
+    # (`dvc repro -f` of the whole pipeline also leaves it unchanged; these are the stages
+    # that once did not, kept to the fast ones.)
+    infer = " ".join(f"infer@{m}" for m in models)
+    sh(f"dvc repro -f -s {infer} listen@knn-mask_speech listen@knn-truncate counterfactual", work, env)
+    diff = subprocess.run("git diff --stat --exit-code dvc.lock", cwd=work, env=env, shell=True,
+                          capture_output=True, text=True)
+    assert diff.returncode == 0, "a rerun rewrote dvc.lock: an output records run history\n" + diff.stdout
 
     # One thread for OpenMP and BLAS: the stages whose numbers come from threaded numeric
     # code (signal measures, silero-vad, BirdNET, Whisper, knn features, the localizability fit) give

@@ -7,7 +7,6 @@ resumes at the next clip. The page runs under its own Content-Security-Policy th
 
 from __future__ import annotations
 
-import os
 import queue
 import re
 import signal
@@ -22,7 +21,6 @@ from agl.core.geo import geodesic_km
 from agl.dataset.manifest import clips, load_manifest
 from agl.predictions.records import Status, read_predictions
 
-CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
@@ -33,14 +31,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def chromium_path() -> Path:
-    if not CHROMIUM.exists():
-        msg = (f"{CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium) "
-               "for the browser test of agl play")
-        if os.environ.get("AGL_REQUIRE_SHARED"):  # set in CI, which installs chromium
-            pytest.fail(msg)
-        pytest.skip(msg)
-    pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browsers)")
-    return CHROMIUM
+    from conftest import require_chromium
+
+    return require_chromium()
 
 
 @pytest.fixture(scope="module")

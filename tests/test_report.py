@@ -78,8 +78,9 @@ def test_report_is_self_contained_and_renders(tmp_path, run_dirs, agl1k_manifest
 
 
 def _screenshot(html_path: Path, png: Path) -> None:
-    if not CHROMIUM.exists():
-        pytest.skip("/usr/bin/chromium not installed (apt-get install chromium)")
+    from conftest import require_chromium
+
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

@@ -132,8 +132,9 @@ def test_report_has_one_section_per_data_version(tmp_path, two_datasets):
 
 
 def _screenshot_tables(html_path: Path, png: Path) -> None:
-    if not CHROMIUM.exists():
-        pytest.skip("/usr/bin/chromium not installed (apt-get install chromium)")
+    from conftest import require_chromium
+
+    require_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

@@ -72,4 +72,11 @@ def run(args: argparse.Namespace) -> int:
 
         policy = replace(policy, metadata_url=None)
     prepare(spec, policy, summary_path=summary_path)
+    from agl.dataset.pin import cache_if_pinned  # imports DVC: only after a download
+
+    line = cache_if_pinned(spec.out)  # so `dvc repro` finds data.dvc unchanged
+    if line:
+        import sys
+
+        print(f"agl download: {line}", file=sys.stderr)
     return 0

@@ -3,7 +3,9 @@
 Writes DIR/predictions.jsonl (appended as replies arrive) and DIR/run_summary.json. Rerun
 the same command to resume: finished clips are skipped, failed ones retried. Keys come
 from environment variables only (GEMINI_API_KEY, OPENAI_API_KEY, or the one named with
-`--setting api_key_env=NAME`).
+`--setting api_key_env=NAME`). `--entry NAME` instead runs a params.yaml `models:` entry
+exactly as its stage infer@NAME would (the entry, and `infer:` for how to run), e.g. with
+--dry-run to see what a pasted entry will cost.
 """
 
 from __future__ import annotations
@@ -17,32 +19,36 @@ from agl.core.retry import MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("infer", help="run one model (backend) over a manifest's clips",
                        description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
-    p.add_argument("--backend", required=True, help="backend name (e.g. gemini, openai, random)")
-    p.add_argument("--model", default="", help="model id for the backend")
+    p.add_argument("--backend", help="backend name (e.g. gemini, openai, random)")
+    p.add_argument("--entry", metavar="NAME",
+                   help="instead of --backend and the model/run flags: the entry NAME of "
+                        "params.yaml models: with params.yaml infer: (as stage infer@NAME)")
+    p.add_argument("--params", default="params.yaml", help="params file for --entry")
+    p.add_argument("--model", help="model id for the backend")
     p.add_argument("--base-url", action="append",
                    help="server URL for openai-compatible (and fake servers); repeat it for "
                         "replicas of one model (least-loaded routing, see docs/inference.md)")
     p.add_argument("--manifest", required=True, help="manifest CSV (AGL1K layout)")
     p.add_argument("--audio-root", help="folder with <key>/<mp3name> audio files")
     p.add_argument("--out", required=True, help="run folder for predictions.jsonl + summary")
-    p.add_argument("--concurrency", type=int, default=4, help="requests in flight (default 4)")
+    p.add_argument("--concurrency", type=int, help="requests in flight (default 4)")
     p.add_argument("--limit", type=int, help="only the first K clips of the manifest")
-    p.add_argument("--prompt", default="default", help="prompt name (default, agl1k-paper, ...)")
-    p.add_argument("--prompt-source", help="published result file for --prompt agl1k-paper")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    p.add_argument("--retries", type=int, default=5, help="retries on 429/5xx/timeouts")
+    p.add_argument("--prompt", help="prompt name (default, agl1k-paper, ...)")
+    p.add_argument("--prompt-source",
+                   help="published result file for --prompt agl1k-paper (path, URL, paper:NAME)")
+    p.add_argument("--timeout", type=float, help="seconds per request (default 120)")
+    p.add_argument("--retries", type=int, help="retries on 429/5xx/timeouts (default 5)")
     p.add_argument("--retry-after-cap", type=float, default=None,
                    help=f"longest server Retry-After honoured, seconds (default {RETRY_AFTER_CAP_S:g}); past "
                         "it the clip fails naming the server's request")
     p.add_argument("--max-reply-bytes", type=int, default=None,
                    help=f"largest reply body read, after decoding (default {MAX_REPLY_BYTES:,}); "
                         "a bigger one is refused and retried")
-    p.add_argument("--cache-dir", default="cache/responses",
-                   help="response cache folder ('' for none)")
+    p.add_argument("--cache-dir", help="response cache folder (default cache/responses; '' for none)")
     p.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
                    help="backend setting, value read as YAML (repeatable)")
-    p.add_argument("--price-in", type=float, default=0.0, help="USD per 1M input tokens")
-    p.add_argument("--price-out", type=float, default=0.0, help="USD per 1M output tokens")
+    p.add_argument("--price-in", type=float, help="USD per 1M input tokens (default 0)")
+    p.add_argument("--price-out", type=float, help="USD per 1M output tokens (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", action="store_true",
                    help="print the requests, audio minutes and estimated cost; send nothing")
@@ -87,6 +93,14 @@ def _looks_like_key(name: str) -> bool:
     return bool(_SECRET.search(name)) and not name.endswith("_env")
 
 
+# The flags that describe the model or how to run it: --entry takes all of them from params.yaml.
+MODEL_FLAGS = ("backend", "model", "base_url", "setting", "price_in", "price_out", "prompt",
+               "prompt_source", "concurrency", "timeout", "retries", "retry_after_cap", "cache_dir",
+               "batch", "max_reply_bytes")
+DEFAULTS = {"model": "", "concurrency": 4, "timeout": 120.0, "retries": 5, "price_in": 0.0,
+            "price_out": 0.0, "prompt": "default", "cache_dir": "cache/responses", "setting": []}
+
+
 def _check_numbers(args: argparse.Namespace) -> None:
     """Counts and durations the run cannot use are refused before anything starts."""
     import math
@@ -112,27 +126,23 @@ def _check_numbers(args: argparse.Namespace) -> None:
             raise AglError(f"--{name.replace('_', '-')} must be 0 or more, got {v:g}")
 
 
-def run(args: argparse.Namespace) -> int:
-    from agl.inference.model_run import run_spec, summary_line
-    from agl.inference.runspec import InferSettings, ModelSpec
+def _from_flags(args: argparse.Namespace):
+    """The model and how to run it from the command's flags (defaults filled in)."""
+    from agl.errors import AglError  # a command imports lazily: `agl --help` stays instant
+    from agl.inference.runspec import InferSettings, ModelSpec  # (lazy, as above)
 
+    if not args.backend:
+        raise AglError("give --backend (with --model and the run flags) or --entry NAME "
+                       "(a params.yaml models: entry)")
+    for k, v in DEFAULTS.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
     _check_numbers(args)
-    from agl.core.outpaths import input_file, output_dir
-
-    input_file(args.manifest, "--manifest", "manifest CSV")
-    output_dir(args.out, "--out")
     settings = parse_settings(args.setting)
     if args.base_url:
         settings["base_url"] = args.base_url[0] if len(args.base_url) == 1 else args.base_url
     if args.batch:
         settings["mode"] = "batch"
-    if args.batch_status or args.batch_cancel:
-        from agl.batch.control import cancel_lines, status_lines
-
-        act = cancel_lines if args.batch_cancel else status_lines
-        for line in act(args.backend, args.model, settings, args.out, timeout_s=args.timeout):
-            print(line)
-        return 0
     spec = ModelSpec(name="cli", backend=args.backend, model=args.model, settings=settings,
                      price_in_per_m=args.price_in, price_out_per_m=args.price_out)
     infer = InferSettings(prompt=args.prompt, prompt_source=args.prompt_source,
@@ -142,19 +152,52 @@ def run(args: argparse.Namespace) -> int:
                              else {"retry_after_cap_s": args.retry_after_cap}),
                           **({} if args.max_reply_bytes is None
                              else {"max_reply_bytes": args.max_reply_bytes}))
-    if args.concurrency < 1:
-        from agl.errors import AglError
+    return spec, infer
 
-        raise AglError("--concurrency must be at least 1")
+
+def _from_entry(args: argparse.Namespace):
+    """The entry as stage infer@NAME runs it: `models.NAME` and the `infer:` section."""
+    from agl.errors import AglError  # a command imports lazily: `agl --help` stays instant
+    from agl.inference.runspec import find_model, load_params, parse_infer, parse_models  # (lazy)
+
+    given = [f"--{k.replace('_', '-')}" for k in MODEL_FLAGS if getattr(args, k) not in (None, [], False)]
+    if given:
+        raise AglError(f"--entry {args.entry} takes the model and how to run it from "
+                       f"{args.params}; drop {', '.join(given)} (or edit the entry)")
+    if args.limit is not None and args.limit < 1:
+        raise AglError(f"--limit must be at least 1, got {args.limit}")
+    params = load_params(args.params)
+    spec = find_model(parse_models(params.get("models"), str(args.params)), args.entry,
+                      str(args.params))
+    return spec, parse_infer(params.get("infer"), str(args.params))
+
+
+def run(args: argparse.Namespace) -> int:
+    from agl.core.outpaths import input_file, output_dir  # lazy: `agl --help` stays instant
+    from agl.inference.model_run import run_spec, summary_line  # (lazy, as above)
+
+    spec, infer = _from_entry(args) if args.entry else _from_flags(args)
+    if args.batch_status or args.batch_cancel:
+        from agl.batch.control import cancel_lines, status_lines  # (lazy, as above)
+
+        act = cancel_lines if args.batch_cancel else status_lines
+        for line in act(spec.backend, spec.model, spec.settings, args.out,
+                        timeout_s=float(infer.timeout_s)):
+            print(line)
+        return 0
+    input_file(args.manifest, "--manifest", "manifest CSV")
+    output_dir(args.out, "--out")
+    label = f"{spec.backend}:{spec.model or '-'}"
     if args.dry_run:
-        from agl.inference.estimate import estimate_run
+        from agl.inference.estimate import estimate_run  # (lazy, as above)
 
+        # Offline: a prompt that would be downloaded is named, not fetched.
         est = estimate_run(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
-                           out_dir=args.out, limit=args.limit)
-        print(f"dry run: {args.backend}:{args.model or '-'}: {est.line()}")
-        from agl.batch.options import price_line
+                           out_dir=args.out, limit=args.limit, fetch=False)
+        print(f"dry run: {label}: {est.line()}")
+        from agl.batch.options import price_line  # (lazy, as above)
 
-        both = price_line(args.backend, settings, est.cost_usd)
+        both = price_line(spec.backend, spec.settings, est.cost_usd)
         if both:
             print(f"dry run: {both}")
         return 0

@@ -1,10 +1,14 @@
-"""Headline metrics: the few numbers per run and per curation stage that DVC shows.
+"""Headline metrics: the few numbers per run and per stage that `dvc exp show` lists.
 
-The full metrics files (every breakdown, CI and threshold) are plain outputs; `dvc metrics
-show` and `dvc exp show` read only these small files, which live under `metrics/` and are
-tracked in git, so an experiment's commit carries its values and a sweep of experiments
-fits a terminal. Values are rounded per quantity (km to 3 decimals, shares to 6, USD to 6)
-and carry no timings, so they change only when data, params or code do.
+The full metrics files (every breakdown, CI and threshold) are plain cached outputs; the DVC
+metrics are only these small files under `metrics/`, tracked in git, so an experiment's
+commit carries its values and a sweep of experiments fits a terminal. Only what a user
+compares across experiments is here. Each file nests its values under one short name of
+its own (`knn`, `filter`, `localize`, ...), so every flattened key (`knn.mean_km`,
+`localize.selected`) is unique across files and `dvc exp show` heads its column with the
+key alone, not with `metrics/runs/knn.json:mean_km`. Values are rounded per quantity (km to
+3 decimals, shares to 6) and carry no timings or run history, so they change only when
+data, params or code do.
 """
 
 from __future__ import annotations
@@ -23,55 +27,67 @@ def _r(value: Any, digits: int) -> float | None:
     return round(float(value), digits)
 
 
-def run_headline(doc: dict[str, Any], protocol: str = "paper") -> dict[str, Any]:
-    """From an evaluate stage's metrics.json: n, coverage (share of clips with a scored
-    coordinate), mean and median km, the three accuracies, reject and failure rates, cost."""
+def run_headline(doc: dict[str, Any], name: str, protocol: str = "paper") -> dict[str, Any]:
+    """From an evaluate stage's metrics.json, under the run's name: mean and median km, the
+    three accuracies and the failure rate (a run whose clips failed is not comparable)."""
     protocols = doc.get("protocols") or {}
     if protocol not in protocols:
         protocol = next(iter(sorted(protocols)), None)
         if protocol is None:
             raise AglError("metrics.json: no protocol scored; nothing to summarise")
     m = protocols[protocol]
-    n = int(m["n"])
-    return {
-        "protocol": protocol,
-        "n": n,
-        "coverage": _r(m.get("n_distance_scored", 0) / n if n else None, 6),
+    return {name: {
         "mean_km": _r(m.get("distance_error_km"), 3),
         "median_km": _r(m.get("median_km"), 3),
         "city_acc": _r(m.get("city_acc"), 6),
         "country_acc": _r(m.get("country_acc"), 6),
         "continent_acc": _r(m.get("continent_acc"), 6),
-        "reject_rate": _r(m.get("reject_rate"), 6),
         "failure_rate": _r(m.get("failure_rate"), 6),
-        "cost_usd": _r(doc.get("cost_usd", 0.0), 6),
-    }
+    }}
 
 
 def filter_headline(summary: dict[str, Any]) -> dict[str, Any]:
-    return {"clips": summary["clips"], "passed": summary["passed"], "failed": summary["failed"]}
+    return {"filter": {"clips": summary["clips"], "passed": summary["passed"]}}
 
 
 def tag_headline(summary: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "clips": summary["clips"],
-        "tagged": summary["tagged"],
-        "speech_fraction": _r(summary.get("mean_speech_fraction"), 4),
-    }
+    return {"tag": {"tagged": summary["tagged"],
+                    "speech_fraction": _r(summary.get("mean_speech_fraction"), 4)}}
+
+
+def birds_headline(summary: dict[str, Any]) -> dict[str, Any]:
+    return {"birds": {"listened": summary["listened"], "heard": summary["birds_heard"]}}
+
+
+def speech_headline(summary: dict[str, Any]) -> dict[str, Any]:
+    """Clips listened to, clips where speech was heard, and how many languages."""
+    return {"speech": {"listened": summary["listened"], "heard": summary["speech_heard"],
+                       "languages": len(summary.get("languages") or {})}}
 
 
 def localizability_headline(summary: dict[str, Any]) -> dict[str, Any]:
-    """Counts of the selection, its speech share and the held-out rank correlation."""
+    """The selection's size, its speech share and the held-out rank correlation."""
     sel = summary["selection"]
     check = summary.get("check_holdout") or {}
     selected = int(sel["selected"])
-    return {
-        "clips": summary["clips"],
-        "highly_localizable": sel["highly_localizable"],
+    return {"localize": {
         "selected": selected,
         "speech_share": _r(sel["selected_speech"] / selected if selected else None, 6),
         "holdout_rho": _r(check.get("spearman_rho"), 6),
-    }
+    }}
+
+
+def counterfactual_headline(summary: dict[str, Any]) -> dict[str, Any]:
+    """Each intervention's effect on each model's mean km over all its paired clips
+    (`delta_km.knn.truncate.seconds_3`; a single-level intervention's level is left out);
+    None where the clips are too few for an estimate."""
+    out: dict[str, float | None] = {}
+    for key, row in summary.items():
+        model, intervention, level, group = key.split("/")
+        if group == "all":
+            name = ".".join([model, intervention] + ([] if level == "default" else [level]))
+            out[name] = _r(row.get("delta_km"), 3)
+    return {"delta_km": out}
 
 
 def write_headline(path: str | Path, values: dict[str, Any]) -> None:

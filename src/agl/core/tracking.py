@@ -101,6 +101,24 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+# MLflow 3's UI opens an experiment on the view its `mlflow.experimentKind` tag names; without
+# it the UI guesses, and may open the GenAI (traces) view on an experiment of plain runs.
+# agl's experiments are runs with params, metrics and artifacts: the classic runs table.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
+def experiment_id(client: Any, name: str) -> str:
+    """The experiment `name`, created if absent, tagged so the UI opens on its runs (an
+    experiment someone already tagged keeps its kind)."""
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        return client.create_experiment(name, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+    if EXPERIMENT_KIND_TAG not in (exp.tags or {}):
+        client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return exp.experiment_id
+
+
 def log_run(
     *,
     run_key: str,
@@ -123,8 +141,7 @@ def log_run(
     mlflow = _mlflow()
     client = mlflow.tracking.MlflowClient()
     name = experiment or os.environ.get("AGL_MLFLOW_EXPERIMENT") or DEFAULT_EXPERIMENT
-    exp = client.get_experiment_by_name(name)
-    exp_id = exp.experiment_id if exp else client.create_experiment(name)
+    exp_id = experiment_id(client, name)
     found = client.search_runs(
         [exp_id], filter_string=f"tags.`agl.run_key` = '{run_key}'", max_results=1
     )

@@ -7,10 +7,15 @@ every stage. After a reviewer's `agl download && dvc repro`, two things can disa
    committed ones. For each stage whose outputs changed, the report names the outputs and
    what else differs in that stage's lock entry: deps (code, data, upstream outputs),
    params, the command. An output that changed while nothing else in its stage did is not
-   reproducible from data, params and code (machine-dependent bytes); a code dep that
-   changed names a commit that skipped the re-run (a stale lock).
+   reproducible from data, params and code: either it records run history (what this
+   session requested or took from a cache) or the machine made other bytes; both versions
+   are read from DVC's cache and their differing keys tell which (`agl.core.history`). A
+   code dep that changed names a commit that skipped the re-run (a stale lock).
 2. **the workspace**: a file on disk differs from what `dvc.lock` records (edited after the
    run, or the run did not finish): DVC's own status (`dvc status`), per stage.
+
+Before any of that, a checkout where nothing has run yet (no `data/`, or no stage output on
+disk: a fresh clone) gets one line saying what to run, not a mismatch per stage.
 
 Everything here reads YAML and asks DVC's Python API; nothing is re-run.
 """
@@ -24,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from agl.core.history import OutputCause, classify_outputs
 from agl.errors import AglError
 
 LOCK = "dvc.lock"
@@ -35,6 +41,8 @@ class Change:
     path: str  # a file/folder path, or a param key (dotted) for params
     committed: str | None  # a short description: "md5 1a2b3c4d, 4,039 B"; None = absent
     now: str | None
+    committed_oid: str | None = None  # the md5 itself (outputs), to read it from DVC's cache
+    now_oid: str | None = None
 
 
 @dataclass
@@ -44,6 +52,11 @@ class StageDiff:
     deps: list[Change] = field(default_factory=list)
     params: list[Change] = field(default_factory=list)
     cmd_changed: bool = False
+    causes: list[OutputCause] = field(default_factory=list)  # same inputs: why each output differs
+
+    @property
+    def same_inputs(self) -> bool:
+        return bool(self.outs) and not (self.deps or self.params or self.cmd_changed)
 
     @property
     def verdict(self) -> str:
@@ -52,11 +65,25 @@ class StageDiff:
         code = [c.path for c in self.deps if not c.path.startswith(("build/", "data"))]
         if code:
             return "code changed without a re-run: the committed lock is stale (run `dvc repro` and commit dvc.lock)"
-        if self.deps or self.params or self.cmd_changed:
+        if not self.same_inputs:
             return "its inputs differ (upstream outputs, data or params): see the first stage above"
+        kinds = {c.cause for c in self.causes}
+        if kinds == {"run history"}:
+            return (
+                "same code, params and inputs; the output depends on run history (what this "
+                "session requested or took from a cache, which a rerun changes): a bug in the "
+                "stage, which must write those values to <output>.timings.json "
+                "(docs/bit-for-bit.md)"
+            )
+        if "machine" in kinds:
+            return (
+                "same code, params and inputs, other bytes: not reproducible on this machine "
+                "(docs/bit-for-bit.md)"
+            )
         return (
-            "same code, params and inputs, other bytes: this output is not reproducible "
-            "on this machine (see README: Bit for bit)"
+            "same code, params and inputs, other bytes: not reproducible on this machine, or "
+            "dependent on run history (the committed version is not in DVC's cache to tell: "
+            "`dvc pull` it, then run `agl verify` again)"
         )
 
 
@@ -71,6 +98,10 @@ def _describe(entry: dict[str, Any] | None) -> str | None:
         + (f", {size:,} B" if isinstance(size, int) else "")
         + files
     )
+
+
+def _oid(entry: dict[str, Any] | None) -> str | None:
+    return str(entry["md5"]) if entry and entry.get("md5") else None
 
 
 def _same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
@@ -104,7 +135,8 @@ def compare_locks(committed: dict[str, Any], now: dict[str, Any]) -> list[StageD
             a, b = _entries(old.get(kind)), _entries(new.get(kind))
             for path in [*a, *(p for p in b if p not in a)]:
                 if not _same(a.get(path), b.get(path)):
-                    getattr(d, kind).append(Change(path, _describe(a.get(path)), _describe(b.get(path))))
+                    getattr(d, kind).append(Change(path, _describe(a.get(path)), _describe(b.get(path)),
+                                                   _oid(a.get(path)), _oid(b.get(path))))
         pa, pb = _flatten(old.get("params") or {}), _flatten(new.get("params") or {})
         for key in [*pa, *(k for k in pb if k not in pa)]:
             if pa.get(key, "<absent>") != pb.get(key, "<absent>"):
@@ -180,6 +212,21 @@ class Verdict:
         return not (self.lock or self.pin or self.workspace)
 
 
+def not_run_yet(root: Path, committed: dict[str, Any]) -> str | None:
+    """One line for a checkout where nothing has run (a fresh clone): what to run first."""
+    pin = root / DATA_PIN
+    data = [str(o["path"]) for o in (yaml.safe_load(pin.read_text()) or {}).get("outs") or []] \
+        if pin.exists() else []
+    if data and not any((root / d).exists() for d in data):
+        return (f"nothing to verify yet: {', '.join(d + '/' for d in data)} is missing; run "
+                "`agl download && dvc repro` first (or `dvc pull` from a DVC remote)")
+    outs = [str(o["path"]) for s in (committed.get("stages") or {}).values() for o in s.get("outs") or []]
+    if outs and not any((root / o).exists() for o in outs):
+        return (f"nothing to verify yet: none of the {len(outs)} pipeline outputs is on disk; "
+                "run `dvc repro` first (or `dvc pull` from a DVC remote)")
+    return None
+
+
 def verify(root: str | Path = ".", rev: str = "HEAD", *, status: bool = True) -> Verdict:
     """Compare this checkout's `dvc.lock` and files on disk with the lock committed at `rev`; the
     verdict names each stage's differing outputs, deps, params and command."""
@@ -192,6 +239,9 @@ def verify(root: str | Path = ".", rev: str = "HEAD", *, status: bool = True) ->
     if text is None:
         raise AglError(f"{rev} has no committed {LOCK}: nothing to verify against")
     committed = yaml.safe_load(text) or {}
+    empty = not_run_yet(root, committed)
+    if empty:
+        raise NotRunYet(empty)
     pin_text = committed_text(root, DATA_PIN, rev)
     pin_now = root / DATA_PIN
     pin = compare_pins(
@@ -199,14 +249,25 @@ def verify(root: str | Path = ".", rev: str = "HEAD", *, status: bool = True) ->
         yaml.safe_load(pin_now.read_text()) if pin_now.exists() else None,
     )
     stages = committed.get("stages") or {}
+    lock = compare_locks(committed, now)
+    suspects = [d for d in lock if d.same_inputs]
+    if suspects:
+        changes = [(c.path, c.committed_oid, c.now_oid) for d in suspects for c in d.outs]
+        causes = iter(classify_outputs(root, changes, rev))
+        for d in suspects:
+            d.causes = [next(causes) for _ in d.outs]
     return Verdict(
         rev=rev,
         stages=len(stages),
         outputs=sum(len(s.get("outs") or []) for s in stages.values()),
-        lock=compare_locks(committed, now),
+        lock=lock,
         pin=pin,
         workspace=workspace_status(root) if status else {},
     )
+
+
+class NotRunYet(AglError):
+    """Nothing in this checkout to compare yet (a fresh clone): the message says what to run."""
 
 
 def render(v: Verdict) -> str:
@@ -224,8 +285,12 @@ def render(v: Verdict) -> str:
         lines += [f"  {c.path}: committed {c.committed}, now {c.now}" for c in v.pin]
     for d in v.lock:
         lines.append(f"stage {d.stage}: {d.verdict}")
+        causes = {c.path: c for c in d.causes}
         for c in d.outs:
             lines.append(f"  output {c.path}: committed {c.committed}, now {c.now}")
+            cause = causes.get(c.path)
+            if cause and cause.keys:
+                lines.append(f"         {cause.cause}: {', '.join(cause.keys)} differ")
         for c in d.deps:
             lines.append(f"  dep    {c.path}: committed {c.committed}, now {c.now}")
         for c in d.params:

@@ -28,6 +28,12 @@ def resolve(base_url: str, relpath: str) -> str:
     return base_url.rstrip("/") + "/" + relpath.lstrip("/")
 
 
+def cache_path(url: str, cache_dir: str | Path) -> Path:
+    """Where `fetch` keeps `url`: one folder per URL hash, the file's own name inside."""
+    name = Path(urllib.parse.urlparse(url).path).name or "file"
+    return Path(cache_dir) / hashlib.sha256(url.encode()).hexdigest()[:16] / name
+
+
 def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
           sha256: str | None = None, limits: Limits | None = None,
           url_from: str = "paper.base_url in params.yaml",
@@ -49,9 +55,8 @@ def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
     in params.yaml"), `sha256_from` where the expected checksum was (`--sha256`, a pin). A
     checksum given on the command line that does not match is the value's fault, never the
     cache's; a pinned one that a cached copy no longer matches is the copy's (delete it)."""
-    cache_dir = Path(cache_dir)
     name = Path(urllib.parse.urlparse(url).path).name or "file"
-    dest = cache_dir / hashlib.sha256(url.encode()).hexdigest()[:16] / name
+    dest = cache_path(url, cache_dir)
     want = sha256_value(sha256, sha256_from) if sha256 else None
     if dest.exists() and _cached_error_page(dest, name):
         dest.unlink()

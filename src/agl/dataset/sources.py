@@ -190,20 +190,12 @@ def resolve_source(
         if sha256:
             _check_local(path, sha256, sha256_from)
         return path
-    from agl.dataset.paper import fetch, resolve
+    from agl.dataset.paper import fetch, resolve  # pandas, httpx: only when something is fetched
 
     config = config or SourceConfig.load()
     url_from = "given on the command line"
     if text.startswith(SCHEME):
-        name = text[len(SCHEME) :]
-        names = config.names()
-        if name not in names:
-            close = difflib.get_close_matches(name, names, n=1)
-            hint = f"did you mean 'paper:{close[0]}'? " if close else ""
-            raise AglError(
-                f"{text}: unknown published file; {hint}known: " + ", ".join(f"paper:{n}" for n in sorted(names))
-            )
-        entry = names[name]
+        name, entry = _paper_entry(text, config)
         url = resolve(config.base_url, entry.path)
         url_from = f"paper.base_url in {config.origin} ({text} is {entry.path} under it)"
         if not sha256 and entry.sha256:
@@ -214,6 +206,31 @@ def resolve_source(
         sha256, sha256_from = config.pinned()[url], f"the pinned SHA-256 of {url} ({config.origin})"
     return fetch(url, cache_dir, sha256=sha256, limits=config.limits(), url_from=url_from,
                  sha256_from=sha256_from)
+
+
+def _paper_entry(text: str, config: SourceConfig) -> tuple[str, Published]:
+    """`paper:<name>`'s name and entry; an unknown name is one line with the closest one."""
+    name = text[len(SCHEME) :]
+    names = config.names()
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean 'paper:{close[0]}'? " if close else ""
+        raise AglError(
+            f"{text}: unknown published file; {hint}known: " + ", ".join(f"paper:{n}" for n in sorted(names))
+        )
+    return name, names[name]
+
+
+def source_url(spec: str, *, cache_dir: str | Path = DEFAULT_CACHE,
+               config: SourceConfig | None = None) -> tuple[str, Path]:
+    """(the URL a URL or `paper:<name>` is fetched from, where its cached copy lies or will),
+    fetching nothing: what a dry run can say offline."""
+    from agl.dataset.paper import cache_path, resolve  # pandas: only when asked
+
+    text = str(spec)
+    config = config or SourceConfig.load()
+    url = resolve(config.base_url, _paper_entry(text, config)[1].path) if text.startswith(SCHEME) else text
+    return url, cache_path(url, cache_dir)
 
 
 def _check_local(path: Path, sha256: str, sha256_from: str) -> None:

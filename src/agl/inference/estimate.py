@@ -18,8 +18,9 @@ from agl.core import audio
 from agl.dataset.manifest import ManifestWarning, clips, load_manifest
 from agl.inference.finalize import PREDICTIONS
 from agl.inference.model_run import run_fingerprint
+from agl.inference.runspec import prompt_source
 from agl.predictions.records import iter_records
-from agl.prompts import load_prompt
+from agl.prompts import PAPER, fetched_source, load_prompt
 
 DEFAULT_AUDIO_TOKENS_PER_S = 32.0
 DEFAULT_OUTPUT_TOKENS = 400
@@ -34,12 +35,13 @@ class Estimate:
     input_tokens: int
     output_tokens: int
     cost_usd: float
+    note: str = ""  # what the figures leave out (a prompt a dry run did not fetch)
 
     def line(self) -> str:
         return (
             f"{self.requests} request(s), {self.audio_minutes:.2f} audio minutes, "
             f"~{self.input_tokens:,} input + ~{self.output_tokens:,} output tokens, "
-            f"estimated ${self.cost_usd:.4f}"
+            f"estimated ${self.cost_usd:.4f}" + (f" ({self.note})" if self.note else "")
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -93,8 +95,14 @@ def estimate_run(
     audio_root: str | Path | None,
     out_dir: str | Path,
     limit: int | None = None,
+    fetch: bool = True,
+    sources: Any = None,
 ) -> Estimate:
-    """The estimate for `agl infer --dry-run` and the stages: what `run_spec` would request."""
+    """The estimate for `agl infer --dry-run` and the stages: what `run_spec` would request.
+
+    With `fetch` False nothing is downloaded: a prompt read from a published file that is not
+    cached yet is left out of the token count, and the note says what the run would fetch."""
+    import dataclasses
     import warnings
 
     with warnings.catch_warnings():
@@ -102,7 +110,17 @@ def estimate_run(
         rows = clips(load_manifest(manifest))
     limit = limit if limit is not None else infer.limit
     rows = rows[:limit] if limit is not None else rows
-    prompt = load_prompt(spec.prompt or infer.prompt, source=infer.prompt_source)
+    name, source = spec.prompt or infer.prompt, prompt_source(spec, infer)
+    if not fetch and name == PAPER and source is not None and fetched_source(source, sources)[1] is None:
+        url = fetched_source(source, sources)[0]
+        est = estimate(rows, audio_root=Path(audio_root) if audio_root else None, prompt_text="",
+                       settings=spec.settings, price_in_per_m=spec.price_in_per_m,
+                       price_out_per_m=spec.price_out_per_m,
+                       listens=bool(getattr(get_backend(spec.backend), "needs_audio", True)))
+        note = (f"prompt {PAPER} not fetched in a dry run: the run fetches {source} from {url} "
+                "into cache/sources/ once; its text tokens are not counted here")
+        return dataclasses.replace(est, note=note)
+    prompt = load_prompt(name, source=source, sources=sources)
     fingerprint = run_fingerprint(spec.backend, spec.model, spec.settings, prompt.sha256)
     pred_path = Path(out_dir) / PREDICTIONS
     finished = set()

@@ -53,6 +53,7 @@ VOLATILE_SUMMARY = (
     "wall_s",
     "session_requests",
     "session_cache_hits",
+    "session_cost_usd",
     "batch_in_flight",
 )
 # The authors' verbatim fields stay verbatim.

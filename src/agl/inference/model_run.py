@@ -39,7 +39,7 @@ from agl.inference.finalize import PREDICTIONS, write_canonical_run
 from agl.inference.freshness import current_audio, dataset_digest, hash_files, stale, stale_line
 from agl.inference.record import RunContext, make_prediction
 from agl.inference.runner import Backoff, RunOptions, progress_bar, stream
-from agl.inference.runspec import InferSettings, ModelSpec
+from agl.inference.runspec import InferSettings, ModelSpec, prompt_source
 from agl.predictions.records import (
     Prediction,
     PredictionWriter,
@@ -135,7 +135,7 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
     pending = [c for c in selected if c.key not in finished]
 
     t0 = time.perf_counter()
-    session = {"requests": 0, "cache_hits": 0}
+    session = {"requests": 0, "cache_hits": 0, "cost_usd": 0.0}
     if pending:
         backend = options.bound(backend or backend_cls(spec.model, **settings))
         if backend.needs_audio:
@@ -170,17 +170,21 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
 
 def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
              audio_root: str | Path | None, out_dir: str | Path, limit: int | None = None,
-             progress: bool = True, telemetry: str | Path | None = None) -> dict[str, Any]:
+             progress: bool = True, telemetry: str | Path | None = None,
+             sources: Any = None) -> dict[str, Any]:
     """Run one model of params.yaml over a manifest; returns the run summary.
 
     A model served by several replicas (`base_url` a list, see agl.backends.endpoints) runs with the
     replicas' total concurrency unless the entry sets its own; the returned summary (not the
     file) gains `endpoints` (requests, failures, latency per endpoint), also written to
-    `telemetry` when given: timings stay out of DVC's outputs."""
+    `telemetry` when given: timings stay out of DVC's outputs. `sources` (a SourceConfig)
+    resolves a `paper:<name>` prompt source (default: params.yaml's `paper:` in the working
+    directory; a stage passes the keys it declared)."""
     with warnings.catch_warnings():
         warnings.simplefilter("default", ManifestWarning)
         frame = load_manifest(manifest)
-    prompt = load_prompt(spec.prompt or infer.prompt, source=infer.prompt_source)
+    prompt = load_prompt(spec.prompt or infer.prompt, source=prompt_source(spec, infer),
+                         sources=sources)
     capacity = pool_capacity(spec.settings) if spec.backend == "openai-compatible" else None
     backend = None
     if capacity is not None:
@@ -219,10 +223,10 @@ def _require_audio(clips: Sequence[Any], audio_root: Path | None) -> None:
 
 async def _consume(backend: Backend, requests: list[Request],
                    source: AsyncIterator[tuple[int, Reply]], ctx: RunContext,
-                   session: dict[str, int]) -> None:
+                   session: dict[str, float]) -> None:
     """Consume (index, reply) pairs from `source` into durable prediction records."""
     bar = progress_bar(len(requests), backend, enabled=ctx.progress)
-    tally = {"failures": 0, "spend": 0.0}
+    tally = {"failures": 0}
     secrets = known_secrets(backend.settings)
     buffer: list[Any] = []
     flushing: asyncio.Future | None = None
@@ -239,8 +243,8 @@ async def _consume(backend: Backend, requests: list[Request],
                 session["requests"] += pred.meta["attempts"]
                 session["cache_hits"] += pred.meta["cached"]
                 tally["failures"] += pred.status is Status.FAILED
-                tally["spend"] += pred.meta["cost_usd"]
-            bar.set_postfix_str(f"failed={tally['failures']} spend=${tally['spend']:.4f}",
+                session["cost_usd"] += 0.0 if pred.meta["cached"] else pred.meta["cost_usd"]
+            bar.set_postfix_str(f"failed={tally['failures']} spend=${session['cost_usd']:.4f}",
                                 refresh=False)
             bar.update(len(batch))
 
@@ -274,7 +278,7 @@ def _stats(values: list[float]) -> dict[str, float | None]:
 
 
 def _summary(chosen: list[Prediction], n_selected: int, ctx: RunContext, wall: float,
-             session: dict[str, int]) -> dict[str, Any]:
+             session: dict[str, float]) -> dict[str, Any]:
     counts = {s.value: 0 for s in Status}
     for p in chosen:
         counts[p.status.value] += 1
@@ -310,6 +314,7 @@ def _summary(chosen: list[Prediction], n_selected: int, ctx: RunContext, wall: f
         "wall_s": wall,
         "session_requests": session["requests"],
         "session_cache_hits": session["cache_hits"],
+        "session_cost_usd": session["cost_usd"],
     }
 
 
@@ -322,8 +327,8 @@ def summary_line(summary: dict[str, Any], *,
     line = (f"{s['backend']}:{s['model'] or '-'}: {s['n_recorded']}/{s['n']} clips "
             f"(ok {s['n_ok']}, partial {s['n_partial']}, refused {s['n_refused']}, "
             f"unparseable {s['n_unparseable']}, failed {s['n_failed']}); "
-            f"{s['session_requests']} request(s) this time, {s['session_cache_hits']} from cache; "
-            f"${s['cost_usd']:.4f}")
+            f"{s['session_requests']} request(s) this time, {s['session_cache_hits']} from cache, "
+            f"${s.get('session_cost_usd', 0.0):.4f} spent; the run's answers cost ${s['cost_usd']:.4f}")
     if s["n_failed"]:
         line += f"; {retry}"
     line += summary_text(s)

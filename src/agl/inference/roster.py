@@ -13,6 +13,9 @@ from typing import Any
 
 from agl.errors import AglError, reject_unknown_keys
 from agl.inference.runspec import ModelSpec, parse_models
+from agl.prompts import PAPER
+
+PAPER_PROMPT_SOURCE = "paper:qwen25-omni"
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,10 @@ def load_roster(path: Path | None = None) -> list[RosterEntry]:
             raise AglError(f"{label}: models.{name}.needs: expected a mapping of key, gpu_gb, server")
         reject_unknown_keys(n, {"key", "gpu_gb", "server"}, f"{label}: models.{name}.needs")
         needs[name] = n
-        # The authors' prompt is the default for the paper's rows.
-        entries[name] = {"prompt": "agl1k-paper", **{k: v for k, v in e.items() if k != "needs"}}
+        # The authors' prompt is the default for the paper's rows, read from their pinned
+        # Qwen2.5-Omni result file (every file of their release holds the same question).
+        entries[name] = {"prompt": PAPER, "prompt_source": PAPER_PROMPT_SOURCE,
+                         **{k: v for k, v in e.items() if k != "needs"}}
     specs = parse_models(entries, source=label)
     out = []
     for spec in specs:

@@ -270,9 +270,8 @@ def complete_sync(
 
 
 def cost_usd(reply: Reply, price_in_per_m: float, price_out_per_m: float) -> float:
-    """What a reply cost at the given prices per million tokens; a cached reply costs 0."""
-    if reply.extra.get("cached"):
-        return 0.0
+    """What a reply costs at the given prices per million tokens, cached or not: a record
+    must not depend on run history (what this session paid is `session_cost_usd`)."""
     return ((reply.input_tokens or 0) * price_in_per_m
             + (reply.output_tokens or 0) * price_out_per_m) / 1e6
 

@@ -28,6 +28,9 @@ class ModelSpec:
     price_in_per_m: float = 0.0  # USD per million input tokens
     price_out_per_m: float = 0.0  # USD per million output tokens
     prompt: str | None = None  # overrides infer.prompt for this model
+    # overrides infer.prompt_source: the published file `agl1k-paper` reads its text from
+    # (a path, an http(s)/file URL or `paper:<name>`, see agl.dataset.sources)
+    prompt_source: str | None = None
     concurrency: int | None = None  # overrides infer.concurrency for this model
     paper_name: str | None = None  # the paper's name for this model, for the leaderboard
 
@@ -82,6 +85,8 @@ def parse_models(entries: Any, source: str = "params.yaml") -> list[ModelSpec]:
         name = e["name"]
         if not is_plain_name(name):
             raise AglError(f"{where}.name: '{name}' must be a plain folder name (no '/')")
+        if "." in name:
+            raise AglError(dotted_name(name, where))
         if name in seen:
             raise AglError(f"{where}.name: '{name}' is used twice")
         seen.add(name)
@@ -100,8 +105,25 @@ def parse_models(entries: Any, source: str = "params.yaml") -> list[ModelSpec]:
         out.append(ModelSpec(name=name, backend=e["backend"], model=str(e.get("model") or ""),
                              settings=dict(settings), price_in_per_m=prices[0],
                              price_out_per_m=prices[1], prompt=e.get("prompt"),
+                             prompt_source=_text_or_none(e.get("prompt_source"), f"{where}.prompt_source"),
                              concurrency=concurrency, paper_name=e.get("paper_name")))
     return out
+
+
+def dotted_name(name: str, where: str) -> str:
+    """Why a model name may not contain a dot, and the name to use instead (one line)."""
+    return (f"{where}: the name '{name}' contains a dot, which DVC reads as nesting "
+            f"(dvc.yaml's params `models.${{key}}` would find no 'models.{name}'); use "
+            f"'{name.replace('.', '')}' (a run's name is its stage and folder name, not the "
+            "model id: that is `model:`)")
+
+
+def _text_or_none(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise AglError(f"{where}: expected a path, URL or paper:<name> (or leave it out)")
+    return value
 
 
 def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
@@ -139,6 +161,23 @@ def find_model(models: list[ModelSpec], name: str, source: str = "params.yaml") 
             return m
     raise AglError(f"{source}: no model named '{name}' under models: "
                    f"({', '.join(m.name for m in models)})")
+
+
+def prompt_source(spec: ModelSpec, infer: InferSettings) -> str | None:
+    """The model entry's `prompt_source`, else `infer.prompt_source`."""
+    return spec.prompt_source or infer.prompt_source
+
+
+# The params keys a `paper:<name>` prompt source resolves through (a stage declares them).
+SOURCE_PARAMS = ("paper.base_url", "paper.published")
+
+
+def source_config(p: dict[str, Any]) -> Any:
+    """A SourceConfig from `_params.load(*SOURCE_PARAMS)`'s result."""
+    from agl.dataset.sources import SourceConfig  # the data phase, only for a paper: source
+
+    paper = {k.split(".", 1)[1]: p[k] for k in SOURCE_PARAMS if p.get(k) is not None}
+    return SourceConfig.from_params({"paper": paper})
 
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:

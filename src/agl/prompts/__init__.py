@@ -5,11 +5,12 @@ place once runs used it: a new wording is a new file (`geo-json-v2.txt`), so a r
 hash always points at one text. `default` names the project's current prompt.
 
 `agl1k-paper` is the AGL1K authors' own prompt. It is not stored here: it is read at run
-time from the `question` field of one of their published result files (a local path or an
-`http(s)` URL, setting `source`). Their pipeline escaped newlines as the two characters
-`\\n` (and `\\r`, `\\t`) and doubled every `"` when it wrote a CSV, and the published JSON
-kept both; `paper_prompt` undoes exactly these two escapes to recover the text the authors
-sent to their models.
+time from the `question` field of one of their published result files (setting `source`: a
+local path, an http(s)/file URL, or `paper:<name>`, one of their files by its short name, see
+`agl.dataset.sources`; a URL is fetched once into `cache/sources/` and read offline after).
+Their pipeline escaped newlines as the two characters `\\n` (and `\\r`, `\\t`) and doubled
+every `"` when it wrote a CSV, and the published JSON kept both; `paper_prompt` undoes exactly
+these two escapes to recover the text the authors sent to their models.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from agl.core import http
 from agl.errors import AglError
 
 DEFAULT = "geo-json-v1"
@@ -46,16 +47,22 @@ def available_prompts() -> list[str]:
     return sorted(names) + ["default", PAPER]
 
 
-def load_prompt(name: str = "default", *, source: str | Path | None = None) -> Prompt:
-    """The prompt `name`; `source` (a published result file) is needed for `agl1k-paper`."""
+def load_prompt(name: str = "default", *, source: str | Path | None = None,
+                sources: Any = None) -> Prompt:
+    """The prompt `name`; `source` (a published result file) is needed for `agl1k-paper`.
+
+    `sources` (an `agl.dataset.sources.SourceConfig`) says where `paper:<name>` points; by
+    default params.yaml's `paper:` section in the working directory (a stage passes the keys
+    it declared)."""
     name = ALIASES.get(name, name)
     if name == PAPER:
         if source is None:
             raise AglError(
-                f"prompt '{PAPER}' is read from the authors' published results; give the path "
-                "or URL of one of their result files (setting prompt_source / --prompt-source)"
+                f"prompt '{PAPER}' is read from the authors' published results; give one of "
+                "their result files as prompt_source (a path, a URL or paper:<name>, e.g. "
+                "paper:qwen25-omni) in the model's entry, infer.prompt_source or --prompt-source"
             )
-        return paper_prompt(source)
+        return paper_prompt(source, sources)
     res = resources.files(__package__).joinpath(f"{name}.txt")
     if not res.is_file():
         raise AglError(f"unknown prompt '{name}'; known prompts: {', '.join(available_prompts())}")
@@ -70,8 +77,8 @@ def unescape_published(question: str) -> str:
     )
 
 
-def paper_prompt(source: str | Path) -> Prompt:
-    records = _read_published(source)
+def paper_prompt(source: str | Path, sources: Any = None) -> Prompt:
+    records = _read_published(source, sources)
     # Each record's shape is checked: an object whose question is text (a null line, a list
     # or a number where the question belongs is not one).
     questions = {r["question"] for r in records if isinstance(r, dict) and isinstance(r.get("question"), str)}
@@ -84,28 +91,43 @@ def paper_prompt(source: str | Path) -> Prompt:
     return Prompt(name=PAPER, text=unescape_published(questions.pop()), source=str(source))
 
 
-def _read_published(source: str | Path) -> list[dict]:
-    s = str(source)
-    if s.startswith(("http://", "https://")):
-        import httpx
+def fetched_source(source: str | Path, sources: Any = None) -> tuple[str, Path | None]:
+    """(where `source` is fetched from, the local copy or None when it is not fetched yet),
+    without fetching: what a dry run reports. A local path is its own copy."""
+    from agl.dataset.sources import is_url, source_url  # the data phase: only for the paper's prompt
 
-        # Bounded like every read (agl.core.http): a published file is a few MB.
-        limits = http.Limits(timeout_s=60.0, deadline_s=300.0, max_bytes=100_000_000)
-        try:
-            with http.client(limits) as client:
-                resp = client.get(s)
-            resp.raise_for_status()
-        except (httpx.HTTPError, http.Refused) as exc:
-            raise AglError(f"{s}: could not fetch the published results ({exc})") from None
-        text = resp.text
+    s = str(source)
+    if not (s.startswith("paper:") or is_url(s)):
+        return s, Path(s)
+    url, cached = source_url(s, cache_dir=_sources_cache(), config=sources)
+    return url, cached if cached.exists() else None
+
+
+def _sources_cache() -> Path:
+    # A queued experiment shares the repository's cache/sources/ (agl.core.workspace).
+    from agl.core.workspace import shared_path
+    from agl.dataset.sources import DEFAULT_CACHE  # the data phase: only for the paper's prompt
+
+    return shared_path(DEFAULT_CACHE)
+
+
+def _read_published(source: str | Path, sources: Any = None) -> list[dict]:
+    s = str(source)
+    from agl.dataset.sources import is_url, resolve_source  # the data phase: only for the paper's prompt
+
+    if s.startswith("paper:") or is_url(s):
+        # Fetched once into cache/sources/ (checked against a pinned SHA-256 where there is
+        # one), then read offline.
+        path = resolve_source(s, cache_dir=_sources_cache(), config=sources)
     else:
-        try:
-            text = Path(s).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise AglError(f"{s}: published results file not found") from None
-        except UnicodeDecodeError as exc:
-            raise AglError(f"{s}: not UTF-8 text (byte {exc.start}: {exc.reason}); pass an AGL1K "
-                           "result file as published (UTF-8 JSON)") from None
+        path = Path(s)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise AglError(f"{s}: published results file not found") from None
+    except UnicodeDecodeError as exc:
+        raise AglError(f"{s}: not UTF-8 text (byte {exc.start}: {exc.reason}); pass an AGL1K "
+                       "result file as published (UTF-8 JSON)") from None
     try:
         data = json.loads(text)
         return data if isinstance(data, list) else [data]

@@ -1,0 +1,61 @@
+"""`data/` and its pin (issue 23): after `agl download`, `dvc repro` finds an unchanged
+`data.dvc` unchanged (no "git add data.dvc" for a file that did not move), a changed folder is
+still re-pinned, and the pin itself says what fills the folder (DVC's own error for a missing
+pinned folder cannot carry a hint: it stops before any stage runs)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agl.dataset.pin import cache_if_pinned
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(cmd: str, cwd: Path, env: dict) -> str:
+    r = subprocess.run(cmd, cwd=cwd, env=env, shell=True, capture_output=True, text=True)
+    assert r.returncode == 0, f"{cmd}:\n{r.stdout}\n{r.stderr}"
+    return r.stdout + r.stderr
+
+
+def test_the_pin_names_what_fills_the_folder():
+    text = (ROOT / "data.dvc").read_text(encoding="utf-8")
+    head = "".join(line for line in text.splitlines(keepends=True) if line.startswith("#"))
+    assert "agl download" in head and "missing data 'source': data" in head and "dvc pull" in head
+    assert yaml.safe_load(text)["outs"][0]["path"] == "data"
+
+
+@pytest.mark.slow
+def test_a_download_matching_the_pin_leaves_nothing_to_re_pin(tmp_path):
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    (repo / "data" / "manifest.csv").write_text("key\nk1\n")
+    (repo / "dvc.yaml").write_text("stages:\n  count:\n    cmd: ls data > n.txt\n    deps: [data]\n"
+                                   "    outs: [n.txt]\n")
+    run("git init -q && dvc init -q && dvc add -q data && dvc repro -q && git add -A && "
+        "git commit -qm pinned", repo, env)
+    clone = tmp_path / "clone"
+    run(f"git clone -q {repo} {clone}", tmp_path, env)
+    # What `agl download` does on a fresh clone: the same bytes again, outside DVC.
+    (clone / "data").mkdir()
+    (clone / "data" / "manifest.csv").write_text("key\nk1\n")
+    assert cache_if_pinned("data", clone) is None  # not this folder's pin: nothing done
+    assert cache_if_pinned(clone / "data", clone) == (
+        "data/ matches data.dvc; stored in DVC's cache (`dvc push` can send it)")
+    out = run("dvc repro", clone, env)
+    assert "'data.dvc' didn't change" in out and "git add" not in out, out
+    # Other bytes: left alone, and `dvc repro` re-pins them (data.dvc really changes).
+    (clone / "data" / "manifest.csv").write_text("key\nk2\n")
+    line = cache_if_pinned(clone / "data", clone)
+    assert line is not None and line.startswith("data/ differs from data.dvc")
+    out = run("dvc repro", clone, env)
+    assert "git add" in out and "data.dvc" in out, out

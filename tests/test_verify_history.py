@@ -1,0 +1,86 @@
+"""`agl verify` tells an output that records run history from one the machine made other
+bytes of, and on a fresh clone says what to run instead of a mismatch per stage (issue 23).
+
+A real git + DVC repository with two tiny stages: `hist` writes how many requests "this
+session" made (a value an ordinary `dvc repro -f` changes: the bug class), `mach` a number
+whose last digits follow an environment variable (the machine-noise class)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+STAGE = """\
+import json, os, pathlib, sys
+state = pathlib.Path("state.txt")  # git-ignored state that outlives a run, like a reply cache
+n = int(state.read_text()) if state.exists() else 0
+state.write_text(str(n + 1))
+pathlib.Path("out").mkdir(exist_ok=True)
+if sys.argv[1] == "hist":
+    doc = {"answer": 42, "levels": {"a": {"n": 3, "estimate": {"requests": 0 if n else 3}}}}
+else:
+    doc = {"answer": 42.0 + float(os.environ.get("NOISE", "0"))}
+pathlib.Path(f"out/{sys.argv[1]}.json").write_text(json.dumps(doc, sort_keys=True))
+"""
+
+DVC_YAML = """\
+stages:
+  hist:
+    cmd: python stage.py hist
+    deps: [stage.py]
+    outs: [out/hist.json]
+  mach:
+    cmd: python stage.py mach
+    deps: [stage.py]
+    outs: [out/mach.json]
+"""
+
+
+def run(cmd: str, cwd: Path, env: dict, ok: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run(cmd, cwd=cwd, env=env, shell=True, capture_output=True, text=True)
+    if ok:
+        assert r.returncode == 0, f"{cmd}:\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+@pytest.fixture()
+def env():
+    return {**os.environ, "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
+@pytest.mark.slow
+def test_verify_names_run_history_apart_from_the_machine(tmp_path, env):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "stage.py").write_text(STAGE)
+    (repo / "dvc.yaml").write_text(DVC_YAML)
+    (repo / ".gitignore").write_text("state.txt\n")
+    run("git init -q && dvc init -q && dvc repro -q && git add -A && git commit -qm run", repo, env)
+    ok = run("agl verify", repo, env)
+    assert "agl verify: OK" in ok.stdout
+
+    # An ordinary rerun: the history stage rewrites its output, the other one, on a
+    # "different machine", gets other last digits.
+    run("dvc repro -f -q", repo, {**env, "NOISE": "1e-9"})
+    r = run("agl verify", repo, env, ok=False)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    hist = next(line for line in lines if line.startswith("stage hist:"))
+    mach = next(line for line in lines if line.startswith("stage mach:"))
+    assert "depends on run history" in hist and "not reproducible on this machine" not in hist
+    assert "not reproducible on this machine" in mach and "run history" not in mach
+    assert "run history: levels.a.estimate.requests differ" in r.stdout
+    assert "machine: answer differ" in r.stdout
+
+    # A fresh clone: one line saying what to run, exit 2, not a mismatch per stage.
+    run(f"git clone -q {repo} {tmp_path / 'clone'}", tmp_path, env)
+    fresh = run("agl verify", tmp_path / "clone", env, ok=False)
+    assert fresh.returncode == 2 and fresh.stdout == "", fresh.stdout
+    assert fresh.stderr.strip() == ("agl verify: error: nothing to verify yet: none of the 2 pipeline "
+                                    "outputs is on disk; run `dvc repro` first (or `dvc pull` from a DVC remote)")
