@@ -50,16 +50,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     _one_line_warnings(f"agl {args.command}")
-    try:
-        return int(args.func(args) or 0)
-    except AglError as exc:
-        from agl.core.secrets import scrub_text
+    from agl.core.secrets import scrubbed_output
 
-        print(scrub_text(f"agl {args.command}: error: {exc}"), file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"agl {args.command}: interrupted; rerun the same command to resume.", file=sys.stderr)
-        return 130
+    with scrubbed_output():  # no line printed carries a key, whoever prints it
+        try:
+            return int(args.func(args) or 0)
+        except AglError as exc:
+            print(f"agl {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"agl {args.command}: interrupted; rerun the same command to resume.",
+                  file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

@@ -82,9 +82,9 @@ def parse_settings(pairs: list[str]) -> dict:
 
 
 def _looks_like_key(name: str) -> bool:
-    from agl.inference.cache import _SECRET
+    from agl.core.secrets import looks_like_key
 
-    return bool(_SECRET.search(name)) and not name.endswith("_env")
+    return looks_like_key(name)
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
@@ -124,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
     settings = parse_settings(args.setting)
     if args.base_url:
         settings["base_url"] = args.base_url[0] if len(args.base_url) == 1 else args.base_url
+    from agl.core.secrets import check_config
+
+    check_config(settings, "agl infer")  # a URL with user:password@ or ?api-key= too
     if args.batch:
         settings["mode"] = "batch"
     if args.batch_status or args.batch_cancel:
