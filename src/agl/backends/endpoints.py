@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from agl.backends._http import UnreadableReply
 from agl.core.http import Refused
+from agl.core.secrets import strip_url_credentials
 from agl.errors import AglError
 
 T = TypeVar("T")
@@ -184,8 +185,6 @@ class EndpointPool:
     def report(self) -> list[dict[str, Any]]:
         """Per endpoint: url (without credentials), concurrency, requests, failures, latency
         (mean/p50/p95/max s). It goes to telemetry and the printed summary."""
-        from agl.core.secrets import strip_url_credentials
-
         out = []
         for e in self.endpoints:
             s = sorted(e.latencies)

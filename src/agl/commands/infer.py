@@ -82,7 +82,7 @@ def parse_settings(pairs: list[str]) -> dict:
 
 
 def _looks_like_key(name: str) -> bool:
-    from agl.core.secrets import looks_like_key
+    from agl.core.secrets import looks_like_key  # lazy, as every command module's imports
 
     return looks_like_key(name)
 
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     settings = parse_settings(args.setting)
     if args.base_url:
         settings["base_url"] = args.base_url[0] if len(args.base_url) == 1 else args.base_url
-    from agl.core.secrets import check_config
+    from agl.core.secrets import check_config  # lazy, as every command module's imports
 
     check_config(settings, "agl infer")  # a URL with user:password@ or ?api-key= too
     if args.batch:

@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agl.core.secrets import scrub, scrub_text
+
 # Decimals per quantity. Why each: the finest difference anything downstream reads, with
 # orders of magnitude to spare, and far above the noise of the machine that computed it.
 PRECISION: dict[str, int] = {
@@ -121,8 +123,6 @@ def canonical(obj: Any, quantity: str | None = None, *, quantities: Mapping[str,
 
 def dumps(obj: Any, *, indent: int | None = 1, quantities: Mapping[str, str | None] | None = None) -> str:
     """Canonical JSON text (no trailing newline), scrubbed of secrets."""
-    from agl.core.secrets import scrub
-
     return json.dumps(
         canonical(scrub(obj), quantities=quantities),
         indent=indent,
@@ -184,8 +184,6 @@ def write_csv(
 
 
 def _write_text(path: Path, text: str) -> None:
-    from agl.core.secrets import scrub_text
-
     text = scrub_text(text)  # CSV cells, timings: whatever the object held
     # newline="" keeps "\n" on every OS; written whole, then renamed, so no reader sees half.
     tmp = path.with_name(path.name + ".tmp")
@@ -210,8 +208,6 @@ def write_timings(output: str | Path, timings: Mapping[str, Any]) -> Path:
     machine- and history-dependent, so kept out of DVC's hashes (not canonicalised)."""
     path = timings_path(output)
     path.parent.mkdir(parents=True, exist_ok=True)
-    from agl.core.secrets import scrub
-
     _write_text(path, json.dumps(canonical(scrub(dict(timings)), None), indent=1, sort_keys=True,
                                  default=str) + "\n")
     return path

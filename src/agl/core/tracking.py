@@ -17,6 +17,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from agl.core.secrets import contains_secret, known_secrets, scrub_text
+from agl.core.secrets import scrub as scrub_secrets
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_EXPERIMENT = "agl1k"
 
@@ -48,16 +51,12 @@ def git_commit(cwd: Path | None = None) -> str:
 
 def scrub(value: Any) -> Any:
     """Replace any secret this process knows (see `agl.core.secrets`) by a marker, recursively."""
-    from agl.core.secrets import scrub as scrub_secrets
-
     return scrub_secrets(value)
 
 
 def _clean_artifacts(paths: Iterable[Path], tmp: Path) -> list[Path]:
     """The paths to log: a file (or folder) holding a secret is logged as a scrubbed copy,
     so an artifact never carries a key whatever wrote it."""
-    from agl.core.secrets import contains_secret, known_secrets, scrub_text
-
     secrets = known_secrets()
     out = []
     for path in map(Path, paths):
