@@ -138,7 +138,7 @@ def main() -> int:
           f"{guesses_ok} guesses answered 200; recorded twice: {len(twice)}")
     if stderr.strip():
         print("  server stderr: " + stderr.strip().replace("\n", " | ")[:500])
-    ok = errors == 0 and not twice and guesses_ok == len(lines)
+    ok = errors == 0 and not twice and guesses_ok == len(lines) and "Traceback" not in stderr
     return 0 if ok else 1
 
 

@@ -173,6 +173,11 @@ class AsyncHTTPServer:
                 pass
         except (ConnectionError, TimeoutError, _Hangup):
             pass  # the client left, or was too slow: nothing to answer
+        except asyncio.CancelledError:
+            # The server is stopping. Returning (not re-raising) ends the task normally:
+            # Python 3.11's stream callback calls task.exception() on a cancelled task and
+            # logs a spurious traceback.
+            pass
         finally:
             self._connections.discard(task)
             if writer.transport.get_write_buffer_size():
