@@ -67,7 +67,7 @@ def test_a_credential_anywhere_in_params_yaml_is_refused(tmp_path):
     with pytest.raises(AglError, match=r"params.yaml: download.base_url: the URL carries"):
         load_params(params)
     params.write_text("models:\n  a: {backend: prior, model: c, settings: {api_key_env: K, "
-                      "max_tokens: 5, temperature: 0}}\n")
+                      "max_tokens: 5, tokenizer: t, authors: [a], temperature: 0}}\n")
     assert load_params(params)["models"]["a"]["settings"]["api_key_env"] == "K"  # names are fine
 
 

@@ -41,9 +41,11 @@ MIN_SECRET_LEN = 8
 # Environment variable names that hold credentials.
 _NAME = re.compile(r"(API_?KEY|_KEY$|TOKEN$|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
 # Setting (and header, query parameter) names that hold credentials: `openai_api_key`,
-# `x-api-key`, `Authorization`, `access_token`, `client_secret`, `key`; not `max_tokens`.
+# `x-api-key`, `Authorization`, `access_token`, `client_secret`, `key`; not `max_tokens`,
+# `tokenizer` or `authors`.
 KEY_NAME = re.compile(
-    r"(api[_-]?key|secret|token(?!s)|password|passwd|credential|auth|cookie|(^|[_-])key$)", re.I
+    r"(api[_-]?key|secret|token(?!s|iz)|password|passwd|credential|auth(?!or(?!iz))|cookie"
+    r"|(^|[_-])key$)", re.I
 )
 # Query parameters that carry a key without a key-like name (signed URLs).
 _QUERY_KEYS = frozenset({"sig", "signature", "code", "x-amz-signature", "x-goog-signature"})
