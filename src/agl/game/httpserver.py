@@ -49,6 +49,8 @@ _LENGTH = re.compile(r"^[0-9]{1,15}$")  # ASCII digits only: str.isdigit() also 
 
 @dataclass
 class Request:
+    """One request as read off the connection (framing checked, body read whole)."""
+
     method: str
     target: str
     version: str
@@ -58,6 +60,8 @@ class Request:
 
 @dataclass
 class Response:
+    """What the application answers: a body in memory, or a file the connection streams."""
+
     status: int
     headers: list[tuple[str, str]] = field(default_factory=list)
     body: bytes = b""
