@@ -29,6 +29,10 @@ def load(*keys: str, path: Path | str | None = None, required: bool = True) -> d
         params = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         sys.exit(f"{path}: cannot read params ({exc})")
+    from agl.core.secrets import check_config
+
+    # No credential anywhere in the file: DVC copies params into dvc.lock, MLflow logs them.
+    check_config(params, "params.yaml" if path == ROOT / "params.yaml" else str(path))
     out: dict[str, Any] = {}
     missing = []
     for key in keys:
@@ -55,14 +59,16 @@ def run_main(main) -> None:
     """Run a stage's main with the CLI's error handling: one line, non-zero exit."""
     import warnings
 
-    from agl.core.secrets import scrub_text  # no log line carries a key
+    from agl.core.secrets import scrub_output  # no line printed carries a key, tracebacks too
     from agl.errors import AglError
 
+    scrub_output()
     name = Path(sys.argv[0]).name
     warnings.showwarning = lambda message, *a, **k: print(
-        scrub_text(f"{name}: warning: {message}"), file=sys.stderr
+        f"{name}: warning: {message}", file=sys.stderr
     )
     try:
         sys.exit(main() or 0)
     except AglError as exc:
-        sys.exit(scrub_text(f"{name}: error: {exc}"))
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -4,7 +4,8 @@ headline metrics in `dvc exp show`, and a queued sweep of the localize stage.
 
 One session-scoped demo repository (slimmed: two models, no VAD, small bootstraps, one
 intervention; the stages up to the leaderboard, the curation with BirdNET, and the
-counterfactual) serves all four tests.
+counterfactual) serves four tests; a fifth kills the MLflow server's leader with SIGKILL
+and checks `status` and `stop` see (and end) the orphans.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -245,3 +248,74 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _group_alive(pgid: int) -> list[int]:
+    """Live (non-zombie) processes whose process group is `pgid`, from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_kill_9_of_the_leader_then_status_and_stop_tell_the_truth():
+    """`kill -9` of the PID in mlflow.pid leaves its children serving: status must say so,
+    and stop must end the whole process group."""
+    if not _postgres_available():
+        msg = "PostgreSQL is not installed (apt-get install postgresql; .ci/run does it)"
+        if os.environ.get("AGL_REQUIRE_SHARED"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    server_dir = Path(tempfile.mkdtemp(prefix="agl-mlflow-"))
+    server_dir.chmod(0o755)  # as root the cluster runs as `postgres` (see `team`)
+    srv = server_dir / "srv"
+    port = _free_port()
+    env = {**os.environ, "MLFLOW_PORT": str(port), "PG_PORT": str(_free_port()),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+    def script(cmd: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(REPO / "scripts" / "mlflow-server"), cmd, str(srv)], env=env,
+                              capture_output=True, text=True, timeout=300)
+
+    try:
+        started = script("start")
+        assert started.returncode == 0, started.stdout + started.stderr
+        status = script("status")
+        assert status.returncode == 0 and "mlflow: running" in status.stdout, status.stdout
+        leader = int((srv / "mlflow.pid").read_text())
+        assert len(_group_alive(leader)) >= 3  # mlflow, uvicorn, the job runner, ...
+
+        os.kill(leader, signal.SIGKILL)
+        for _ in range(40):
+            if leader not in _group_alive(leader):
+                break
+            time.sleep(0.25)
+        orphans = _group_alive(leader)
+        assert orphans and leader not in orphans and _port_open(port)  # still serving
+        status = script("status")
+        assert status.returncode == 1, status.stdout
+        line = status.stdout.splitlines()[0]
+        assert line.startswith("mlflow: orphaned") and f"{len(orphans)} processes" in line, line
+        assert f"serving 127.0.0.1:{port}" in line and "stop" in line
+        again = script("start")  # refuses to start beside its own orphans
+        assert again.returncode == 1 and "already running" in again.stderr
+
+        stopped = script("stop")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert _group_alive(leader) == [] and not _port_open(port)
+        status = script("status")
+        assert status.returncode == 3, status.stdout
+        assert status.stdout.splitlines() == ["mlflow: stopped", "postgresql: stopped"]
+    finally:
+        script("stop")
+        shutil.rmtree(server_dir, ignore_errors=True)

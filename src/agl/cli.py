@@ -13,6 +13,7 @@ import pkgutil
 import sys
 
 from agl import __version__
+from agl.core.secrets import scrub_text, scrubbed_output
 from agl.errors import AglError
 
 
@@ -36,8 +37,6 @@ def _one_line_warnings(prefix: str) -> None:
     import warnings
 
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
-        from agl.core.secrets import scrub_text
-
         print(scrub_text(f"{prefix}: warning: {message}"), file=sys.stderr)
 
     warnings.showwarning = show
@@ -50,16 +49,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     _one_line_warnings(f"agl {args.command}")
-    try:
-        return int(args.func(args) or 0)
-    except AglError as exc:
-        from agl.core.secrets import scrub_text
-
-        print(scrub_text(f"agl {args.command}: error: {exc}"), file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"agl {args.command}: interrupted; rerun the same command to resume.", file=sys.stderr)
-        return 130
+    with scrubbed_output():  # no line printed carries a key, whoever prints it
+        try:
+            return int(args.func(args) or 0)
+        except AglError as exc:
+            print(f"agl {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"agl {args.command}: interrupted; rerun the same command to resume.",
+                  file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

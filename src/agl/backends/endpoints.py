@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from agl.backends._http import UnreadableReply
 from agl.core.http import Refused
+from agl.core.secrets import strip_url_credentials
 from agl.errors import AglError
 
 T = TypeVar("T")
@@ -182,7 +183,8 @@ class EndpointPool:
             return result
 
     def report(self) -> list[dict[str, Any]]:
-        """Per endpoint: url, concurrency, requests, failures, latency (mean/p50/p95/max s)."""
+        """Per endpoint: url (without credentials), concurrency, requests, failures, latency
+        (mean/p50/p95/max s). It goes to telemetry and the printed summary."""
         out = []
         for e in self.endpoints:
             s = sorted(e.latencies)
@@ -198,7 +200,7 @@ class EndpointPool:
             )
             out.append(
                 {
-                    "url": e.url,
+                    "url": strip_url_credentials(e.url),
                     "concurrency": e.capacity,
                     "requests": e.requests,
                     "failures": e.failures,

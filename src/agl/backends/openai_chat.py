@@ -9,6 +9,10 @@ key is sent the token "EMPTY" (the SDK refuses none), as vLLM documents. Setting
   temperature, top_p, seed, max_tokens (or max_completion_tokens)   generation
   json_schema: true        request `response_format` with `agl.prompts.ANSWER_SCHEMA`
   base_url, api_key_env    endpoint and key variable
+  base_url_env             the variable holding the endpoint instead, for a URL that carries
+                           a credential (user:password@ for HTTP Basic auth, ?api-key=...):
+                           such a URL is refused in params.yaml and on the command line, and
+                           every credential in it is scrubbed from all output (agl.core.secrets)
   extra_body               passed through to servers with their own options (vLLM)
   base_url: [url, ...]     (openai-compatible) replicas of one model: see agl.backends.endpoints
 
@@ -25,8 +29,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from agl.backends._http import (
     UnreadableReply,
@@ -56,15 +62,16 @@ class OpenAIChat(Backend):
         self.deterministic = is_deterministic(settings)
         self._key = api_key(settings, self.default_key_envs, self.name,
                             required=self.key_required)
+        self._base_url = base_url(settings, self.name)
         self._client = None
 
     def _get_client(self):
         if self._client is None:
             from openai import AsyncOpenAI
 
-            self._client = AsyncOpenAI(api_key=self._key or "EMPTY",
-                                       base_url=self.settings.get("base_url"), max_retries=0,
-                                       http_client=openai_http_client(self))
+            self._client = AsyncOpenAI(api_key=self._key or "EMPTY", max_retries=0,
+                                       http_client=openai_http_client(self),
+                                       **client_url(self._base_url))
         return self._client
 
     async def _audio_content(self, path: Path) -> dict[str, Any]:
@@ -143,15 +150,15 @@ class OpenAICompatible(OpenAIChat):
     key_required = False
 
     def __init__(self, model: str, **settings: Any):
-        if not settings.get("base_url"):
+        if not settings.get("base_url") and not settings.get("base_url_env"):
             raise AglError("openai-compatible backend: set base_url (e.g. "
-                           "http://host:8000/v1, or --base-url)")
+                           "http://host:8000/v1, or --base-url), or base_url_env")
         super().__init__(model, **settings)
         if settings.get("api_key_env") and not self._key:
             raise AglError(f"openai-compatible backend: environment variable "
                            f"{settings['api_key_env']} is not set")
         self._pool = None
-        if isinstance(settings["base_url"], list):
+        if isinstance(settings.get("base_url"), list):
             from agl.backends.endpoints import pooled_client
 
             self._pool, self._client = pooled_client(settings, self._key or "EMPTY",
@@ -160,6 +167,29 @@ class OpenAICompatible(OpenAIChat):
     def endpoint_report(self) -> list[dict[str, Any]] | None:
         """Per-endpoint requests, failures and latency when `base_url` lists replicas."""
         return self._pool.report() if self._pool is not None else None
+
+
+def base_url(settings: dict[str, Any], name: str) -> Any:
+    """`base_url`, or the value of the variable `base_url_env` names (never both)."""
+    env = settings.get("base_url_env")
+    if not env:
+        return settings.get("base_url")
+    if settings.get("base_url"):
+        raise AglError(f"{name} backend: set base_url or base_url_env, not both")
+    url = os.environ.get(str(env), "").strip()
+    if not url:
+        raise AglError(f"{name} backend: environment variable {env} (base_url_env) is not set")
+    return url
+
+
+def client_url(url: str | None) -> dict[str, Any]:
+    """AsyncOpenAI's base_url, with a query string moved to `default_query`: the SDK appends
+    its paths to the URL's raw text, which would put them inside the query."""
+    if not url or "?" not in url:
+        return {"base_url": url}
+    parts = urlsplit(url)
+    return {"base_url": urlunsplit(parts._replace(query="", fragment="")),
+            "default_query": dict(parse_qsl(parts.query, keep_blank_values=True))}
 
 
 def _message(exc: Any) -> str:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.batch.options import STATE_FILE
+from agl.core.secrets import scrub
 from agl.errors import AglError
 
 VERSION = 1
@@ -113,7 +114,7 @@ def save(out_dir: str | Path, state: BatchState) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".batch_state-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(state.to_json(), fh, indent=1, sort_keys=True)
+            json.dump(scrub(state.to_json()), fh, indent=1, sort_keys=True)  # no key, ever
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())

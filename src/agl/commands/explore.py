@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8766, help="0 picks a free port")
     p.add_argument("--no-browser", action="store_true", help="only print the URL")
     p.add_argument("--idle-timeout", type=float, default=20.0,
-                   help="seconds a connection may stay idle before it is closed (default 20)")
+                   help="seconds each request may take to arrive whole (idle wait included) "
+                        "before the connection is closed (default 20)")
     p.set_defaults(func=run)
 
 

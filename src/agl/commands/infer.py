@@ -88,9 +88,9 @@ def parse_settings(pairs: list[str]) -> dict:
 
 
 def _looks_like_key(name: str) -> bool:
-    from agl.inference.cache import _SECRET
+    from agl.core.secrets import looks_like_key  # lazy, as every command module's imports
 
-    return bool(_SECRET.search(name)) and not name.endswith("_env")
+    return looks_like_key(name)
 
 
 # The flags that describe the model or how to run it: --entry takes all of them from params.yaml.
@@ -141,6 +141,9 @@ def _from_flags(args: argparse.Namespace):
     settings = parse_settings(args.setting)
     if args.base_url:
         settings["base_url"] = args.base_url[0] if len(args.base_url) == 1 else args.base_url
+    from agl.core.secrets import check_config  # lazy, as every command module's imports
+
+    check_config(settings, "agl infer")  # a URL with user:password@ or ?api-key= too
     if args.batch:
         settings["mode"] = "batch"
     spec = ModelSpec(name="cli", backend=args.backend, model=args.model, settings=settings,

@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-browser", action="store_true", help="only print the URL")
     p.add_argument(
         "--idle-timeout", type=float, default=20.0,
-        help="seconds a connection may stay idle or half-sent before it is closed (default 20)",
+        help="seconds each request may take to arrive whole (idle wait, line, headers, body) "
+             "before the connection is closed (default 20)",
     )
     p.set_defaults(func=run)
 
@@ -63,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
     from agl.game.session import GameSession, check_player, run_name
 
     player = check_player(args.player if args.player is not None else _default_player())
-    if not args.idle_timeout > 0:
-        raise AglError(f"--idle-timeout {args.idle_timeout:g}: must be a positive number of seconds")
+    if not 0 < args.idle_timeout < 86400:  # also refuses nan and inf
+        raise AglError(f"--idle-timeout {args.idle_timeout:g}: must be seconds, above 0 and below 86400")
     if not 0 <= args.port <= 65535:
         raise AglError(f"--port {args.port}: use 0-65535 (0 picks a free port)")
     manifest = load_manifest(args.manifest)

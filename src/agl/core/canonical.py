@@ -16,7 +16,9 @@ writer of a tracked output therefore goes through this module:
   "\\n" line endings, `-0.0` written as `0.0`;
 * no timings, durations of a run, timestamps, hosts, absolute paths, pids or library
   versions: those go to MLflow or to a `*.timings.json` file beside the output, which
-  `.dvcignore` keeps out of every hash (`write_timings`).
+  `.dvcignore` keeps out of every hash (`write_timings`);
+* no secret: every text written here is scrubbed (`agl.core.secrets`: known keys, and the
+  credentials of any URL) — the object before JSON escaping, the text before writing.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from agl.core.secrets import scrub, scrub_text
 
 # Decimals per quantity. Why each: the finest difference anything downstream reads, with
 # orders of magnitude to spare, and far above the noise of the machine that computed it.
@@ -118,9 +122,9 @@ def canonical(obj: Any, quantity: str | None = None, *, quantities: Mapping[str,
 
 
 def dumps(obj: Any, *, indent: int | None = 1, quantities: Mapping[str, str | None] | None = None) -> str:
-    """Canonical JSON text (no trailing newline)."""
+    """Canonical JSON text (no trailing newline), scrubbed of secrets."""
     return json.dumps(
-        canonical(obj, quantities=quantities),
+        canonical(scrub(obj), quantities=quantities),
         indent=indent,
         sort_keys=True,
         allow_nan=False,
@@ -180,6 +184,7 @@ def write_csv(
 
 
 def _write_text(path: Path, text: str) -> None:
+    text = scrub_text(text)  # CSV cells, timings: whatever the object held
     # newline="" keeps "\n" on every OS; written whole, then renamed, so no reader sees half.
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8", newline="") as fh:
@@ -203,7 +208,8 @@ def write_timings(output: str | Path, timings: Mapping[str, Any]) -> Path:
     machine- and history-dependent, so kept out of DVC's hashes (not canonicalised)."""
     path = timings_path(output)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_text(path, json.dumps(canonical(dict(timings), None), indent=1, sort_keys=True, default=str) + "\n")
+    _write_text(path, json.dumps(canonical(scrub(dict(timings)), None), indent=1, sort_keys=True,
+                                 default=str) + "\n")
     return path
 
 

@@ -3,7 +3,8 @@
 The tracking URI is `MLFLOW_TRACKING_URI` or `sqlite:///mlflow.db` in the repository root
 (the file store is refused by MLflow >= 3.13). A run is found again by its `agl.run_key`
 tag, so re-logging the same inputs updates that run instead of adding a duplicate.
-Secrets never reach MLflow: params and tags are checked against the environment's API keys.
+Secrets never reach MLflow: params, tags, run names, dataset names and artifacts are scrubbed
+(`agl.core.secrets`: the environment's keys and the credentials of any URL).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from agl.core.secrets import contains_secret, known_secrets, scrub_text
+from agl.core.secrets import scrub as scrub_secrets
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_EXPERIMENT = "agl1k"
@@ -47,22 +51,19 @@ def git_commit(cwd: Path | None = None) -> str:
 
 def scrub(value: Any) -> Any:
     """Replace any secret this process knows (see `agl.core.secrets`) by a marker, recursively."""
-    from agl.core.secrets import scrub as scrub_secrets
-
     return scrub_secrets(value)
 
 
 def _clean_artifacts(paths: Iterable[Path], tmp: Path) -> list[Path]:
     """The paths to log: a file (or folder) holding a secret is logged as a scrubbed copy,
     so an artifact never carries a key whatever wrote it."""
-    from agl.core.secrets import contains_secret, known_secrets, scrub_text
-
     secrets = known_secrets()
     out = []
     for path in map(Path, paths):
         files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()) \
             if path.is_dir() else []
-        dirty = [f for f in files if secrets and contains_secret(f.read_bytes(), secrets)]
+        # a known key, or a URL with user:password@ or ?api-key= (contains_secret checks both)
+        dirty = [f for f in files if contains_secret(f.read_bytes(), secrets)]
         if not dirty:
             out.append(path)
             continue
@@ -186,6 +187,7 @@ def log_dataset(mlflow: Any, client: Any, run_id: str, *, name: str, digest: str
                 frame: Any, context: str = "evaluation") -> None:
     """Log the dataset once per run: name, digest (the manifest's content hash), source."""
     digest = str(digest)[:DIGEST_CHARS]
+    name, source = scrub(name), scrub(source)
     logged = client.get_run(run_id).inputs.dataset_inputs
     if any(d.dataset.name == name and d.dataset.digest == digest for d in logged):
         return  # re-evaluating the same data updates the run without a second input

@@ -26,7 +26,7 @@ from agl.errors import AglError
 from agl.explore import payload
 from agl.explore.sources import Explorer
 from agl.explore.spectrogram import spectrogram_png
-from agl.game.server import load_static
+from agl.game.page import load_static
 
 MARKER = ".agl-explore"
 

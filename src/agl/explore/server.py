@@ -1,7 +1,8 @@
 """`agl explore`'s local web server: the page, its data, the clips' audio and pictures.
 
-The handler is `agl play`'s (agl.game.server): standard library only, loopback names only on
-loopback, path segments checked, files streamed with HTTP Range, a strict
+It is a `PageServer` like `agl play`'s (agl.game.page, on agl.game.httpserver's asyncio server):
+standard library only, a total deadline per request, bounded connections, loopback names only
+on loopback, path segments checked, files streamed with HTTP Range, a strict
 Content-Security-Policy. What it serves is a closed list, GET only:
 
   GET /  /index.html            the page
@@ -25,7 +26,6 @@ import signal
 import sys
 import threading
 import webbrowser
-from http.server import ThreadingHTTPServer
 from typing import Any
 
 from agl.core.audio import mime_type
@@ -35,7 +35,8 @@ from agl.errors import AglError
 from agl.explore import payload
 from agl.explore.sources import Explorer
 from agl.explore.spectrogram import spectrogram_png
-from agl.game.server import _LOOPBACK_NAMES, IDLE_TIMEOUT_S, GameHandler, load_static
+from agl.game.httpserver import Request, Response
+from agl.game.page import IDLE_TIMEOUT_S, PageServer, send
 from agl.game.session import RequestError
 
 _CLIP_JS = re.compile(r"^(\d{1,9})\.js$")
@@ -44,27 +45,21 @@ CACHED_CLIPS = 256
 CACHED_PICTURES = 64
 
 
-class ExploreServer(ThreadingHTTPServer):
-    daemon_threads = True
+class ExploreServer(PageServer):
+    """The explorer over one `Explorer`: page, data scripts, audio and spectrograms."""
+
+    program = "agl explore"
 
     def __init__(self, address: tuple[str, int], explorer: Explorer,
                  idle_timeout_s: float = IDLE_TIMEOUT_S):
         self.explorer = explorer
-        self.idle_timeout_s = idle_timeout_s
-        self.loopback_only = address[0] in _LOOPBACK_NAMES
-        self.static = load_static("agl.explore")
         self.index_js = payload.script("index", payload.index_payload(explorer))
         self.map_js = payload.script("map", world_svg())
         self._text_js: bytes | None = None
         self._text_lock = threading.Lock()
         self.clip_js = functools.lru_cache(maxsize=CACHED_CLIPS)(self._clip_js)
         self.picture = functools.lru_cache(maxsize=CACHED_PICTURES)(self._picture)
-        super().__init__(address, ExploreHandler)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}/"
+        super().__init__(address, static_package="agl.explore", idle_timeout_s=idle_timeout_s)
 
     def text_js(self) -> bytes:
         with self._text_lock:
@@ -78,62 +73,53 @@ class ExploreServer(ThreadingHTTPServer):
     def _picture(self, n: int, stem: str) -> bytes:
         return spectrogram_png(payload.media_files(self.explorer, n)[stem])
 
-
-class ExploreHandler(GameHandler):
-    server: ExploreServer  # type: ignore[assignment]
-    server_version = "agl-explore"
-    program = "agl explore"
-
-    def _route(self, method: str, parts: list[str]) -> None:
-        if method != "GET":
-            raise RequestError(405, f"{method} not allowed on {self.path[:80]}; the explorer "
-                                    "only reads (use GET)")
-        server = self.server
+    def route(self, request: Request, parts: list[str]) -> Response:
+        if request.method != "GET":
+            raise RequestError(405, f"{request.method} not allowed on {request.target[:80]}; "
+                                    "the explorer only reads (use GET)")
         js = "text/javascript; charset=utf-8"
         fixed = {
-            ("",): lambda: self._static("index.html"),
-            ("index.html",): lambda: self._static("index.html"),
-            ("favicon.ico",): lambda: self._send(b"", "image/x-icon", status=204, cache=True),
-            ("data", "index.js"): lambda: self._send(server.index_js, js),
-            ("data", "text.js"): lambda: self._send(server.text_js(), js),
-            ("data", "map.js"): lambda: self._send(server.map_js, js, cache=True),
+            ("",): lambda: self.static_file("index.html"),
+            ("index.html",): lambda: self.static_file("index.html"),
+            ("favicon.ico",): lambda: send(b"", "image/x-icon", status=204, cache=True),
+            ("data", "index.js"): lambda: send(self.index_js, js),
+            ("data", "text.js"): lambda: send(self.text_js(), js),
+            ("data", "map.js"): lambda: send(self.map_js, js, cache=True),
         }
         key = tuple(parts)
         if key in fixed:
-            fixed[key]()
-        elif len(parts) == 2 and parts[0] == "static":
-            self._static(parts[1])
-        elif len(parts) == 3 and parts[:2] == ["data", "clips"] and _CLIP_JS.match(parts[2]):
-            self._send(server.clip_js(self._clip_number(parts[2][:-3])), js)
-        elif len(parts) == 3 and parts[0] in ("media", "spec"):
-            self._media(parts[0], self._clip_number(parts[1]), parts[2])
-        else:
-            raise RequestError(404, f"no such resource {self.path[:80]!r}")
+            return fixed[key]()
+        if len(parts) == 2 and parts[0] == "static":
+            return self.static_file(parts[1])
+        if len(parts) == 3 and parts[:2] == ["data", "clips"] and _CLIP_JS.match(parts[2]):
+            return send(self.clip_js(self._clip_number(parts[2][:-3])), js)
+        if len(parts) == 3 and parts[0] in ("media", "spec"):
+            return self._media(parts[0], self._clip_number(parts[1]), parts[2], request)
+        raise RequestError(404, f"no such resource {request.target[:80]!r}")
 
     def _clip_number(self, text: str) -> int:
         n = int(text) if _NUMBER.match(text) else -1
-        if not 0 <= n < len(self.server.explorer.manifest):
+        if not 0 <= n < len(self.explorer.manifest):
             raise RequestError(404, f"no clip number {text[:20]!r} (the manifest has "
-                                    f"{len(self.server.explorer.manifest)} clips)")
+                                    f"{len(self.explorer.manifest)} clips)")
         return n
 
-    def _media(self, kind: str, n: int, name: str) -> None:
-        files = payload.media_files(self.server.explorer, n)
+    def _media(self, kind: str, n: int, name: str, request: Request) -> Response:
+        files = payload.media_files(self.explorer, n)
         stem, dot, suffix = name.rpartition(".")
         path = files.get(stem) if dot else None
         if kind == "spec":
             if path is None or suffix != "png":
                 raise RequestError(404, f"clip {n} has no spectrogram {name[:80]!r}")
             try:
-                body = self.server.picture(n, stem)
+                body = self.picture(n, stem)
             except AglError as exc:
                 raise RequestError(404, f"no spectrogram: {exc}") from None
-            self._send(body, "image/png", cache=True)
-            return
+            return send(body, "image/png", cache=True)
         if path is None or path.suffix.lower() != f".{suffix.lower()}":
             raise RequestError(404, f"clip {n} has no audio {name[:80]!r}")
         path = inside(path.parents[1], path, functools.partial(RequestError, 403))  # <audio>/<key>/<file>: no link out
-        self._send_file(path, mime_type(path), f"audio of clip {n} ({stem})")
+        return self.send_file(path, mime_type(path), f"audio of clip {n} ({stem})", request)
 
 
 def serve(explorer: Explorer, host: str, port: int, open_browser: bool,
@@ -146,14 +132,14 @@ def serve(explorer: Explorer, host: str, port: int, open_browser: bool,
         print(f"agl explore: note: {note}", file=sys.stderr, flush=True)
 
     def stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        server.request_stop()
 
     signal.signal(signal.SIGTERM, stop)
     if open_browser:
         webbrowser.open(server.url)
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: asyncio cancels the loop's tasks, then raises this
         pass
     finally:
         server.server_close()

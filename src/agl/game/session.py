@@ -352,7 +352,19 @@ def _text(obj: dict[str, Any], name: str) -> str | None:
         raise RequestError(400, f"{name} is longer than {TEXT_LIMIT} characters")
     if _CONTROL.search(value):
         raise RequestError(400, f"{name} contains control characters")
+    problem = unicode_problem(value)
+    if problem:
+        raise RequestError(400, f"{name} holds {problem}; send valid Unicode text")
     return value or None
+
+
+def unicode_problem(text: str) -> str | None:
+    """Why `text` cannot be written as UTF-8 (a lone surrogate from a `\\ud800` escape), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a lone surrogate {text[exc.start]!r} (\\u escapes must pair)"
+    return None
 
 
 def _listened(obj: dict[str, Any]) -> float | None:

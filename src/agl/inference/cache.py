@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,14 +24,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 from agl.backends.base import Reply, ReplyStatus, Request
 from agl.core.jsonutil import dumps
+from agl.core.secrets import KEY_NAME
 
 # Setting names that may hold a credential, and settings that steer the call but not the
 # reply (where a file is uploaded, how long to wait, which host serves the model): neither
 # belongs in a cache key. The endpoint is transport: a model id is taken to name the same
 # weights wherever it is served (a proxy, a vLLM box, a fake server in tests).
-_SECRET = re.compile(r"(api_?key|secret|token(?!s)|password|passwd|credential|auth)", re.I)
+_SECRET = KEY_NAME  # one definition: agl.core.secrets
 _NOT_GENERATION = frozenset(
-    {"api_key_env", "timeout", "timeout_s", "upload_above_bytes",
+    {"api_key_env", "base_url_env", "timeout", "timeout_s", "upload_above_bytes",
      "concurrency", "max_retries", "price_in_per_m", "price_out_per_m", "http_options",
      "base_url", "api_version", "cache", "endpoint_concurrency", "endpoint_backoff_s",
      "endpoint_backoff_cap_s",
@@ -52,12 +52,18 @@ def public_settings(settings: dict[str, Any]) -> dict[str, Any]:
     for k, v in settings.items():
         if _SECRET.search(k) and not k.endswith("_env"):
             continue
-        if isinstance(v, str) and "://" in v:
-            v = _strip_url(v)
-        elif isinstance(v, dict):
-            v = public_settings(v)
-        out[k] = v
+        out[k] = _public_value(v)
     return out
+
+
+def _public_value(v: Any) -> Any:
+    if isinstance(v, str) and "://" in v:
+        return _strip_url(v)
+    if isinstance(v, dict):
+        return public_settings(v)
+    if isinstance(v, list):  # base_url: [url, {url, concurrency}, ...]
+        return [_public_value(x) for x in v]
+    return v
 
 
 def _strip_url(url: str) -> str:

@@ -204,8 +204,10 @@ def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
         summary = {**summary, "endpoints": backend.endpoint_report()}
         if telemetry is not None:
             Path(telemetry).parent.mkdir(parents=True, exist_ok=True)
-            Path(telemetry).write_text(json.dumps({"run": spec.name,
-                                                   "endpoints": summary["endpoints"]},
+            from agl.core.secrets import scrub  # endpoint URLs: never their credentials
+
+            Path(telemetry).write_text(json.dumps(scrub({"run": spec.name,
+                                                         "endpoints": summary["endpoints"]}),
                                                   indent=2) + "\n", encoding="utf-8")
     return summary
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
+from agl.core.secrets import check_config
 from agl.dataset.manifest import is_plain_name
 from agl.errors import AglError, reject_unknown_keys
 
@@ -93,10 +94,9 @@ def parse_models(entries: Any, source: str = "params.yaml") -> list[ModelSpec]:
         settings = e.get("settings") or {}
         if not isinstance(settings, dict):
             raise AglError(f"{where}.settings: expected a mapping")
-        for k in settings:
-            if k.lower() in ("api_key", "apikey", "key", "token", "secret", "password"):
-                raise AglError(f"{where}.settings.{k}: keys never go in params.yaml; put the "
-                               "key in an environment variable and name it with api_key_env")
+        # Key-like names at any depth (`extra_body.api_key`, `Authorization`), URLs with
+        # user:password@ or ?api-key=: one line naming the field and the variable to use.
+        check_config(e, source, label)
         try:
             prices = [float(e.get(k, 0) or 0) for k in ("price_in_per_m", "price_out_per_m")]
             concurrency = None if e.get("concurrency") is None else int(e["concurrency"])
@@ -186,8 +186,10 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
 
     path = Path(path)
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except FileNotFoundError:
         raise AglError(f"{path}: not found; run from the repository root") from None
     except yaml.YAMLError as exc:
         raise AglError(f"{path}: not valid YAML ({exc})") from None
+    check_config(doc, str(path))  # no credential: params reach dvc.lock and MLflow
+    return doc
