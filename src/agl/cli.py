@@ -18,7 +18,7 @@ from agl.errors import AglError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    import agl.commands as commands
+    import agl.commands as commands  # lazy: `agl --help` imports every command module
 
     parser = argparse.ArgumentParser(
         prog="agl", description="AGL1K audio geo-localization benchmark: data, inference, metrics."

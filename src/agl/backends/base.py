@@ -20,6 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
+import agl.backends as pkg
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES
 from agl.errors import AglError
 
@@ -125,7 +126,6 @@ def register(name: str):
 
 
 def _load_all() -> None:
-    import agl.backends as pkg
 
     for info in pkgutil.iter_modules(pkg.__path__):
         if info.name not in ("base",) and not info.name.startswith("_"):

@@ -22,6 +22,7 @@ from typing import Any
 
 from agl.backends._http import retryable_status
 from agl.backends.base import Reply, Request
+from agl.backends.gemini import _to_reply
 from agl.batch.provider import (
     BatchProvider,
     Chunk,
@@ -182,7 +183,6 @@ class GeminiBatch(BatchProvider):
         return JobStatus(state, _OUTCOME.get(state), error, {}, job.expires_at, raw=j)
 
     async def results(self, job: Job, status: JobStatus) -> dict[str, Reply | str]:
-        from agl.backends.gemini import _to_reply
 
         out: dict[str, Reply | str] = {}
         dest = status.raw.dest

@@ -19,6 +19,8 @@ from typing import Any
 
 from agl.backends._http import retryable_status
 from agl.backends.base import Reply, Request
+from agl.backends.openai_chat import _message as message
+from agl.backends.openai_chat import _to_reply
 from agl.batch.provider import (
     BatchProvider,
     Chunk,
@@ -145,7 +147,6 @@ def _one(d: dict[str, Any]) -> Reply | str:
     from openai._models import construct_type  # the SDK's own lenient reader
     from openai.types.chat import ChatCompletion
 
-    from agl.backends.openai_chat import _to_reply
 
     err = d.get("error")
     if err:
@@ -165,6 +166,5 @@ def _one(d: dict[str, Any]) -> Reply | str:
 
 
 def _message(exc: Any) -> str:
-    from agl.backends.openai_chat import _message as message
 
     return message(exc)

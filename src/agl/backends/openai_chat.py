@@ -44,8 +44,10 @@ from agl.backends._http import (
     retryable_status,
 )
 from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, register
+from agl.backends.endpoints import pooled_client
 from agl.core.http import Refused
 from agl.errors import AglError
+from agl.prompts import ANSWER_SCHEMA
 
 _GENERATION = ("temperature", "top_p", "seed", "max_tokens", "max_completion_tokens",
                "frequency_penalty", "presence_penalty")
@@ -98,7 +100,6 @@ class OpenAIChat(Backend):
         kw: dict[str, Any] = {k: self.settings[k] for k in _GENERATION
                               if self.settings.get(k) is not None}
         if self.settings.get("json_schema"):
-            from agl.prompts import ANSWER_SCHEMA
 
             kw["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": "place", "schema": ANSWER_SCHEMA, "strict": True}}
@@ -159,7 +160,6 @@ class OpenAICompatible(OpenAIChat):
                            f"{settings['api_key_env']} is not set")
         self._pool = None
         if isinstance(settings.get("base_url"), list):
-            from agl.backends.endpoints import pooled_client
 
             self._pool, self._client = pooled_client(settings, self._key or "EMPTY",
                                                      http_client=lambda: openai_http_client(self))

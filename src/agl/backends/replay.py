@@ -15,6 +15,7 @@ from typing import Any
 
 from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
 from agl.errors import AglError
+from agl.predictions.importer import import_published
 
 
 @register("replay")
@@ -28,7 +29,6 @@ class Replay(Backend):
         self._served: dict[str, dict[str, Any]] | None = None
 
     def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:
-        from agl.predictions.importer import import_published
 
         preds = import_published(self.settings["source"],
                                  reparse=bool(self.settings.get("reparse", False)))

@@ -15,15 +15,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agl.backends.base import get_backend
 from agl.batch import state as state_mod
 from agl.batch.options import batch_options
 from agl.batch.provider import provider_class
 from agl.batch.state import BatchState
+from agl.core.single_writer import exclusive
 
 
 def _provider(backend_name: str, model: str, settings: dict[str, Any], state: BatchState,
               timeout_s: float):
-    from agl.backends.base import get_backend
 
     options = batch_options(backend_name, {**settings, "mode": "batch"})
     backend = get_backend(backend_name)(model, **settings)
@@ -99,7 +100,6 @@ def cancel_lines(backend_name: str, model: str, settings: dict[str, Any], out_di
                  *, timeout_s: float = 60.0) -> list[str]:
     """Cancel this run folder's live batch jobs (`agl infer --batch-cancel`); one line per job
     saying what happened."""
-    from agl.core.single_writer import exclusive
 
     with exclusive(out_dir, "this run's batch jobs"):
         state = state_mod.load(out_dir)

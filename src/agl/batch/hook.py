@@ -22,6 +22,8 @@ from agl.backends.base import Backend, Reply, Request
 from agl.batch import state as state_mod
 from agl.batch.options import batch_options, is_batch
 from agl.batch.run import PassContext, PassReport, run_pass
+from agl.core.secrets import known_secrets, scrub_text
+from agl.core.single_writer import exclusive
 from agl.errors import AglError
 from agl.inference.record import RunContext
 from agl.inference.runner import RunOptions
@@ -62,7 +64,6 @@ def batch_session(backend: Backend, requests: list[Request], *, run: RunContext,
         _refuse_sync_while_live(out_dir)
         yield BatchSession(requests, {}, None)
         return
-    from agl.core.single_writer import exclusive
 
     batch_opts = batch_options(backend.name, backend.settings)
     ctx = PassContext(backend=backend, out_dir=Path(out_dir), pred_path=Path(run.pred_path),
@@ -74,7 +75,6 @@ def batch_session(backend: Backend, requests: list[Request], *, run: RunContext,
     # one would submit or request the same clips again.
     with exclusive(out_dir, "this run's batch jobs"):
         report = run_pass(ctx, requests)
-        from agl.core.secrets import known_secrets, scrub_text
 
         secrets = known_secrets(backend.settings)  # a provider's error may quote the key
         for line in report.messages:

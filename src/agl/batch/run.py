@@ -34,6 +34,10 @@ from agl.batch.provider import BatchProvider, JobStatus, provider_class
 from agl.batch.state import BatchState, Job
 from agl.batch.submit import screen, submit
 from agl.core.secrets import known_secrets, scrub
+from agl.inference.record import RunContext, make_prediction
+from agl.inference.runner import _scrub_reply
+from agl.inference.runspec import ModelSpec
+from agl.predictions.records import PredictionWriter, iter_records
 
 __all__ = ["FIND_GRACE_S", "PassContext", "PassReport", "run_pass"]
 
@@ -92,7 +96,6 @@ async def _pass(ctx: PassContext, requests: list[Request]) -> PassReport:
 
 
 def _finished(pred_path: Path) -> set[str]:
-    from agl.predictions.records import iter_records
 
     if not pred_path.exists():
         return set()
@@ -131,7 +134,6 @@ async def _resolve_unconfirmed(prov: BatchProvider, state: BatchState, report: P
 async def _collect(ctx: PassContext, prov: BatchProvider, state: BatchState,
                    finished: set[str], report: PassReport, save) -> set[str]:
     """Poll every live job once; record what the finished ones answered."""
-    from agl.predictions.records import PredictionWriter
 
     answered: set[str] = set()
     now = time.time()
@@ -178,9 +180,6 @@ async def _collect(ctx: PassContext, prov: BatchProvider, state: BatchState,
 
 def _job_records(ctx: PassContext, state: BatchState, job: Job, st: JobStatus,
                  results: dict[str, Reply | str], done: set[str]) -> list[Any]:
-    from agl.inference.record import RunContext, make_prediction
-    from agl.inference.runner import _scrub_reply
-    from agl.inference.runspec import ModelSpec
 
     secrets = known_secrets(ctx.backend.settings)
     mine = job.fingerprint == ctx.fingerprint

@@ -13,15 +13,15 @@ from agl.batch import state as state_mod
 from agl.batch.context import PassContext, PassReport, quiet, to_sync
 from agl.batch.provider import BatchProvider, Chunk, SubmitError
 from agl.batch.state import BatchState, Job
+from agl.core.audio import probe
 from agl.core.secrets import known_secrets, scrub
+from agl.inference.cache import cache_key
+from agl.inference.runner import PROBE_SECONDS, _hash_audio
 
 
 async def screen(ctx: PassContext, requests: list[Request], report: PassReport) -> list[Request]:
     """Hash the audio (the cache key); a cache hit, unreadable or undecodable audio goes to
     the synchronous path, which answers from the cache or records the failure unrequested."""
-    from agl.core.audio import probe
-    from agl.inference.cache import cache_key
-    from agl.inference.runner import PROBE_SECONDS, _hash_audio
 
     keep = []
     for r in requests:
@@ -103,7 +103,6 @@ def _unsent(state: BatchState, requests: list[Request], report: PassReport) -> N
 
 async def _send(ctx: PassContext, prov: BatchProvider, state: BatchState, chunk: Chunk,
                 members: dict[str, Request], report: PassReport, save, probe: bool) -> bool:
-    from agl.inference.cache import cache_key
 
     b = ctx.backend
     tag = state_mod.new_tag()

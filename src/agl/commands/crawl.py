@@ -35,10 +35,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.dataset.crawl import CrawlConfig, crawl, print_report, write_report
-    from agl.dataset.fetch import Policy
-    from agl.dataset.manifest import write_manifest
-    from agl.errors import AglError
+    from agl.dataset.crawl import (  # lazy: `agl --help` imports every command module
+        CrawlConfig,
+        crawl,
+        print_report,
+        write_report,
+    )
+    from agl.dataset.fetch import Policy  # lazy: `agl --help` imports every command module
+    from agl.dataset.manifest import write_manifest  # lazy: `agl --help` imports every command module
+    from agl.errors import AglError  # lazy: `agl --help` imports every command module
 
     if args.page_size <= 0 or args.jobs <= 0 or (args.limit is not None and args.limit <= 0):
         raise AglError("--page-size, --jobs and --limit must be positive")

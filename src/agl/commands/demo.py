@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.dataset.demo import DEFAULT_SEED, write_demo
+    from agl.dataset.demo import DEFAULT_SEED, write_demo  # lazy: `agl --help` imports every command module
 
     seed = DEFAULT_SEED if args.seed is None else args.seed
     clips = write_demo(args.out, seed=seed)

@@ -42,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from agl.dataset.prepare import from_params, prepare
-    from agl.errors import AglError
+    from agl.dataset.prepare import from_params, prepare  # lazy: `agl --help` imports every command module
+    from agl.errors import AglError  # lazy: `agl --help` imports every command module
 
     params: dict = {}
     if args.params.exists():

@@ -64,11 +64,11 @@ def source_config(args: argparse.Namespace, *specs: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.core.jsonutil import dumps
-    from agl.core.outpaths import input_file, output_file
-    from agl.dataset.sources import resolve_source
-    from agl.scoring.evaluate import evaluate_files
-    from agl.scoring.text import metrics_table
+    from agl.core.jsonutil import dumps  # lazy: `agl --help` imports every command module
+    from agl.core.outpaths import input_file, output_file  # lazy: `agl --help` imports every command module
+    from agl.dataset.sources import resolve_source  # lazy: `agl --help` imports every command module
+    from agl.scoring.evaluate import evaluate_files  # lazy: `agl --help` imports every command module
+    from agl.scoring.text import metrics_table  # lazy: `agl --help` imports every command module
 
     if args.scores_out:
         output_file(args.scores_out, "--scores-out")

@@ -30,10 +30,10 @@ def run(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from agl.core.jsonutil import dumps
-    from agl.core.outpaths import input_file, output_file
-    from agl.curation.filtering import FilterConfig, filter_manifest
-    from agl.errors import AglError
+    from agl.core.jsonutil import dumps  # lazy: `agl --help` imports every command module
+    from agl.core.outpaths import input_file, output_file  # lazy: `agl --help` imports every command module
+    from agl.curation.filtering import FilterConfig, filter_manifest  # lazy: `agl --help` imports every command module
+    from agl.errors import AglError  # lazy: `agl --help` imports every command module
 
     input_file(args.manifest, "--manifest", "manifest CSV")
     output_file(args.out, "--out")

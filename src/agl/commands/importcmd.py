@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="predictions JSON Lines file to write")
     p.add_argument("--reparse", action="store_true",
                    help="parse each row's raw model_output with this project's parser")
-    from agl.commands.evaluate import add_source_options
+    from agl.commands.evaluate import add_source_options  # lazy: `agl --help` imports every command module
 
     add_source_options(p, manifest=False)
     p.set_defaults(func=run)
@@ -25,8 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agl.commands.evaluate import source_config  # the same bounds as `agl evaluate`
-    from agl.dataset.sources import resolve_source
-    from agl.predictions.importer import import_with_report, write_imported
+    from agl.dataset.sources import resolve_source  # lazy: `agl --help` imports every command module
+    from agl.predictions.importer import (  # lazy: `agl --help` imports every command module
+        import_with_report,
+        write_imported,
+    )
 
     src = resolve_source(args.src, cache_dir=args.cache_dir, sha256=args.sha256,
                          config=source_config(args, args.src))

@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def parse_settings(pairs: list[str]) -> dict:
     import yaml
 
-    from agl.errors import AglError
+    from agl.errors import AglError  # lazy: `agl --help` imports every command module
 
     out = {}
     for pair in pairs:
@@ -105,7 +105,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
     """Counts and durations the run cannot use are refused before anything starts."""
     import math
 
-    from agl.errors import AglError
+    from agl.errors import AglError  # lazy: `agl --help` imports every command module
 
     if args.concurrency < 1:
         raise AglError("--concurrency must be at least 1")
@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     summary = run_spec(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                        out_dir=args.out, limit=args.limit, progress=not args.no_progress)
     print(summary_line(summary), file=sys.stderr)
-    from agl.batch.hook import pending
+    from agl.batch.hook import pending  # lazy: `agl --help` imports every command module
 
     if pending(summary):
         # Not an error and not a finished run: 75 (EX_TEMPFAIL) tells a script to come back.

@@ -21,8 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from agl.errors import AglError
-    from agl.inference.roster import load_roster
+    from agl.errors import AglError  # lazy: `agl --help` imports every command module
+    from agl.inference.roster import load_roster  # lazy: `agl --help` imports every command module
 
     roster = load_roster()
     if args.yaml:

@@ -58,10 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agl.core.paths import inside  # commands import their work when run, not at start
-    from agl.dataset.manifest import clips, load_manifest
-    from agl.errors import AglError
-    from agl.game.server import serve
-    from agl.game.session import GameSession, check_player, run_name
+    from agl.dataset.manifest import clips, load_manifest  # lazy: `agl --help` imports every command module
+    from agl.errors import AglError  # lazy: `agl --help` imports every command module
+    from agl.game.server import serve  # lazy: `agl --help` imports every command module
+    from agl.game.session import GameSession, check_player, run_name  # lazy: `agl --help` imports every command module
 
     player = check_player(args.player if args.player is not None else _default_player())
     if not 0 < args.idle_timeout < 86400:  # also refuses nan and inf

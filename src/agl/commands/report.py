@@ -36,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from agl.errors import AglError
-    from agl.report.build import make_report
+    from agl.errors import AglError  # lazy: `agl --help` imports every command module
+    from agl.report.build import make_report  # lazy: `agl --help` imports every command module
 
     cfg: dict = {}
     params = Path(args.params)

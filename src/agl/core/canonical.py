@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agl.core.jsonutil import jsonable
 from agl.core.secrets import scrub, scrub_text
 
 # Decimals per quantity. Why each: the finest difference anything downstream reads, with
@@ -98,7 +99,6 @@ def canonical(obj: Any, quantity: str | None = None, *, quantities: Mapping[str,
     inherits its key's), NaN/inf as None, numpy scalars and arrays plain, tuples as lists.
     `quantities` overrides the name rules for given keys."""
     if quantity == EXACT:  # kept verbatim (e.g. an authors' published fields)
-        from agl.core.jsonutil import jsonable
 
         return jsonable(obj)
     if isinstance(obj, Mapping):

@@ -17,6 +17,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from agl.core import canonical
 from agl.errors import AglError
 
 
@@ -91,6 +92,5 @@ def counterfactual_headline(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_headline(path: str | Path, values: dict[str, Any]) -> None:
-    from agl.core import canonical
 
     canonical.write_json(path, values)  # sorted keys, valid JSON (no NaN), atomic

@@ -19,6 +19,7 @@ from typing import Any
 
 from agl.core.secrets import contains_secret, known_secrets, scrub_text
 from agl.core.secrets import scrub as scrub_secrets
+from agl.core.workspace import shared_root
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_EXPERIMENT = "agl1k"
@@ -27,7 +28,6 @@ DEFAULT_EXPERIMENT = "agl1k"
 def tracking_uri() -> str:
     """`MLFLOW_TRACKING_URI`, else the repository's mlflow.db (the real repository's when in a
     queued experiment's temporary workspace: see agl.core.workspace)."""
-    from agl.core.workspace import shared_root
 
     root = shared_root() or REPO_ROOT
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{root / 'mlflow.db'}"

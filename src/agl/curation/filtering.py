@@ -43,6 +43,7 @@ from typing import Any
 from agl.core import canonical
 from agl.core.audio import decode, duration_problem
 from agl.curation import acoustics
+from agl.dataset.manifest import clips, load_manifest
 from agl.errors import AglError, reject_unknown_keys
 
 
@@ -281,7 +282,6 @@ def _map(fn, args: list, jobs: int) -> Iterable:
 def filter_manifest(manifest: Path, audio_root: Path, cfg: FilterConfig,
                     jobs: int | None = None) -> FilterRun:
     """Filter every clip of a manifest, audio at `<audio_root>/<key>/<mp3name>`."""
-    from agl.dataset.manifest import clips, load_manifest  # pandas: the pool's workers never need it
 
     items = [(c.key, Path(audio_root) / c.relpath, c.seconds)
              for c in clips(load_manifest(manifest))]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote, urlencode
 
 from agl.core.jsonutil import dumps
+from agl.dataset.fetch import get_json, make_client
 from agl.dataset.manifest import CATEGORY_COLUMNS, COLUMNS, is_plain_name
 from agl.errors import AglError
 
@@ -83,7 +84,6 @@ def crawl(
     config: CrawlConfig, policy: Policy, client: httpx.Client | None = None
 ) -> tuple[pd.DataFrame, CrawlReport]:
     """The collection as a manifest frame (AGL1K columns) and a report of what was skipped."""
-    from agl.dataset.fetch import make_client
 
     own = client is None
     client = client or make_client(policy)
@@ -151,7 +151,6 @@ def _advanced(config: CrawlConfig, policy: Policy, client: httpx.Client):
 
 
 def _json(client, url: str, policy: Policy):
-    from agl.dataset.fetch import get_json
 
     try:
         return get_json(client, url, policy)
@@ -163,7 +162,6 @@ def _json(client, url: str, policy: Policy):
 
 def _read_items(identifiers, config, policy, client):
     """Each item's metadata (in parallel), parsed; returns (items in list order, skipped)."""
-    from agl.dataset.fetch import get_json
 
     stop = threading.Event()
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from agl.core.paths import inside
 from agl.dataset.checksums import Entry, write_lock
 from agl.dataset.manifest import CATEGORY_COLUMNS, COLUMNS, write_manifest
+from agl.dataset.synth import GENERATORS
 from agl.errors import AglError
 
 DEFAULT_SEED = 1444  # AGL1K's clip count; any integer works
@@ -201,7 +202,6 @@ def _mix(recipe: Recipe, rng, n: int):
     """The clip's samples (float64, mono) before MP3 encoding."""
     import numpy as np
 
-    from agl.dataset.synth import GENERATORS
 
     def layer(name: str, dbfs: float) -> np.ndarray:
         return GENERATORS[name](rng, n, SAMPLE_RATE) * 10 ** (dbfs / 20)

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from agl.dataset import manifest as manifest_module
+from agl.dataset import manifest_text
 from agl.dataset.manifest import REQUIRED_COLUMNS, ManifestWarning, content_hash, load_manifest
 
 _WARNINGS_KEY = b"agl.manifest_warnings"
@@ -48,11 +50,9 @@ def code_version() -> str:
     """Changes whenever the rules that produced a cached table may have changed."""
     import pyarrow
 
-    import agl.dataset.manifest
-    import agl.dataset.manifest_text
 
     h = hashlib.sha256()
-    for module_file in (agl.dataset.manifest.__file__, agl.dataset.manifest_text.__file__, __file__):
+    for module_file in (manifest_module.__file__, manifest_text.__file__, __file__):
         h.update(Path(module_file).read_bytes())
     h.update(f"pandas {pd.__version__.split('.')[0]} pyarrow {pyarrow.__version__.split('.')[0]}".encode())
     return h.hexdigest()[:16]

@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING
 from agl.core.checks import check_params, sha256_value
 from agl.core.jsonutil import dumps
 from agl.core.paths import inside, remove
-from agl.dataset.checksums import read_lock, read_source, write_lock
+from agl.core.single_writer import exclusive
+from agl.dataset.checksums import file_digest, read_lock, read_source, write_lock
+from agl.dataset.demo import DEFAULT_SEED, GENERATOR_LABEL, RECIPES, key_of, write_demo
+from agl.dataset.download import download_clips
+from agl.dataset.fetch import Policy, fetch_document, sha256_hex
+from agl.dataset.manifest import ManifestWarning, clips, load_manifest, parse_manifest, write_manifest
+from agl.dataset.manifest_text import decode_manifest
 from agl.errors import AglError, reject_unknown_keys
 
 if TYPE_CHECKING:
@@ -57,7 +63,6 @@ def prepare(
 ) -> dict:
     """Fill `spec.out` for `spec.dataset`; returns the run's summary (printed, and written to
     `summary_path` even when the run then fails past its failure budget)."""
-    from agl.core.single_writer import exclusive
 
     with exclusive(spec.out, "agl download"):  # a second run refuses: no racing .part files
         return _prepare(spec, policy, client, summary_path)
@@ -71,8 +76,6 @@ def _prepare(spec: DatasetSpec, policy: Policy, client: httpx.Client | None,
         if summary_path:
             write_summary(summary_path, result)
         return result
-    from agl.dataset.download import download_clips
-    from agl.dataset.manifest import clips
 
     frame, source = _manifest(spec, out, policy, client)
     rows = clips(frame)
@@ -91,7 +94,6 @@ def _prepare(spec: DatasetSpec, policy: Policy, client: httpx.Client | None,
 
 
 def _prepare_demo(spec: DatasetSpec, out: Path) -> dict:
-    from agl.dataset.demo import DEFAULT_SEED, RECIPES, key_of, write_demo
 
     keys = {key_of(i) for i in range(len(RECIPES))}
     _prune(out, keys, None, spec.prune)
@@ -113,8 +115,6 @@ def _demo_matches_lock(out: Path, seed: int, keys: set[str]) -> bool:
     seed, one clip per demo key, and every clip has the lock's size and SHA-256 (about 0.1 s
     instead of ~11 s of generation). The generator is deterministic, so this is the set it
     would write; after editing agl.dataset.demo itself, delete data/ to regenerate."""
-    from agl.dataset.checksums import file_digest
-    from agl.dataset.demo import GENERATOR_LABEL
 
     lock_path = out / "lock.json"
     if read_source(lock_path) != {"generator": GENERATOR_LABEL, "seed": seed}:
@@ -136,9 +136,6 @@ def _demo_matches_lock(out: Path, seed: int, keys: set[str]) -> bool:
 
 def _manifest(spec: DatasetSpec, out: Path, policy, client):
     """The manifest as a validated frame, written to `<out>/manifest.csv` in AGL1K layout."""
-    from agl.dataset.fetch import fetch_document, sha256_hex
-    from agl.dataset.manifest import ManifestWarning, load_manifest, parse_manifest
-    from agl.dataset.manifest_text import decode_manifest  # beside the manifest imports above
 
     target = out / "manifest.csv"
     if spec.dataset == "agl1k":
@@ -183,7 +180,6 @@ def _manifest(spec: DatasetSpec, out: Path, policy, client):
 
 def _write_manifest(frame, target: Path) -> None:
     """AGL1K's 20-column layout, atomically; an identical file is left untouched."""
-    from agl.dataset.manifest import write_manifest
 
     staged = target.with_name(".manifest.csv.part")
     write_manifest(frame, staged)
@@ -258,7 +254,6 @@ def from_params(
     `overrides` (command-line flags) replace `download` keys and `dataset` replaces
     `data.dataset`; None keeps the params value. Errors name the file and the key.
     """
-    from agl.dataset.fetch import Policy
 
     data = params.get("data") or {}
     section = dict(params.get("download") or {})

@@ -19,7 +19,9 @@ from pathlib import Path
 
 from agl.curation.ontology import PINNED_SHA256 as ONTOLOGY_SHA256
 from agl.curation.ontology import PINNED_URL as ONTOLOGY_URL
-from agl.dataset.sources import MANIFEST_PATH, MANIFEST_SHA256, PINNED_BASE_URL
+from agl.dataset.checksums import file_digest
+from agl.dataset.fetch import Policy, fetch_to_file, make_client
+from agl.dataset.sources import MANIFEST_PATH, MANIFEST_SHA256, PINNED_BASE_URL, paper_values_path
 from agl.errors import AglError
 
 ARCHIVE_URL = "https://archive.org/download"
@@ -88,9 +90,6 @@ def build_shared(
 
     Every file is tried; afterwards an AglError lists the ones that could not be had."""
     # the downloader's modules, loaded only when files are fetched
-    from agl.dataset.checksums import file_digest
-    from agl.dataset.fetch import Policy, make_client  # (as above)
-    from agl.dataset.sources import paper_values_path
 
     out = Path(out)
     policy = policy or Policy(progress=False)
@@ -120,8 +119,6 @@ def _one(item: SharedFile, dest: Path, policy, client, package_file: Path, agl1k
     """Bring one file to `dest` through `<dest>.part` (streamed, bounded, SHA-256 checked
     before the rename); "downloaded", or why it could not be had (nothing left behind)."""
     # the downloader's modules, loaded only when files are fetched
-    from agl.dataset.checksums import file_digest
-    from agl.dataset.fetch import fetch_to_file  # (as above)
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")

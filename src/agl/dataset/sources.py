@@ -27,6 +27,8 @@ from typing import Any
 
 from agl.core.checks import sha256_value
 from agl.core.http import Limits
+from agl.dataset.manifest import content_hash
+from agl.dataset.paper import resolve
 from agl.errors import AglError
 
 PAPER_TITLE = "The Sonar Moment"
@@ -120,7 +122,6 @@ class SourceConfig:
 
     def pinned(self) -> dict[str, str]:
         """URL -> SHA-256 of every file whose content is pinned."""
-        from agl.dataset.paper import resolve
 
         pins = {}
         if self.manifest_sha256:
@@ -234,7 +235,6 @@ def source_url(spec: str, *, cache_dir: str | Path = DEFAULT_CACHE,
 
 
 def _check_local(path: Path, sha256: str, sha256_from: str) -> None:
-    from agl.dataset.manifest import content_hash
 
     if not path.exists():
         raise AglError(f"{path}: file not found")

@@ -28,7 +28,7 @@ from typing import Any
 from agl.backends.base import Backend, Reply, Request, get_backend
 from agl.backends.endpoints import pool_capacity
 from agl.batch.hook import batch_session, batch_summary, summary_text
-from agl.core.secrets import known_secrets
+from agl.core.secrets import known_secrets, scrub
 from agl.core.single_writer import exclusive
 from agl.core.workspace import shared_path
 from agl.dataset.manifest import ManifestWarning, load_manifest
@@ -204,7 +204,6 @@ def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
         summary = {**summary, "endpoints": backend.endpoint_report()}
         if telemetry is not None:
             Path(telemetry).parent.mkdir(parents=True, exist_ok=True)
-            from agl.core.secrets import scrub  # endpoint URLs: never their credentials
 
             Path(telemetry).write_text(json.dumps(scrub({"run": spec.name,
                                                          "endpoints": summary["endpoints"]}),

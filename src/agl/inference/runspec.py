@@ -15,6 +15,7 @@ from typing import Any
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import check_config
 from agl.dataset.manifest import is_plain_name
+from agl.dataset.sources import SourceConfig
 from agl.errors import AglError, reject_unknown_keys
 
 
@@ -174,7 +175,6 @@ SOURCE_PARAMS = ("paper.base_url", "paper.published")
 
 def source_config(p: dict[str, Any]) -> Any:
     """A SourceConfig from `_params.load(*SOURCE_PARAMS)`'s result."""
-    from agl.dataset.sources import SourceConfig  # the data phase, only for a paper: source
 
     paper = {k.split(".", 1)[1]: p[k] for k in SOURCE_PARAMS if p.get(k) is not None}
     return SourceConfig.from_params({"paper": paper})

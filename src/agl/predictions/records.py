@@ -30,6 +30,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from agl.core.jsonutil import jsonable
 from agl.core.paths import inside
 from agl.errors import AglError
 from agl.predictions.lines import BOM, not_utf8, object_lines, record_problem, utf8_problem
@@ -138,7 +139,6 @@ def failed(sample_id: str, error: str, **meta: Any) -> Prediction:
 def _line(prediction: Prediction) -> str:
     """One record as a JSON line; a non-finite number anywhere is written as null, so the
     file is always valid JSON (allow_nan=False)."""
-    from agl.core.jsonutil import jsonable
 
     d = without_non_finite(prediction).to_json()
     return json.dumps(jsonable(d), ensure_ascii=False, allow_nan=False) + "\n"

@@ -22,6 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agl.core.workspace import shared_path
+from agl.dataset.sources import DEFAULT_CACHE, is_url, source_url
 from agl.errors import AglError
 
 DEFAULT = "geo-json-v1"
@@ -94,7 +96,6 @@ def paper_prompt(source: str | Path, sources: Any = None) -> Prompt:
 def fetched_source(source: str | Path, sources: Any = None) -> tuple[str, Path | None]:
     """(where `source` is fetched from, the local copy or None when it is not fetched yet),
     without fetching: what a dry run reports. A local path is its own copy."""
-    from agl.dataset.sources import is_url, source_url  # the data phase: only for the paper's prompt
 
     s = str(source)
     if not (s.startswith("paper:") or is_url(s)):
@@ -105,8 +106,6 @@ def fetched_source(source: str | Path, sources: Any = None) -> tuple[str, Path |
 
 def _sources_cache() -> Path:
     # A queued experiment shares the repository's cache/sources/ (agl.core.workspace).
-    from agl.core.workspace import shared_path
-    from agl.dataset.sources import DEFAULT_CACHE  # the data phase: only for the paper's prompt
 
     return shared_path(DEFAULT_CACHE)
 

@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agl.backends.base import ReplyStatus, Request
 from agl.dataset.manifest import CATEGORY_COLUMNS
+from agl.inference.runner import RunOptions, complete_sync
 
 REFUSAL = "Refusal"
 FAILURE = "Failure"
@@ -148,8 +150,6 @@ def classify(scored: pd.DataFrame, predictions: dict[str, Any] | None = None, *,
 
 def _judge(rows: list[dict], pending: list[tuple[int, pd.Series]], predictions: dict[str, Any],
            run: str, judge: JudgeConfig) -> None:
-    from agl.backends.base import ReplyStatus, Request
-    from agl.inference.runner import RunOptions, complete_sync
 
     requests = []
     for _, row in pending:

@@ -9,9 +9,14 @@ from typing import Any
 
 import pandas as pd
 
+from agl.core import canonical
 from agl.core.checks import check_value
 from agl.core.geo import EARTH_MAX_KM
+from agl.core.tracking import log_run
+from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label
+from agl.dataset.manifest_cache import load_manifest_cached
 from agl.errors import AglError
+from agl.predictions.importer import import_with_report, is_published_file, published_frame
 from agl.predictions.records import Prediction, TornLineWarning, prediction_frame
 from agl.scoring.coverage import Coverage, check_run_summary, torn_error
 from agl.scoring.metrics import SUMMARY_COLUMNS, summarize_later
@@ -23,7 +28,6 @@ def load_predictions_any(path: str | Path, *, reparse: bool = False) -> pd.DataF
 
     Refused (one line): a file whose last line is cut off, a run's file shorter than its
     run_summary.json, a re-parse of a file without raw replies (agl.scoring.coverage)."""
-    from agl.predictions.importer import is_published_file, published_frame  # published only
 
     path = Path(path)
     if not path.exists():
@@ -54,7 +58,6 @@ def load_predictions_any(path: str | Path, *, reparse: bool = False) -> pd.DataF
 def _reparsed(path: Path):
     """The published file re-parsed from its raw replies; rows without one are counted in a
     warning (they are scored as unparseable: the authors' empty replies)."""
-    from agl.predictions.importer import import_with_report  # as load_predictions_any's
 
     predictions, report = import_with_report(path, reparse=True)
     if report.without_raw_text:
@@ -145,7 +148,6 @@ def evaluate_files(
     coverage, n / N) and `warnings`: every warning the inputs gave (a repaired manifest, rows
     without raw text, conflicting records) and the counted ones of agl.scoring.coverage (part
     of the manifest, failed clips), for the caller to print."""
-    from agl.dataset.manifest_cache import load_manifest_cached
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)  # the inputs' own warnings, each shown
@@ -183,9 +185,6 @@ def evaluate_run(
     adds its totals: tokens, cost, latency. A run covering part of the dataset, or with
     failed clips, is scored with a counted warning (`retry`: how to retry the failures).
     """
-    from agl.core import canonical
-    from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label
-    from agl.dataset.manifest_cache import load_manifest_cached
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -230,7 +229,6 @@ def evaluate_run(
         timings = json.loads(timings_path.read_text())
         run_summary = {**run_summary, **{k: v for k, v in timings.items() if k != "clips"}}
     if track:
-        from agl.core.tracking import log_run
 
         metrics: dict[str, Any] = {}
         for protocol, res in doc["protocols"].items():

