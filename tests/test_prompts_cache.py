@@ -167,7 +167,7 @@ def test_repo_params_default_models_are_offline():
     parse_infer(params["infer"])
     for m in models:  # constructible with no key in the environment
         assert get_backend(m.backend).needs_audio in (True, False)
-        assert m.backend in ("random", "random-sphere", "prior", "knn")
+        assert m.backend in ("random", "random-sphere", "prior", "knn", "langprior")  # all offline
 
 
 def test_backoff_and_retry_after_parsing():
