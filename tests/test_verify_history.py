@@ -84,3 +84,22 @@ def test_verify_names_run_history_apart_from_the_machine(tmp_path, env):
     assert fresh.returncode == 2 and fresh.stdout == "", fresh.stdout
     assert fresh.stderr.strip() == ("agl verify: error: nothing to verify yet: none of the 2 pipeline "
                                     "outputs is on disk; run `dvc repro` first (or `dvc pull` from a DVC remote)")
+
+
+# Keys ending in `_s` a backend may put in a reply's meta that are durations of *audio* (decided
+# by the clip and the settings), not wall time: they may stay in predictions.jsonl.
+AUDIO_SECONDS = {"audio_s", "heard_s", "window_s"}
+
+
+def test_no_wall_time_a_backend_measures_reaches_a_tracked_record():
+    """Every seconds-valued key a backend writes into a reply's meta is either a duration of
+    audio or moved to the run's timings file (agl.inference.finalize.VOLATILE_META): a fresh
+    run of langprior once recorded `listen_s` in predictions.jsonl, and agl verify failed."""
+    import re
+
+    from agl.inference.finalize import VOLATILE_META
+
+    root = Path(__file__).resolve().parents[1] / "src" / "agl" / "backends"
+    keys = {k for path in root.glob("*.py") for k in re.findall(r'"([a-z_]+_s)":', path.read_text())}
+    assert keys, "no seconds-valued meta keys found: the scan is broken"
+    assert keys - AUDIO_SECONDS <= set(VOLATILE_META), sorted(keys - AUDIO_SECONDS - set(VOLATILE_META))

@@ -29,7 +29,7 @@ from typing import Any
 RUN_HISTORY_KEYS = frozenset({
     "session_requests", "session_cache_hits", "session_cost_usd", "cached", "cache_hits",
     "attempts", "requests", "estimate", "estimate_before_run", "latency_s", "wall_s",
-    "submitted_at", "x_real_time",
+    "submitted_at", "x_real_time", "listen_s", "invert_s",
 })
 
 

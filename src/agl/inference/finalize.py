@@ -41,6 +41,8 @@ VOLATILE_META = (
     "submitted_at",
     "listened_s",
     "batch_job",
+    "listen_s",  # birdrange / langprior: seconds spent listening (wall time)
+    "invert_s",  # birdrange: seconds spent inverting the range grid (wall time)
 )
 # run_summary.json keys of the same kind.
 VOLATILE_SUMMARY = (
