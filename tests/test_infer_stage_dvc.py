@@ -43,6 +43,8 @@ def test_dvc_repro_runs_each_model_and_an_unchanged_rerun_makes_no_request(tmp_p
         params = {
             "infer": {"prompt": "default", "concurrency": 2, "timeout_s": 30, "max_retries": 1,
                       "cache_dir": "cache/responses"},
+            # infer@<model> declares where a `paper:` prompt source resolves (dvc.yaml)
+            "paper": {"base_url": str(work / "mirror"), "published": {}},
             "models": {
                 "random": {"backend": "random", "model": "uniform", "settings": {"seed": 0}},
                 "served": {"backend": "openai-compatible", "model": "Qwen/Qwen2-Audio",
