@@ -20,7 +20,7 @@ like a model's (reasoning, city, country, continent, latitude, longitude); `reas
 the languages and the top three countries with their probabilities.
 
 Settings (params.yaml `models: langprior: settings:`): the listening knobs of params.yaml
-`speech:` (model, sha256, device, compute_type, threads, cache_dir, vad_threshold,
+`speech:` (model, sha256, device, compute_type, cpu_isa, threads, cache_dir, vad_threshold,
 vad_min_speech_ms, vad_min_silence_ms, vad_pad_ms, min_speech_s, window_s, max_windows,
 confident, min_language_probability, top_languages; the same defaults) and `point`
 (centroid | largest_city).
@@ -38,8 +38,9 @@ from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
 from agl.errors import AglError
 from agl.speech.census import POINTS, census_identity, countries, country_probabilities, language_name
 from agl.speech.listen import Listener, SpeechConfig
+from agl.speech.tables import PROB_DECIMALS  # the speech stage's precision: digits the kernels agree on
 
-_LISTENING = {"model", "sha256", "device", "compute_type", "threads", "cache_dir", "vad_threshold",
+_LISTENING = {"model", "sha256", "device", "compute_type", "cpu_isa", "threads", "cache_dir", "vad_threshold",
               "vad_min_speech_ms", "vad_min_silence_ms", "vad_pad_ms", "min_speech_s", "window_s", "max_windows",
               "confident", "min_language_probability", "top_languages"}
 
@@ -47,7 +48,7 @@ _LISTENING = {"model", "sha256", "device", "compute_type", "threads", "cache_dir
 def answer(heard, point: str = "centroid", model_name: str = "") -> Reply:
     """The reply for one clip's `ClipSpeech` (pure: no audio, no model)."""
     extra: dict[str, Any] = {"speech_status": heard.status, "speech_seconds": heard.speech_seconds,
-                             "languages": [[c, round(p, 6)] for c, p in heard.languages]}
+                             "languages": [[c, round(p, PROB_DECIMALS)] for c, p in heard.languages]}
     if heard.status in ("missing", "unreadable"):
         return Reply(ReplyStatus.FAILED, error=f"could not listen: {heard.error}", extra=extra)
     if heard.status == "no_speech":
@@ -74,7 +75,7 @@ def answer(heard, point: str = "centroid", model_name: str = "") -> Reply:
         f"{', '.join(language_name(c) for c in used)} by their probabilities): {top3}. "
         f"Answer: {best.name}, at {best.city} ({where})."
     )
-    extra.update({"top_countries": [[table[k].name, round(p, 6)] for k, p in probs[:3]],
+    extra.update({"top_countries": [[table[k].name, round(p, PROB_DECIMALS)] for k, p in probs[:3]],
                   "languages_used": used})
     text = json.dumps({"reasoning": reasoning, "city": best.city, "country": best.name,
                        "continent": best.continent, "latitude": round(best.latitude, 6),

@@ -35,7 +35,7 @@ import numpy as np
 
 from agl.core.audio import decode_mono, resample
 from agl.errors import AglError, reject_unknown_keys
-from agl.speech.model import load_whisper, resolve, vad_identity
+from agl.speech.model import CPU_ISAS, load_whisper, resolve, vad_identity
 
 RATE = 16_000
 STATUSES = ("ok", "uncertain", "no_speech", "missing", "unreadable", "off")
@@ -50,6 +50,7 @@ class SpeechConfig:
     sha256: dict[str, str] = field(default_factory=dict)  # pins for a named / folder model
     device: str = "cpu"
     compute_type: str = "float32"  # not int8: see tables.py on bit-stability
+    cpu_isa: str = "GENERIC"  # CTranslate2/oneDNN kernels, pinned so digits do not name the CPU (model.py)
     threads: int = 2
     cache_dir: str = "cache/whisper"
     vad_threshold: float = 0.5
@@ -77,6 +78,8 @@ class SpeechConfig:
                 raise AglError(f"{source}.{name}: must be in (0, 1], got {getattr(cfg, name)}")
         if not 0.0 < float(cfg.window_s) <= 30.0:
             raise AglError(f"{source}.window_s: must be in (0, 30] (Whisper reads 30 s), got {cfg.window_s}")
+        if cfg.cpu_isa not in (*CPU_ISAS, "native"):
+            raise AglError(f"{source}.cpu_isa: must be one of {', '.join((*CPU_ISAS, 'native'))}, got {cfg.cpu_isa!r}")
         for name in ("max_windows", "top_languages", "threads", "beam_size"):
             if int(getattr(cfg, name)) < 1:
                 raise AglError(f"{source}.{name}: must be at least 1")
@@ -87,7 +90,7 @@ class SpeechConfig:
 
     def thresholds(self) -> dict[str, Any]:
         """The knobs that decide a clip's status and language (recorded with the outputs)."""
-        skip = {"enabled", "model", "sha256", "device", "threads", "cache_dir", "only_passed"}
+        skip = {"enabled", "model", "sha256", "device", "threads", "cache_dir", "only_passed", "cpu_isa"}
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
 
 
@@ -186,7 +189,7 @@ class Listener:
         self.identity = resolve(cfg.model, Path(cfg.cache_dir), cfg.sha256)
         self.vad = vad_identity()
         self.whisper = load_whisper(self.identity, device=cfg.device, compute_type=cfg.compute_type,
-                                    threads=cfg.threads)
+                                    threads=cfg.threads, cpu_isa=cfg.cpu_isa)
 
     def language_probabilities(self, audio: np.ndarray) -> dict[str, float]:
         """Whisper's distribution over its languages for one window of <= 30 s."""

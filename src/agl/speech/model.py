@@ -197,8 +197,43 @@ def vad_identity() -> dict[str, str]:
     return {"file": VAD_FILE, "sha256": VAD_SHA256, "licence": VAD_LICENCE}
 
 
-def load_whisper(identity: ModelIdentity, *, device: str = "cpu", compute_type: str = "float32", threads: int = 2):
-    """A faster_whisper.WhisperModel over the resolved folder (never downloads)."""
+# CTranslate2 picks its own kernels (CT2_FORCE_CPU_ISA) and its SGEMM backend (Intel MKL on an
+# Intel CPU, oneDNN elsewhere, CT2_USE_MKL), and oneDNN its instruction set (ONEDNN_MAX_CPU_ISA),
+# all from the CPU it runs on. Measured on the demo: AVX and AVX2 kernels on one AMD EPYC put
+# one language probability on either side of a 3-decimal rounding edge (0.246 / 0.247), so the
+# committed dvc.lock named the CPU, not the data. `cpu_isa` names the kernels instead
+# (docs/bit-for-bit.md#native-kernels): the same named ISA, no MKL, oneDNN capped at the
+# matching set. `native` leaves the choice to the libraries (faster on AVX-512; not bit-stable).
+CPU_ISAS = {"GENERIC": "SSE41", "AVX": "AVX", "AVX2": "AVX2", "AVX512": "AVX512_CORE", "NEON": None}
+
+
+def kernel_env(cpu_isa: str) -> dict[str, str]:
+    """The environment that pins CTranslate2's and oneDNN's kernels to `cpu_isa` ({} for native)."""
+    if cpu_isa == "native":
+        return {}
+    env = {"CT2_FORCE_CPU_ISA": cpu_isa, "CT2_USE_MKL": "0"}
+    if CPU_ISAS[cpu_isa]:
+        env["ONEDNN_MAX_CPU_ISA"] = CPU_ISAS[cpu_isa]
+    return env
+
+
+def pin_kernels(cpu_isa: str) -> None:
+    """Set `kernel_env(cpu_isa)` before CTranslate2 is first used. The libraries read these once
+    per process, so a process that already loaded a model with other kernels keeps them:
+    refused rather than silently giving other digits."""
+    import sys
+
+    env = kernel_env(cpu_isa)
+    if "ctranslate2" in sys.modules and any(os.environ.get(k) != v for k, v in env.items()):
+        raise AglError(f"speech.cpu_isa: {cpu_isa} asked after CTranslate2 was loaded with other kernels in this "
+                       "process; run it in a fresh process")
+    os.environ.update(env)
+
+
+def load_whisper(identity: ModelIdentity, *, device: str = "cpu", compute_type: str = "float32", threads: int = 2,
+                 cpu_isa: str = "GENERIC"):
+    """A faster_whisper.WhisperModel over the resolved folder (never downloads), on the pinned kernels."""
+    pin_kernels(cpu_isa)
     from faster_whisper import WhisperModel
 
     try:

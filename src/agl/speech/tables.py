@@ -93,7 +93,7 @@ def summary(results: Sequence[ClipSpeech], cfg: SpeechConfig, identity: dict[str
         "model": identity,
         "vad": vad,
         "thresholds": cfg.thresholds(),
-        "compute": {"device": cfg.device, "compute_type": cfg.compute_type},
+        "compute": {"device": cfg.device, "compute_type": cfg.compute_type, "cpu_isa": cfg.cpu_isa},
         "clips": len(results),
         "listened": len(listened),
         "statuses": {s: sum(r.status == s for r in results) for s in sorted({r.status for r in results})},

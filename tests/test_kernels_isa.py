@@ -1,0 +1,106 @@
+"""Bit for bit across CPUs: the speech stage and langprior give the same tracked bytes whichever
+instruction set their native kernels run (docs/bit-for-bit.md#native-kernels).
+
+Another CPU is simulated on this one by forcing CTranslate2's kernels (and oneDNN's, capped to
+match) to GENERIC and then AVX2, each in a fresh process (the libraries read the choice once).
+The committed dvc.lock was once recorded on a machine whose kernels put one demo clip's language
+probability at 0.246 where AVX2 says 0.247; `speech.cpu_isa` pins the kernels so that cannot
+recur, and this test holds the pin to its promise on the clips that have speech.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agl.dataset import demo
+from agl.dataset.manifest import load_manifest, write_manifest
+from agl.speech.model import kernel_env
+
+REPO = Path(__file__).resolve().parents[1]
+ISAS = ("GENERIC", "AVX2")
+
+
+def _supports_avx2() -> bool:
+    try:
+        return " avx2" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not _supports_avx2(), reason="needs an x86-64 CPU with AVX2 to force two ISAs")
+
+
+@pytest.fixture(scope="module")
+def speech_set(tmp_path_factory) -> tuple[Path, Path]:
+    """The demo clips with speech (the only ones Whisper is asked about), as a manifest."""
+    root = tmp_path_factory.mktemp("isa") / "data"
+    demo.write_demo(root)
+    frame = load_manifest(root / "manifest.csv")
+    manifest = root / "speech_manifest.csv"
+    write_manifest(frame[frame["key"].isin(demo.SPEECH_CLIPS)].reset_index(drop=True), manifest)
+    return manifest, root / "audio"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in kernel_env("AVX2")}
+    return {**env, "DVC_NO_ANALYTICS": "1", "HF_HUB_OFFLINE": "1"}
+
+
+def _run(cmd: list[str], cwd: Path) -> None:
+    done = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_kernel_env_names_the_isa_and_drops_mkl():
+    assert kernel_env("GENERIC") == {"CT2_FORCE_CPU_ISA": "GENERIC", "CT2_USE_MKL": "0",
+                                     "ONEDNN_MAX_CPU_ISA": "SSE41"}
+    assert kernel_env("native") == {}
+
+
+def test_speech_stage_bytes_do_not_depend_on_the_instruction_set(speech_set, tmp_path):
+    manifest, audio = speech_set
+    outputs = {}
+    for isa in ISAS:
+        out = tmp_path / isa
+        out.mkdir()
+        params = yaml.safe_load((REPO / "params.yaml").read_text())
+        section = {**params["speech"], "cpu_isa": isa, "only_passed": False,
+                   "cache_dir": str(REPO / params["speech"]["cache_dir"])}
+        (out / "params.yaml").write_text(yaml.safe_dump({"speech": section}))
+        _run([sys.executable, str(REPO / "stages/speech.py"), "--manifest", str(manifest),
+              "--audio-root", str(audio), "--filter", str(out / "unused.csv"), "--out", str(out / "speech.csv"),
+              "--windows", str(out / "windows.jsonl"), "--summary", str(out / "summary.json"),
+              "--params", str(out / "params.yaml")], cwd=tmp_path)
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["compute"]["cpu_isa"] == isa  # the kernels are named with the outputs
+        summary["compute"].pop("cpu_isa")
+        outputs[isa] = ((out / "speech.csv").read_bytes(), (out / "windows.jsonl").read_bytes(), summary)
+    generic, avx2 = outputs.values()
+    assert generic[0] == avx2[0], "speech.csv differs between GENERIC and AVX2 kernels"
+    assert generic[1] == avx2[1], "speech_windows.jsonl differs between GENERIC and AVX2 kernels"
+    assert generic[2] == avx2[2]
+    assert b"uncertain" in generic[0] or b",ok," in generic[0]  # Whisper was really asked
+
+
+def test_langprior_predictions_do_not_depend_on_the_instruction_set(speech_set, tmp_path):
+    manifest, audio = speech_set
+    records = {}
+    for isa in ISAS:
+        out = tmp_path / isa
+        _run(["agl", "infer", "--backend", "langprior", "--model", "pypi-whisper-base", "--manifest", str(manifest),
+              "--audio-root", str(audio), "--out", str(out), "--cache-dir", "", "--no-progress",
+              "--setting", f"cpu_isa={isa}", "--setting", f"cache_dir={REPO / 'cache/whisper'}"], cwd=tmp_path)
+        # The settings (cpu_isa among them) are the run's identity; everything else must agree.
+        lines = (out / "predictions.jsonl").read_text().splitlines()
+        records[isa] = [{**r, "meta": {k: v for k, v in r["meta"].items() if k != "run_fingerprint"}}
+                        for r in map(json.loads, lines)]
+    assert records["GENERIC"] == records["AVX2"], "langprior's predictions differ between GENERIC and AVX2 kernels"
+    assert len(records["GENERIC"]) == len(demo.SPEECH_CLIPS)
+    assert any(r["meta"].get("languages") for r in records["GENERIC"])  # Whisper was really asked
