@@ -17,6 +17,7 @@ to, and its inner transport must use that family's httpcore. `family("httpx")` a
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import importlib
@@ -37,6 +38,15 @@ def family(name: str = "httpx") -> SimpleNamespace:
     """The bounded transports for httpx (`name="httpx"`) or httpx2, built once."""
     hx = importlib.import_module(name)
     hc = importlib.import_module("httpcore" if name == "httpx" else "httpcore2")
+    left = _deadline_left(hc)
+    sync_backend, async_backend = _sync_network(hc, left), _async_network(hc, left)
+    return SimpleNamespace(hx=hx, BoundedTransport=_sync_transport(name, hx, sync_backend),
+                           AsyncBoundedTransport=_async_transport(name, hx, async_backend),
+                           proxy_mounts=functools.partial(_proxy_mounts, name))
+
+
+def _deadline_left(hc):
+    """`left(timeout)`: a socket operation's timeout cut to what is left of the deadline."""
 
     def left(timeout: float | None) -> float | None:
         deadline = DEADLINE.get()
@@ -46,6 +56,12 @@ def family(name: str = "httpx") -> SimpleNamespace:
         if remaining <= 0:
             raise hc.ReadTimeout("the request's deadline has passed")
         return remaining if timeout is None else min(timeout, remaining)
+
+    return left
+
+
+def _sync_network(hc, left):
+    """The family's network backend, every socket operation bounded by `left`."""
 
     class Stream(hc.NetworkStream):
         def __init__(self, inner):
@@ -79,6 +95,12 @@ def family(name: str = "httpx") -> SimpleNamespace:
 
         def sleep(self, seconds: float) -> None:
             self._inner.sleep(seconds)
+
+    return Backend
+
+
+def _async_network(hc, left):
+    """The asyncio twin of `_sync_network`."""
 
     class AsyncStream(hc.AsyncNetworkStream):
         def __init__(self, inner):
@@ -116,62 +138,46 @@ def family(name: str = "httpx") -> SimpleNamespace:
         async def sleep(self, seconds: float) -> None:
             await self._inner.sleep(seconds)
 
-    def deadline_aware(transport, wrap):
-        """`transport` with its connection pool's network backend wrapped. httpx takes no
-        network backend of its own, so this reaches into the pool; a test
-        (tests/test_network_bounds.py) fails if a new httpx or httpcore moves it."""
-        pool = getattr(transport, "_pool", None)
-        if not hasattr(pool, "_network_backend"):
-            raise RuntimeError(f"agl.core.http_transport: {name}'s internals changed (no "
-                               "_pool._network_backend); the deadline cannot reach the socket")
-        pool._network_backend = wrap(pool._network_backend)
-        return transport
+    return AsyncBackend
 
-    def timed_out(checks, request) -> Exception | None:
+
+def _deadline_aware(name: str, transport, wrap):
+    """`transport` with its connection pool's network backend wrapped. httpx takes no
+    network backend of its own, so this reaches into the pool; a test
+    (tests/test_network_bounds.py) fails if a new httpx or httpcore moves it."""
+    pool = getattr(transport, "_pool", None)
+    if not hasattr(pool, "_network_backend"):
+        raise RuntimeError(f"agl.core.http_transport: {name}'s internals changed (no "
+                           "_pool._network_backend); the deadline cannot reach the socket")
+    pool._network_backend = wrap(pool._network_backend)
+    return transport
+
+
+@contextlib.contextmanager
+def _reading(hx, checks, request):
+    """Drive one read under the request's deadline; a timeout past the deadline becomes the
+    deadline's own refusal (one line naming the URL and the limit)."""
+    token = DEADLINE.set(checks.deadline)
+    try:
+        yield
+    except hx.TimeoutException:
         if checks.deadline is not None and time.monotonic() >= checks.deadline - 0.05:
-            return http.deadline_refusal(request.url, checks.limits)
-        return None
+            raise http.deadline_refusal(request.url, checks.limits) from None
+        raise
+    finally:
+        DEADLINE.reset(token)
 
-    def respond(response, checks, stream):
-        headers = response.headers
-        if checks.decoding:  # decoded by the meter: httpx must not decode again
-            headers = hx.Headers([(k, v) for k, v in response.headers.multi_items()
-                                  if k.lower() not in ("content-encoding", "content-length")])
-        return hx.Response(response.status_code, headers=headers, stream=stream,
-                           extensions=response.extensions)
 
-    class BoundedTransport(hx.BaseTransport):
-        """A transport enforcing `agl.core.http.Limits` (see agl.core.http)."""
+def _respond(hx, response, checks, stream):
+    headers = response.headers
+    if checks.decoding:  # decoded by the meter: httpx must not decode again
+        headers = hx.Headers([(k, v) for k, v in response.headers.multi_items()
+                              if k.lower() not in ("content-encoding", "content-length")])
+    return hx.Response(response.status_code, headers=headers, stream=stream,
+                       extensions=response.extensions)
 
-        def __init__(self, limits, *, refuse_html=False, cap_for=None, max_connections=100,
-                     proxy=None):
-            self.limits, self.refuse_html, self.cap_for = limits, refuse_html, cap_for
-            self.inner = deadline_aware(hx.HTTPTransport(
-                retries=0, proxy=proxy, limits=hx.Limits(max_connections=max_connections)),
-                Backend)
 
-        def handle_request(self, request):
-            checks = http.Checks(self, request)
-            token = DEADLINE.set(checks.deadline)
-            try:
-                response = self.inner.handle_request(request)
-            except hx.TimeoutException:
-                late = timed_out(checks, request)
-                if late is not None:
-                    raise late from None
-                raise
-            finally:
-                DEADLINE.reset(token)
-            try:
-                meter = checks.head(response.status_code, response.headers)
-            except BaseException:
-                response.close()
-                raise
-            return respond(response, checks, SyncBody(response, meter, checks, request))
-
-        def close(self) -> None:
-            self.inner.close()
-
+def _sync_transport(name: str, hx, backend):
     class SyncBody(hx.SyncByteStream):
         def __init__(self, response, meter, checks, request):
             self.response, self.meter, self.checks, self.request = response, meter, checks, request
@@ -179,16 +185,8 @@ def family(name: str = "httpx") -> SimpleNamespace:
         def __iter__(self):
             raw = iter(self.response.stream)
             while True:
-                token = DEADLINE.set(self.checks.deadline)
-                try:
+                with _reading(hx, self.checks, self.request):
                     chunk = next(raw, None)
-                except hx.TimeoutException:
-                    late = timed_out(self.checks, self.request)
-                    if late is not None:
-                        raise late from None
-                    raise
-                finally:
-                    DEADLINE.reset(token)
                 if chunk is None:
                     break
                 yield from self.meter.pieces(chunk)
@@ -197,36 +195,33 @@ def family(name: str = "httpx") -> SimpleNamespace:
         def close(self) -> None:
             self.response.close()
 
-    class AsyncBoundedTransport(hx.AsyncBaseTransport):
-        """The asyncio twin of `BoundedTransport` (the model SDKs' clients)."""
+    class BoundedTransport(hx.BaseTransport):
+        """A transport enforcing `agl.core.http.Limits` (see agl.core.http)."""
 
-        def __init__(self, limits, *, refuse_html=False, cap_for=None, proxy=None):
+        def __init__(self, limits, *, refuse_html=False, cap_for=None, max_connections=100,
+                     proxy=None):
             self.limits, self.refuse_html, self.cap_for = limits, refuse_html, cap_for
-            self.inner = deadline_aware(hx.AsyncHTTPTransport(retries=0, proxy=proxy),
-                                        AsyncBackend)
+            self.inner = _deadline_aware(name, hx.HTTPTransport(
+                retries=0, proxy=proxy, limits=hx.Limits(max_connections=max_connections)), backend)
 
-        async def handle_async_request(self, request):
+        def handle_request(self, request):
             checks = http.Checks(self, request)
-            token = DEADLINE.set(checks.deadline)
-            try:
-                response = await self.inner.handle_async_request(request)
-            except hx.TimeoutException:
-                late = timed_out(checks, request)
-                if late is not None:
-                    raise late from None
-                raise
-            finally:
-                DEADLINE.reset(token)
+            with _reading(hx, checks, request):
+                response = self.inner.handle_request(request)
             try:
                 meter = checks.head(response.status_code, response.headers)
             except BaseException:
-                await response.aclose()
+                response.close()
                 raise
-            return respond(response, checks, AsyncBody(response, meter, checks, request))
+            return _respond(hx, response, checks, SyncBody(response, meter, checks, request))
 
-        async def aclose(self) -> None:
-            await self.inner.aclose()
+        def close(self) -> None:
+            self.inner.close()
 
+    return BoundedTransport
+
+
+def _async_transport(name: str, hx, backend):
     class AsyncBody(hx.AsyncByteStream):
         def __init__(self, response, meter, checks, request):
             self.response, self.meter, self.checks, self.request = response, meter, checks, request
@@ -234,18 +229,11 @@ def family(name: str = "httpx") -> SimpleNamespace:
         async def __aiter__(self):
             raw = self.response.stream.__aiter__()
             while True:
-                token = DEADLINE.set(self.checks.deadline)
                 try:
-                    chunk = await raw.__anext__()
+                    with _reading(hx, self.checks, self.request):
+                        chunk = await raw.__anext__()
                 except StopAsyncIteration:
                     break
-                except hx.TimeoutException:
-                    late = timed_out(self.checks, self.request)
-                    if late is not None:
-                        raise late from None
-                    raise
-                finally:
-                    DEADLINE.reset(token)
                 for piece in self.meter.pieces(chunk):
                     yield piece
             for piece in self.meter.end():
@@ -254,15 +242,35 @@ def family(name: str = "httpx") -> SimpleNamespace:
         async def aclose(self) -> None:
             await self.response.aclose()
 
-    def proxy_mounts(make) -> dict[str, Any]:
-        """Transports for the environment's proxies (HTTP(S)_PROXY, NO_PROXY), each bounded:
-        an explicit transport turns httpx's own reading of the environment off."""
-        try:  # no public equivalent in either family
-            get = importlib.import_module(f"{name}._utils").get_environment_proxies
-        except (ImportError, AttributeError):  # pragma: no cover - a future httpx
-            return {}
-        return {pattern: make(proxy) for pattern, proxy in get().items()}
+    class AsyncBoundedTransport(hx.AsyncBaseTransport):
+        """The asyncio twin of `BoundedTransport` (the model SDKs' clients)."""
 
-    return SimpleNamespace(hx=hx, BoundedTransport=BoundedTransport,
-                           AsyncBoundedTransport=AsyncBoundedTransport,
-                           proxy_mounts=proxy_mounts)
+        def __init__(self, limits, *, refuse_html=False, cap_for=None, proxy=None):
+            self.limits, self.refuse_html, self.cap_for = limits, refuse_html, cap_for
+            self.inner = _deadline_aware(name, hx.AsyncHTTPTransport(retries=0, proxy=proxy), backend)
+
+        async def handle_async_request(self, request):
+            checks = http.Checks(self, request)
+            with _reading(hx, checks, request):
+                response = await self.inner.handle_async_request(request)
+            try:
+                meter = checks.head(response.status_code, response.headers)
+            except BaseException:
+                await response.aclose()
+                raise
+            return _respond(hx, response, checks, AsyncBody(response, meter, checks, request))
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return AsyncBoundedTransport
+
+
+def _proxy_mounts(name: str, make) -> dict[str, Any]:
+    """Transports for the environment's proxies (HTTP(S)_PROXY, NO_PROXY), each bounded:
+    an explicit transport turns httpx's own reading of the environment off."""
+    try:  # no public equivalent in either family
+        get = importlib.import_module(f"{name}._utils").get_environment_proxies
+    except (ImportError, AttributeError):  # pragma: no cover - a future httpx
+        return {}
+    return {pattern: make(proxy) for pattern, proxy in get().items()}
