@@ -164,3 +164,19 @@ def judge_run(run_dir: Path, out_csv: Path, config: ErrorModeJudgeConfig) -> pd.
     Path(out_csv).parent.mkdir(parents=True, exist_ok=True)
     canonical.write_csv(frame, out_csv)
     return frame
+
+
+def judge_runs(roots: list[Path], judges_dir: Path, config: ErrorModeJudgeConfig) -> list[Path]:
+    """Judge every evaluated run under `roots` (`<root>/<run>/scores_<protocol>.csv`) into
+    `<judges_dir>/<run>/error_modes.csv`, where the report looks (`agl report --judge-*`)."""
+    written = []
+    for root in roots:
+        for scores in sorted(Path(root).glob(f"*/scores_{config.protocol}.csv")):
+            metrics = scores.parent / "metrics.json"
+            name = scores.parent.name
+            if metrics.exists():
+                name = str(json.loads(metrics.read_text()).get("run") or name)
+            out = Path(judges_dir) / name / "error_modes.csv"
+            judge_run(scores.parent, out, config)
+            written.append(out)
+    return written
