@@ -1,6 +1,7 @@
 """Stage report: the last stage; one self-contained HTML report over every evaluated run.
 
-Reads params `report`, `data` (which dataset, for the provenance block) and `mlflow`; writes
+Reads params `report`, `data` (which dataset, for the provenance block) and `mlflow`; reads
+the judge stage's tables (JUDGES/<run>/error_modes.csv; it calls no model); writes
 OUT_DIR/report.html, plots/, tables/, cdf/<run>.csv (for `dvc plots`) and summary.json, and
 logs them to MLflow.
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 import _params
 
 from agl.report.build import make_report
+from agl.report.inputs import ReportConfig, ReportInputs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("leaderboard", type=Path, help="the leaderboard stage's CSV")
     ap.add_argument("manifest", type=Path)
     ap.add_argument("run_dirs", type=Path, nargs="+", help="folders holding <run>/metrics.json")
+    ap.add_argument("--judges", type=Path, default=None, help="the judge stage's folder: <run>/error_modes.csv")
     ap.add_argument("--birds", type=Path, default=None, help="the birds stage's table (birds.csv)")
     ap.add_argument("--counterfactual", type=Path, default=None,
                     help="the counterfactual stage's folder: the section 'What the models listen to'")
@@ -30,30 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speech", type=Path, default=None,
                     help="the speech stage's table (speech.csv): the section 'What language alone tells'")
     args = ap.parse_args(argv)
-    sections = ()
-    if args.counterfactual:
-        from agl.counterfactual.report_section import section
-
-        effects = args.counterfactual / "effects.csv"
-        sections = (lambda figs, tables, img: section(effects, figs, img, tables),)
-    if args.sensitivity and args.sensitivity.exists():
-        from agl.curation.sensitivity import report_section
-
-        sweep = args.sensitivity
-        sections += (lambda figs, tables, img: report_section(sweep, figs),)
     p = _params.load("report", "data", "mlflow")
-    cfg = dict(p["report"])
-    track = bool(cfg.pop("track", True))
-    if args.speech:
-        from agl.speech.report_section import speech_section
-
-        sections += (lambda figs, tables, img: speech_section(args.speech, args.run_dirs, cfg, figs, tables, img,
-                                                              manifest=args.manifest),)
-    summary = make_report(run_dirs=args.run_dirs, out_dir=args.out_dir, cfg=cfg,
-                          leaderboard_csv=args.leaderboard, manifest=args.manifest,
-                          extra_provenance={"params data.dataset": p["data"]["dataset"]}, track=track,
-                          experiment=p["mlflow"].get("experiment"), birds_csv=args.birds,
-                          sections=sections)
+    config = ReportConfig.from_params(p["report"], experiment=p["mlflow"].get("experiment"))
+    inputs = ReportInputs(
+        run_dirs=tuple(args.run_dirs), leaderboard_csv=args.leaderboard, manifest=args.manifest,
+        judges_dir=args.judges, birds_csv=args.birds, counterfactual_dir=args.counterfactual,
+        sensitivity_csv=args.sensitivity, speech_csv=args.speech,
+        extra_provenance={"params data.dataset": p["data"]["dataset"]})
+    summary = make_report(inputs, args.out_dir, config)
     print(f"wrote {summary['html']} ({len(summary['runs'])} runs)")
     return 0
 

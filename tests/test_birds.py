@@ -178,7 +178,7 @@ def test_windows_and_thresholds():
 
 
 def test_birds_breakdown_is_a_partition():
-    from agl.report.birds import by_birds
+    from agl.report.sections.birds import by_birds
 
     scored = pd.DataFrame(
         {
@@ -204,9 +204,8 @@ def test_unknown_setting_is_one_clear_error():
 
 def test_report_section_maps_the_surface(bird_run, tmp_path):
     """The report's Birds section on the real clips: breakdown, paired table and the map."""
-    from agl.report.birds import birds_section
     from agl.report.inputs import ReportOptions, RunInput
-    from agl.report.tables import img
+    from agl.report.sections.birds import birds_section
 
     preds = bird_run["preds"]
     truth = bird_run["clips"]
@@ -258,7 +257,6 @@ def test_report_section_maps_the_surface(bird_run, tmp_path):
         tmp_path / "figs",
         tmp_path / "tables",
         options=ReportOptions(group_bootstrap=50, paired_bootstrap=50, paired_permutations=50),
-        img=img,
     )
     assert "abstained on 1 of 3" in page and "birds-paired" in page
     assert (tmp_path / "figs" / "birdrange_surface.png").stat().st_size > 10_000

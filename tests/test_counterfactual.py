@@ -279,9 +279,8 @@ def test_listen_run_is_linked_in_mlflow(dataset, experiment, tmp_path, monkeypat
 def test_report_section_renders(experiment, tmp_path):
     import pandas as pd
 
-    from agl.counterfactual.report_section import section
     from agl.report.build import build_report
-    from agl.report.inputs import ReportOptions, RunInput
+    from agl.report.inputs import ReportInputs, ReportOptions, RunInput
 
     work, _, effects = experiment
     table = pd.concat(
@@ -301,7 +300,7 @@ def test_report_section_renders(experiment, tmp_path):
         [RunInput("listener", scored)],
         out,
         options=ReportOptions(group_bootstrap=20, factor_bootstrap=5, maps_for=0),
-        sections=(lambda figs, tables, img: section(tmp_path / "effects.csv", figs, img, tables),),
+        inputs=ReportInputs(run_dirs=(), counterfactual_dir=tmp_path),  # the section reads effects.csv
     )
     page = Path(summary["html"]).read_text()
     assert "What the models listen to" in page and "listen-dose-listener" in page

@@ -1,5 +1,5 @@
-"""Error modes: the rule-decided ones offline, and a judge through the real openai SDK
-against a fake server on 127.0.0.1."""
+"""Error modes: the rule-decided ones offline, a judge through the real openai SDK against a
+fake server on 127.0.0.1, and the judge stage's table as the report reads it."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 from fake_llm import Answer, FakeServer, openai_completion
 
 from agl.dataset.manifest import CATEGORY_COLUMNS
+from agl.errors import AglError
+from agl.judges import error_modes as ej
+from agl.judges import modes as em
 from agl.predictions.records import Prediction, Status
-from agl.report import error_modes as em
 
 
 def _scored() -> pd.DataFrame:
@@ -43,7 +46,7 @@ def test_wrong_definition():
 
 
 def test_rule_modes_without_a_judge_never_invent_a_mode():
-    modes = em.classify(_scored(), judge=None).set_index("sample_id")
+    modes = em.classify(_scored()).set_index("sample_id")
     assert modes.at["refuse", "mode"] == em.REFUSAL and modes.at["broken", "mode"] == em.FAILURE
     for sid in ("birds", "lang", "far_unscored"):
         assert modes.at[sid, "mode"] == em.UNJUDGED and modes.at[sid, "source"] == "none"
@@ -54,10 +57,10 @@ def test_rule_modes_without_a_judge_never_invent_a_mode():
 
 
 def test_parse_judgement():
-    assert em.parse_judgement('{"mode": "bird bias", "why": "x"}') == ("Bird Bias", "x")
-    assert em.parse_judgement('sure: {"mode": "Over Reasoning"}')[0] == "Over-Reasoning"
-    assert em.parse_judgement('{"mode": "Refusal"}')[0] is None  # not a judge's call
-    assert em.parse_judgement("no idea")[0] is None
+    assert ej.parse_judgement('{"mode": "bird bias", "why": "x"}') == ("Bird Bias", "x")
+    assert ej.parse_judgement('sure: {"mode": "Over Reasoning"}')[0] == "Over-Reasoning"
+    assert ej.parse_judgement('{"mode": "Refusal"}')[0] is None  # not a judge's call
+    assert ej.parse_judgement("no idea")[0] is None
 
 
 def test_judge_through_openai_compatible_fake_server(tmp_path):
@@ -79,12 +82,13 @@ def test_judge_through_openai_compatible_fake_server(tmp_path):
         judge = em.JudgeConfig(backend="openai-compatible", model="judge-1",
                                settings={"base_url": server.url + "/v1", "temperature": 0},
                                cache_dir=tmp_path / "cache", max_retries=0)
-        modes = em.classify(_scored(), preds, run="m", judge=judge).set_index("sample_id")
+        config = ej.ErrorModeJudgeConfig(judge=judge)
+        modes = ej.judge_modes(_scored(), preds, run="m", config=config).set_index("sample_id")
         assert len(server.calls) == 3  # refusal and failure are never sent to the judge
         prompt = server.calls[0].body["messages"][-1]["content"]
         assert "Berlin, Germany, Europe" in str(prompt) and "animal" in str(prompt)
         # a second classification is answered from the cache, not the server
-        again = em.classify(_scored(), preds, run="m", judge=judge).set_index("sample_id")
+        again = ej.judge_modes(_scored(), preds, run="m", config=config).set_index("sample_id")
         assert len(server.calls) == 3
     assert modes.at["birds", "mode"] == "Bird Bias" and modes.at["birds", "source"] == "judge"
     assert modes.at["lang", "mode"] == "Language Ambiguity"
@@ -98,6 +102,38 @@ def test_failed_judge_call_leaves_unjudged(tmp_path):
         judge = em.JudgeConfig(backend="openai-compatible", model="judge-1",
                                settings={"base_url": server.url + "/v1", "temperature": 0},
                                max_retries=0)
-        modes = em.classify(_scored(), {}, judge=judge).set_index("sample_id")
+        modes = ej.judge_modes(_scored(), {}, run="run", config=ej.ErrorModeJudgeConfig(judge=judge))
+        modes = modes.set_index("sample_id")
     assert modes.at["birds", "mode"] == em.UNJUDGED and "judge call failed" in modes.at[
         "birds", "why"]
+
+
+def test_judge_stage_table_without_a_judge_is_the_rule(tmp_path):
+    """judge@<run> offline: no call, the record's modes; the report reads that table back."""
+    from agl.report.error_modes import run_modes
+    from agl.report.inputs import RunInput
+
+    run_dir = tmp_path / "runs" / "m"
+    run_dir.mkdir(parents=True)
+    _scored().to_csv(run_dir / "scores_paper.csv", index=False)
+    (run_dir / "metrics.json").write_text(json.dumps({"run": "m"}))
+    written = ej.judge_runs([tmp_path / "runs"], tmp_path / "judges", ej.ErrorModeJudgeConfig())
+    assert written == [tmp_path / "judges" / "m" / "error_modes.csv"]
+    table = pd.read_csv(written[0], keep_default_na=False)
+    assert list(table.columns) == list(em.COLUMNS)
+    assert table.set_index("sample_id").at["refuse", "mode"] == em.REFUSAL
+    read = run_modes(RunInput("m", _scored()), tmp_path / "judges", wrong_km=750)
+    rule = em.classify(_scored(), wrong_km=750)
+    assert read.astype(str).equals(rule.astype(str))
+    # A run the judge stage did not see gets the rule, computed in place.
+    assert run_modes(RunInput("other", _scored()), tmp_path / "judges", wrong_km=750).equals(rule)
+
+
+def test_judge_config_reads_the_report_params():
+    config = ej.ErrorModeJudgeConfig.from_params("strict", 500, {"backend": "openai-compatible", "model": "j"})
+    assert config.protocol == "strict" and config.wrong_km == 500.0 and config.judge.model == "j"
+    assert ej.ErrorModeJudgeConfig.from_params("paper", 750.0, None).judge is None
+    with pytest.raises(AglError, match="report.protocol"):
+        ej.ErrorModeJudgeConfig.from_params("loose", 750.0, None)
+    with pytest.raises(AglError, match="report.judge"):
+        ej.ErrorModeJudgeConfig.from_params("paper", 750.0, {"backend": "gemini"})

@@ -27,8 +27,8 @@ from explore_outputs import HOSTILE, write_outputs
 from test_pipeline_paper import copy_repo, sh
 from test_play_browser import CHROMIUM_ARGS, chromium_path  # noqa: F401 (a fixture)
 
+from agl.judges.modes import is_wrong
 from agl.predictions.records import read_predictions
-from agl.report.error_modes import is_wrong
 
 pytestmark = pytest.mark.slow
 SHOTS = os.environ.get("AGL_EXPLORE_SHOTS")

@@ -60,10 +60,11 @@ def _leaderboard(run_dirs: Path, shared, out: Path) -> Path:
 
 def test_report_is_self_contained_and_renders(tmp_path, run_dirs, agl1k_manifest, shared):
     from agl.report.build import make_report
+    from agl.report.inputs import ReportConfig, ReportInputs
 
     board = _leaderboard(run_dirs, shared, tmp_path)
-    summary = make_report(run_dirs=[run_dirs / "runs"], out_dir=tmp_path / "report", cfg=CFG,
-                          leaderboard_csv=board, manifest=agl1k_manifest, track=False)
+    inputs = ReportInputs(run_dirs=(run_dirs / "runs",), leaderboard_csv=board, manifest=agl1k_manifest)
+    summary = make_report(inputs, tmp_path / "report", ReportConfig.from_params({**CFG, "track": False}))
     html_path = Path(summary["html"])
     page = html_path.read_text()
     assert not re.search(r"(src|href)=['\"]?(https?:)?//", page)  # nothing fetched from outside

@@ -94,6 +94,7 @@ def two_datasets(tmp_path_factory):
 
 def test_report_has_one_section_per_data_version(tmp_path, two_datasets):
     from agl.report.build import make_report
+    from agl.report.inputs import ReportConfig, ReportInputs
     from agl.scoring import leaderboard
 
     root, real, _ = two_datasets
@@ -113,12 +114,9 @@ def test_report_has_one_section_per_data_version(tmp_path, two_datasets):
         "min_country_clips": 2,
     }
     summary = make_report(
-        run_dirs=[root / "runs"],
-        out_dir=tmp_path / "report",
-        cfg=cfg,
-        leaderboard_csv=tmp_path / "leaderboard.csv",
-        manifest=real,
-        track=False,
+        ReportInputs(run_dirs=(root / "runs",), leaderboard_csv=tmp_path / "leaderboard.csv", manifest=real),
+        tmp_path / "report",
+        ReportConfig.from_params({**cfg, "track": False}),
     )
     groups = list(summary["data_versions"].values())
     assert sorted(map(sorted, groups)) == [["demo-a", "demo-b"], ["full-bad", "full-good", "subset-best"]]

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import svgfigure
 
-from agl.counterfactual.report_section import GROUPS, effect_figure, effect_rows
 from agl.report import maps, plots
+from agl.report.sections.counterfactual import GROUPS, effect_figure, effect_rows
 
 GREEN = maps.BAND_COLOURS[0]  # < 25 km
 

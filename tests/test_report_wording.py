@@ -16,15 +16,15 @@ import pandas as pd
 from factories import manifest, prediction
 
 from agl.counterfactual.effects import paired_effects
-from agl.counterfactual.report_section import section as listen_section
 from agl.curation.sensitivity import section as sensitivity_section
 from agl.curation.sensitivity import sweep_table
 from agl.predictions.records import Status
 from agl.report import analysis
-from agl.report.birds import birds_section
 from agl.report.build import build_report
-from agl.report.inputs import ReportOptions, RunInput
-from agl.report.tables import breakdown_table, img, paired_table
+from agl.report.inputs import ReportInputs, ReportOptions, RunInput
+from agl.report.sections.birds import birds_section
+from agl.report.sections.counterfactual import listen_section
+from agl.report.tables import breakdown_table, paired_table
 from agl.scoring import leaderboard
 from agl.scoring.evaluate import score_run
 from agl.scoring.wording import NOT_APPLICABLE, NOT_APPLICABLE_LEGEND
@@ -121,7 +121,7 @@ def test_birds_tables_use_the_reports_wording_and_minimum_support(tmp_path):
     pd.DataFrame({"key": keys, "status": ["ok"] * 26 + ["missing"] * 6,
                   "birds_heard": [False] * 32}).to_csv(birds, index=False)
     page = birds_section([RunInput("full", full), RunInput("random", coords)], birds, tmp_path,
-                         tmp_path, options=OPTS, img=img)
+                         tmp_path, options=OPTS)
     assert "needs 1)" not in page and "(n = 0" not in page
     _, rows = _cells(page, "birds-random")
     assert [_text(c) for c in rows[0][:2]] == ["no birds heard", "26"]
@@ -145,7 +145,7 @@ def test_paired_and_counterfactual_tables_say_not_applicable_the_same_way(tmp_pa
     assert set(effects.loc[effects["metric"] == "country_correct", "note"]) == {NOT_APPLICABLE}
     effects.assign(model="random", intervention="none", kind="none", level="default",
                    value=np.nan).to_csv(tmp_path / "effects.csv", index=False)
-    page = listen_section(tmp_path / "effects.csv", tmp_path, img, tmp_path)
+    page = listen_section(tmp_path / "effects.csv", tmp_path, tmp_path)
     head, rows = _cells(page, "listen-table")
     assert head[3:5] == ["group", "n"]  # the group's n in its own column, not "all (n = 32)"
     country = [r for r in rows if _text(r[5]) == "country_correct"]
@@ -188,7 +188,7 @@ def test_a_refusal_heavy_rank_carries_its_refusal_rate_and_a_note(tmp_path):
     full, _, refused = _runs()
     report = build_report([RunInput("knn", full), RunInput("birdrange", refused)],
                           tmp_path / "report", options=OPTS,
-                          leaderboard_csv=tmp_path / "out" / "leaderboard.csv")
+                          inputs=ReportInputs(run_dirs=(), leaderboard_csv=tmp_path / "out" / "leaderboard.csv"))
     text = (tmp_path / "report" / "report.html").read_text()
     assert report["runs"] and "<td>3 (100% refused)</td>" in text and html.escape(note) in text
 

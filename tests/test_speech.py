@@ -334,8 +334,8 @@ def test_the_section_covers_a_published_run_once_its_audio_is_heard(listener, ar
     import pandas as pd
 
     from agl.core import canonical
-    from agl.report.tables import img
-    from agl.speech.report_section import speech_section
+    from agl.report.inputs import ReportConfig, collect_runs
+    from agl.report.sections.speech import speech_section
     from agl.speech.tables import frame
 
     heard = [listener.listen(p.parent.name, p) for p in (archive_dir / BERLIN, archive_dir / ESSAOUIRA)]
@@ -348,7 +348,9 @@ def test_the_section_covers_a_published_run_once_its_audio_is_heard(listener, ar
     assert done.returncode == 0, done.stderr
     (run / "metrics.json").write_text(json.dumps({"run": "qwen25-omni", "data_version": "agl1k"}))
     cfg = {"group_bootstrap": 50, "paired_bootstrap": 50, "paired_permutations": 50, "min_support": 10}
-    page = speech_section(speech, [tmp_path / "paper"], cfg, tmp_path, tmp_path, img, manifest=agl1k_manifest)
+    options = ReportConfig.from_params(cfg).options
+    page = speech_section(speech, collect_runs([tmp_path / "paper"], options.protocol), options, tmp_path,
+                          manifest=agl1k_manifest)
     assert "Not covered" not in page and "SYNTHETIC" not in page
     assert "found speech in <b>0</b> of 2 clips" in page
     t = pd.read_csv(tmp_path / "speech_language_breakdown.csv").set_index("group")

@@ -8,10 +8,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from agl.report.tables import img as _img
-
 CFG = {"protocol": "paper", "group_bootstrap": 200, "seed": 0, "paired_bootstrap": 200, "paired_permutations": 200,
        "min_support": 10}
+
+
+def speech_section(speech, run_dirs, cfg, tables):
+    """The section over the runs the report would collect from `run_dirs`."""
+    from agl.report.inputs import ReportConfig, collect_runs
+    from agl.report.sections.speech import speech_section as section
+
+    options = ReportConfig.from_params(cfg).options
+    return section(speech, collect_runs(run_dirs, options.protocol), options, tables)
 
 
 def _speech_table(path: Path) -> dict[str, str]:
@@ -53,8 +60,6 @@ def _run(root: Path, name: str, backend: str, right: set[str], keys: list[str], 
 
 @pytest.fixture
 def built(tmp_path):
-    from agl.speech.report_section import speech_section
-
     speech = tmp_path / "speech.csv"
     _speech_table(speech)
     keys = [f"k{i:02d}" for i in range(30)]
@@ -66,7 +71,7 @@ def built(tmp_path):
     tables, figs = tmp_path / "tables", tmp_path / "figs"
     tables.mkdir()
     figs.mkdir()
-    page = speech_section(speech, [runs, tmp_path / "paper"], CFG, figs, tables, _img)
+    page = speech_section(speech, [runs, tmp_path / "paper"], CFG, tables)
     return page, tables
 
 
@@ -99,15 +104,13 @@ def test_runs_on_unheard_audio_are_named_with_what_they_need(built):
 
 
 def test_without_a_speech_table_or_a_prior(tmp_path):
-    from agl.speech.report_section import speech_section
-
-    page = speech_section(tmp_path / "none.csv", [], CFG, tmp_path, tmp_path, _img)
+    page = speech_section(tmp_path / "none.csv", [], CFG, tmp_path)
     assert "speech stage did not run" in page
     speech = tmp_path / "speech.csv"
     _speech_table(speech)
     runs = tmp_path / "runs"
     _run(runs, "model", "gemini", set(), [f"k{i:02d}" for i in range(30)])
-    page = speech_section(speech, [runs], CFG, tmp_path, tmp_path, _img)
+    page = speech_section(speech, [runs], CFG, tmp_path)
     assert "No langprior run" in page
 
 

@@ -22,11 +22,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="build/report")
     p.add_argument("--birds", default="build/curation/birds.csv",
                    help="the birds stage's table (BirdNET); the Birds section if it exists")
+    p.add_argument("--judges", default="build/judges",
+                   help="the judge stage's tables (<run>/error_modes.csv); a run without one gets the "
+                        "record's modes only")
     p.add_argument("--params", default="params.yaml",
                    help="read the `report:` section from here (if the file exists)")
     p.add_argument("--protocol", choices=["paper", "strict"])
     p.add_argument("--bootstrap", type=arg_type("count"), help="bootstrap resamples per CI")
-    p.add_argument("--judge-backend", help="inference backend for the error-mode judge")
+    p.add_argument("--judge-backend", help="inference backend for the error-mode judge (judges every run "
+                                            "first, into OUT/judges)")
     p.add_argument("--judge-model", help="the judge's model id")
     p.add_argument("--judge-base-url", help="base_url setting for the judge backend")
     p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
@@ -34,32 +38,52 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import yaml
-
-    from agl.errors import AglError  # lazy: `agl --help` imports every command module
     from agl.report.build import make_report  # lazy: `agl --help` imports every command module
+    from agl.report.inputs import ReportConfig, ReportInputs  # lazy: as above
 
-    cfg: dict = {}
-    params = Path(args.params)
-    if params.exists():
-        try:
-            cfg = dict((yaml.safe_load(params.read_text()) or {}).get("report") or {})
-        except yaml.YAMLError as exc:
-            raise AglError(f"{params}: not valid YAML ({exc})") from None
+    cfg = _report_params(Path(args.params))
     if args.protocol:
         cfg["protocol"] = args.protocol
     if args.bootstrap is not None:
         cfg["group_bootstrap"] = args.bootstrap
+    judges = Path(args.judges)
     if args.judge_backend or args.judge_model:
         settings = {"temperature": 0}
         if args.judge_base_url:
             settings["base_url"] = args.judge_base_url
         cfg["judge"] = {"backend": args.judge_backend, "model": args.judge_model,
                         "settings": settings, "cache_dir": "cache/judges"}
-    track = not args.no_track and cfg.pop("track", True)
-    summary = make_report(run_dirs=[Path(d) for d in args.runs], out_dir=Path(args.out), cfg=cfg,
-                          leaderboard_csv=Path(args.leaderboard), manifest=Path(args.manifest),
-                          track=bool(track),
+        judges = _judge(cfg, [Path(d) for d in args.runs], Path(args.out) / "judges")
+    if args.no_track:
+        cfg["track"] = False
+    config = ReportConfig.from_params(cfg)
+    inputs = ReportInputs(run_dirs=tuple(Path(d) for d in args.runs), leaderboard_csv=Path(args.leaderboard),
+                          manifest=Path(args.manifest), judges_dir=judges,
                           birds_csv=Path(args.birds) if Path(args.birds).exists() else None)
+    summary = make_report(inputs, Path(args.out), config)
     print(f"wrote {summary['html']} ({len(summary['runs'])} runs: {', '.join(summary['runs'])})")
     return 0
+
+
+def _report_params(params: Path) -> dict:
+    """params.yaml `report:` (empty when the file does not exist)."""
+    import yaml  # lazy: `agl --help` imports every command module
+
+    from agl.errors import AglError  # lazy: as above
+
+    if not params.exists():
+        return {}
+    try:
+        return dict((yaml.safe_load(params.read_text()) or {}).get("report") or {})
+    except yaml.YAMLError as exc:
+        raise AglError(f"{params}: not valid YAML ({exc})") from None
+
+
+def _judge(cfg: dict, roots: list[Path], judges: Path) -> Path:
+    """Run the error-mode judge over every run first (what the stage judge@<run> does)."""
+    from agl.judges.error_modes import ErrorModeJudgeConfig, judge_runs  # lazy: as above
+
+    config = ErrorModeJudgeConfig.from_params(cfg.get("protocol", "paper"), cfg.get("wrong_km", 750.0),
+                                              cfg["judge"])
+    judge_runs(roots, judges, config)
+    return judges

@@ -1,1 +1,2 @@
-"""Counterfactual listening: audio interventions, paired effects, the report section."""
+"""Counterfactual listening: audio interventions, paired effects (the report's
+section is `agl.report.sections.counterfactual`)."""

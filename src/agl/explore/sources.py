@@ -29,8 +29,8 @@ import pandas as pd
 
 from agl.dataset.manifest import ManifestWarning, dataset_label, load_manifest
 from agl.errors import AglError
+from agl.judges.modes import is_wrong
 from agl.predictions.records import read_predictions
-from agl.report.error_modes import is_wrong
 
 # The score table's columns the explorer reads (agl.scoring.score_table.SCORE_COLUMNS has them all).
 SCORE_NEEDS = ("sample_id", "status", "distance_km", "refused", "failed", "country_correct",
@@ -65,7 +65,7 @@ class Scored:
 
     predictions: dict[str, Any]
     scores: pd.DataFrame | None  # indexed by sample_id; None: no usable table
-    wrong: pd.Series | None  # bool by sample_id (agl.report.error_modes.is_wrong)
+    wrong: pd.Series | None  # bool by sample_id (agl.judges.modes.is_wrong)
     notes: list[str] = field(default_factory=list)
     # key -> (band, km, wrong), filled once by agl.explore.payload: a clip page reads a few
     # keys of every run, and a pandas lookup per key and run would cost ~3 ms each.

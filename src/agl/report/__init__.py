@@ -1,1 +1,1 @@
-"""The HTML report: build, breakdowns, plots, error modes, the birds section."""
+"""The HTML report: build, breakdowns, plots, the judges' error modes, and its sections (`sections/`)."""

@@ -270,11 +270,6 @@ def country_factors(scored: pd.DataFrame, *, bootstrap: int = 200, seed: int = 0
     `attrs["insufficient"]` says why. Bootstrap resamples whose fit fails (one outcome only,
     or no convergence) are counted in `attrs["bootstrap_failed"]`, never silently dropped.
     Every row carries its counts: clips with the factor and correct answers among them."""
-    import warnings
-
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import LogisticRegression
-
     x, y = factor_design(scored)
     n, hits = int(len(y)), int(np.nansum(y))
     base = {"n": n, "correct": hits, "bootstrap_requested": int(bootstrap), "bootstrap": 0,
@@ -285,18 +280,11 @@ def country_factors(scored: pd.DataFrame, *, bootstrap: int = 200, seed: int = 0
         return {"factor": c, "n_present": int(present.sum()),
                 "n_correct_present": int(y[present].sum())}
 
-    nan4 = dict.fromkeys(("coef", "coef_lo", "coef_hi", "odds_ratio"), math.nan)
     varying = [c for c in x.columns if x[c].nunique() > 1]
     supported = [c for c in varying if min(x[c].sum(), n - x[c].sum()) >= min_present]
     needs = min_events_per_factor * max(len(supported), 1)
-    rows_out = []
-    for c in x.columns:
-        if c not in varying:
-            rows_out.append({**counts(c), **nan4, "note": "constant over the scored clips"})
-        elif c not in supported:
-            k = int(min(x[c].sum(), n - x[c].sum()))
-            rows_out.append({**counts(c), **nan4, "note": insufficient(
-                k, min_present, " clips with" if x[c].sum() <= n / 2 else " clips without")})
+    rows_out = [{**counts(c), **_NAN4, "note": note} for c, note in _left_out(x, varying, supported, min_present)]
+    why = ""
     if min(hits, n - hits) < needs or not supported:
         why = (f"insufficient data (n = {n} scored clips: {hits} correct, {n - hits} wrong; "
                f"needs {needs} of each, {min_events_per_factor} per factor for "
@@ -304,37 +292,14 @@ def country_factors(scored: pd.DataFrame, *, bootstrap: int = 200, seed: int = 0
         if not supported:
             why = insufficient(n, min_present, " scored clips; no factor with enough clips"
                                " with and without it")
-        rows_out = [{**counts(c), **nan4, "note": why} for c in x.columns]
-        frame = pd.DataFrame(rows_out)
-        frame.attrs.update(base, insufficient=why)
-        return frame
     xv = x[supported].to_numpy()
-
-    def fit(xm: np.ndarray, ym: np.ndarray) -> np.ndarray | None:
-        # Weak L2 (C=100) keeps estimates finite under separation in small resamples.
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", ConvergenceWarning)
-            try:
-                model = LogisticRegression(C=100.0, max_iter=1000).fit(xm, ym)
-            except (ConvergenceWarning, ValueError):
-                return None
-        return np.concatenate([model.intercept_, model.coef_[0]])
-
-    point = fit(xv, y)
+    point = None if why else _logit(xv, y)
     if point is None:
-        why = f"the logistic regression did not converge on the {n} scored clips"
-        frame = pd.DataFrame([{**counts(c), **nan4, "note": why} for c in x.columns])
+        why = why or f"the logistic regression did not converge on the {n} scored clips"
+        frame = pd.DataFrame([{**counts(c), **_NAN4, "note": why} for c in x.columns])
         frame.attrs.update(base, insufficient=why)
         return frame
-    rng = np.random.default_rng(seed)
-    draws, failed = [], 0
-    for _ in range(bootstrap):
-        idx = rng.integers(0, len(y), size=len(y))
-        got = fit(xv[idx], y[idx]) if len(np.unique(y[idx])) == 2 else None
-        if got is None:
-            failed += 1  # one outcome only, or no convergence: counted, not estimated
-        else:
-            draws.append(got)
+    draws, failed = _bootstrap_fits(xv, y, bootstrap, seed)
     draws_a = np.array(draws) if draws else np.full((1, len(point)), np.nan)
     lo, hi = np.nanpercentile(draws_a, [2.5, 97.5], axis=0)
     names = ["intercept", *supported]
@@ -345,3 +310,50 @@ def country_factors(scored: pd.DataFrame, *, bootstrap: int = 200, seed: int = 0
     frame = pd.DataFrame(rows + rows_out)
     frame.attrs.update(base, bootstrap=len(draws), bootstrap_failed=failed)
     return frame
+
+
+_NAN4 = dict.fromkeys(("coef", "coef_lo", "coef_hi", "odds_ratio"), math.nan)
+
+
+def _left_out(x: pd.DataFrame, varying: list[str], supported: list[str], min_present: int) -> list[tuple[str, str]]:
+    """(factor, note) of each factor the regression cannot estimate: constant, or too rare."""
+    n = len(x)
+    out = []
+    for c in x.columns:
+        if c not in varying:
+            out.append((c, "constant over the scored clips"))
+        elif c not in supported:
+            k = int(min(x[c].sum(), n - x[c].sum()))
+            out.append((c, insufficient(k, min_present, " clips with" if x[c].sum() <= n / 2 else " clips without")))
+    return out
+
+
+def _logit(xm: np.ndarray, ym: np.ndarray) -> np.ndarray | None:
+    """(intercept, coefficients) of a logistic regression, None when it does not converge."""
+    import warnings  # only the factor analysis silences and catches sklearn's warnings
+
+    from sklearn.exceptions import ConvergenceWarning  # heavy: imported only when factors are fitted
+    from sklearn.linear_model import LogisticRegression  # heavy: as above
+
+    # Weak L2 (C=100) keeps estimates finite under separation in small resamples.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        try:
+            model = LogisticRegression(C=100.0, max_iter=1000).fit(xm, ym)
+        except (ConvergenceWarning, ValueError):
+            return None
+    return np.concatenate([model.intercept_, model.coef_[0]])
+
+
+def _bootstrap_fits(xv: np.ndarray, y: np.ndarray, bootstrap: int, seed: int) -> tuple[list[np.ndarray], int]:
+    """The fits of `bootstrap` row resamples, and how many failed (counted, not estimated)."""
+    rng = np.random.default_rng(seed)
+    draws, failed = [], 0
+    for _ in range(bootstrap):
+        idx = rng.integers(0, len(y), size=len(y))
+        got = _logit(xv[idx], y[idx]) if len(np.unique(y[idx])) == 2 else None
+        if got is None:
+            failed += 1  # one outcome only, or no convergence: counted, not estimated
+        else:
+            draws.append(got)
+    return draws, failed

@@ -1,16 +1,18 @@
 """One self-contained HTML report per pipeline run: leaderboard, plots, breakdowns, error modes.
 
-`make_report` collects the evaluated runs (`agl.report.inputs.collect_runs`); `build_report`
-computes the breakdowns, draws the figures, writes their tables as CSV (the CDF per run for
-`dvc plots`) and renders `report.html` (`agl.report.page`) with every image inlined as
-base64, so the file opens from disk with no network.
+`make_report(inputs, out_dir, config)` collects the evaluated runs
+(`agl.report.inputs.collect_runs`); `build_report` computes the breakdowns, draws the figures,
+writes their tables as CSV (the CDF per run for `dvc plots`) and renders `report.html`
+(`agl.report.page`, then the sections of `agl.report.sections`) with every image inlined as
+base64, so the file opens from disk with no network. The error modes come from the judge
+stage's tables (`agl.report.error_modes`); the report calls no model.
 """
 
 from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -18,25 +20,25 @@ from agl.core import canonical
 from agl.core.tracking import log_run
 from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label, load_manifest
 from agl.errors import AglError
-from agl.report import analysis, error_modes, maps, plots
-from agl.report.birds import birds_section
-from agl.report.error_modes import JudgeConfig
-from agl.report.inputs import ReportOptions, RunInput, collect_runs, judge_from_config, options_from_config
+from agl.judges.modes import JudgeConfig, distribution, prompt_version
+from agl.report import analysis, maps, plots, sections
+from agl.report.error_modes import run_modes
+from agl.report.inputs import ReportConfig, ReportInputs, ReportOptions, RunInput, collect_runs
 from agl.report.page import render_page
-from agl.report.tables import img, slug
+from agl.report.tables import slug
 
 
 def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
-                 leaderboard_csv: Path | None = None, judge: JudgeConfig | None = None,
-                 provenance: dict[str, Any] | None = None,
-                 birds_csv: Path | None = None, sections: tuple = ()) -> dict[str, Any]:
+                 inputs: ReportInputs | None = None, judge: JudgeConfig | None = None,
+                 provenance: dict[str, Any] | None = None) -> dict[str, Any]:
     """Compute, draw and write everything; returns a summary with the written paths.
 
-    `sections`: extra sections (callables `(plots_dir, tables_dir, img) -> html`), rendered
-    before the provenance in the given order (e.g. agl.counterfactual.report_section)."""
+    `inputs` names the leaderboard, the judges' tables and the sections' tables (none given:
+    no leaderboard file, the rule's error modes, no optional section)."""
     if not runs:
         raise AglError("no evaluated runs found (metrics.json + scores_<protocol>.csv); "
                        "run the evaluate stage first (dvc repro evaluate)")
+    inputs = inputs or ReportInputs(run_dirs=())
     out_dir = Path(out_dir)
     figs, tables = out_dir / "plots", out_dir / "tables"
     cdf_dir = out_dir / "cdf"
@@ -47,21 +49,28 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
     analyses = []
     for version, group in datasets:
         sfx = f"_{version[:12]}" if len(datasets) > 1 else ""
-        analyses.append((version, group, _analyse(group, figs, tables, cdf_dir, options, judge, sfx)))
-    board = _read_board(leaderboard_csv)
+        analyses.append((version, group, _analyse(group, Dirs(figs, tables, cdf_dir), options,
+                                                  inputs.judges_dir, sfx)))
+    board = _read_board(inputs.leaderboard_csv)
     # The birds table describes the pipeline's own clips: its section pairs the runs scored on
     # that data version (the first, largest, when the manifest is not known).
     pipeline_version = str((provenance or {}).get("data version (manifest sha256)", ""))
-    birds_runs = next((a["order"] for version, _, a in analyses if version == pipeline_version),
-                      analyses[0][2]["order"])
-    extra = [birds_section(birds_runs, birds_csv, figs, tables, options=options, img=img)]
-    extra += [make(figs, tables, img) for make in sections]
-    page = render_page(analyses, board, options, judge, provenance or {}, leaderboard_csv, extra)
+    pipeline_runs = next((a["order"] for version, _, a in analyses if version == pipeline_version),
+                         analyses[0][2]["order"])
+    extra = sections.render(sections.SectionContext(runs=runs, pipeline_runs=pipeline_runs, inputs=inputs,
+                                                    options=options, figs=figs, tables=tables))
+    page = render_page(analyses, board, options, judge, provenance or {}, inputs.leaderboard_csv, extra)
     html_path = out_dir / "report.html"
     html_path.write_text(page, encoding="utf-8")
+    summary = _summary(analyses, options, judge, html_path)
+    canonical.write_json(out_dir / "summary.json", summary)
+    return summary
+
+
+def _summary(analyses: list, options: ReportOptions, judge: JudgeConfig | None, html_path: Path) -> dict[str, Any]:
     written = {k: v for _, _, a in analyses for k, v in a["written"].items()}
     mode_table = pd.concat([a["mode_table"] for _, _, a in analyses])
-    summary = {
+    return {
         "runs": [r.name for _, _, a in analyses for r in a["order"]],
         "data_versions": {version: [r.name for r in a["order"]] for version, _, a in analyses},
         "protocol": options.protocol,
@@ -69,10 +78,8 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
         "plots": {k: str(v) for k, v in written.items()},  # a path, or a NoData note
         "error_modes": mode_table.to_dict(orient="index"),
         "judge": None if judge is None else {"backend": judge.backend, "model": judge.model,
-                                             "prompt_version": error_modes.prompt_version()},
+                                             "prompt_version": prompt_version()},
     }
-    canonical.write_json(out_dir / "summary.json", summary)
-    return summary
 
 
 def _by_data_version(runs: list[RunInput]) -> list[tuple[str, list[RunInput]]]:
@@ -88,25 +95,20 @@ def _by_data_version(runs: list[RunInput]) -> list[tuple[str, list[RunInput]]]:
     return sorted(groups.items(), key=size)
 
 
-def _analyse(runs: list[RunInput], figs: Path, tables: Path, cdf_dir: Path, options: ReportOptions,
-             judge: JudgeConfig | None, sfx: str) -> dict[str, Any]:
+class Dirs(NamedTuple):
+    """Where a report's figures, tables and per-run CDF tables go."""
+
+    figs: Path
+    tables: Path
+    cdf: Path
+
+
+def _analyse(runs: list[RunInput], dirs: Dirs, options: ReportOptions, judges_dir: Path | None,
+             sfx: str) -> dict[str, Any]:
     """Breakdowns, figures, error modes, factors and paired tests of the runs on one dataset."""
-    boot = {"bootstrap": options.group_bootstrap, "seed": options.seed}
+    figs, tables = dirs.figs, dirs.tables
     order = sorted(runs, key=lambda r: (r.scored["distance_km"].mean(), r.name))
-    by_name = {r.name: r for r in order}
-
-    breakdowns = {}
-    for r in order:
-        breakdowns[r.name] = analysis.run_breakdowns(
-            r.scored, min_clips=options.min_country_clips, confidence_bins=options.confidence_bins,
-            **boot)
-        parts = [t for k, t in breakdowns[r.name].items() if k != "confusion"]
-        canonical.write_csv(pd.concat(parts, ignore_index=True),
-                            tables / f"breakdowns_{slug(r.name)}.csv")
-        canonical.write_csv(breakdowns[r.name]["confusion"],
-                            tables / f"confusion_{slug(r.name)}.csv", index=True)
-        canonical.write_csv(plots.cdf_points(r.scored), cdf_dir / f"{slug(r.name)}.csv")
-
+    breakdowns = _breakdowns(order, dirs, options)
     written = {
         f"cdf{sfx}": plots.cdf_plot({r.name: r.scored for r in order}, figs / f"cdf{sfx}.png"),
         f"accuracy_by_continent{sfx}": plots.accuracy_by_continent(
@@ -119,11 +121,10 @@ def _analyse(runs: list[RunInput], figs: Path, tables: Path, cdf_dir: Path, opti
         written[f"confusion_{r.name}"] = plots.confusion_heatmap(
             breakdowns[r.name]["confusion"], figs / f"confusion_{slug(r.name)}.png", title=r.name)
 
-    modes = {r.name: error_modes.classify(r.scored, r.predictions, run=r.name, judge=judge,
-                                          wrong_km=options.wrong_km) for r in order}
+    modes = {r.name: run_modes(r, judges_dir, wrong_km=options.wrong_km) for r in order}
     for name, frame in modes.items():
         canonical.write_csv(frame, tables / f"error_modes_{slug(name)}.csv")
-    mode_table = error_modes.distribution(modes)
+    mode_table = distribution(modes)
     canonical.write_csv(mode_table, tables / f"error_modes{sfx}.csv", index=True)
     written[f"error_modes{sfx}"] = plots.error_mode_bars(mode_table, figs / f"error_modes{sfx}.png")
 
@@ -133,7 +134,31 @@ def _analyse(runs: list[RunInput], figs: Path, tables: Path, cdf_dir: Path, opti
         for r in order}
     for name, f in factors.items():
         canonical.write_csv(f, tables / f"factors_{slug(name)}.csv")
+    paired_frame = _paired(order, options)
+    canonical.write_csv(paired_frame, tables / f"paired{sfx}.csv")
+    return {"order": order, "breakdowns": breakdowns, "modes": modes, "mode_table": mode_table,
+            "factors": factors, "paired": paired_frame, "written": written,
+            "by_name": {r.name: r for r in order}, "sfx": sfx}
 
+
+def _breakdowns(order: list[RunInput], dirs: Dirs, options: ReportOptions) -> dict[str, dict[str, pd.DataFrame]]:
+    """Each run's breakdowns, written with its confusion table and CDF points."""
+    breakdowns = {}
+    for r in order:
+        breakdowns[r.name] = analysis.run_breakdowns(
+            r.scored, min_clips=options.min_country_clips, confidence_bins=options.confidence_bins,
+            bootstrap=options.group_bootstrap, seed=options.seed)
+        parts = [t for k, t in breakdowns[r.name].items() if k != "confusion"]
+        canonical.write_csv(pd.concat(parts, ignore_index=True),
+                            dirs.tables / f"breakdowns_{slug(r.name)}.csv")
+        canonical.write_csv(breakdowns[r.name]["confusion"],
+                            dirs.tables / f"confusion_{slug(r.name)}.csv", index=True)
+        canonical.write_csv(plots.cdf_points(r.scored), dirs.cdf / f"{slug(r.name)}.csv")
+    return breakdowns
+
+
+def _paired(order: list[RunInput], options: ReportOptions) -> pd.DataFrame:
+    """The best run (first) against each other run on their common clips."""
     best = order[0]
     paired = []
     for r in order[1:]:
@@ -141,11 +166,7 @@ def _analyse(runs: list[RunInput], figs: Path, tables: Path, cdf_dir: Path, opti
                                     n_perm=options.paired_permutations, seed=options.seed,
                                     min_support=options.min_support)
         paired.append(cmp.assign(a=best.name, b=r.name))
-    paired_frame = pd.concat(paired, ignore_index=True) if paired else pd.DataFrame()
-    canonical.write_csv(paired_frame, tables / f"paired{sfx}.csv")
-    return {"order": order, "breakdowns": breakdowns, "modes": modes, "mode_table": mode_table,
-            "factors": factors, "paired": paired_frame, "written": written, "by_name": by_name,
-            "sfx": sfx}
+    return pd.concat(paired, ignore_index=True) if paired else pd.DataFrame()
 
 
 def _read_board(path: Path | None) -> pd.DataFrame | None:
@@ -158,35 +179,16 @@ def _read_board(path: Path | None) -> pd.DataFrame | None:
 
 
 
-def make_report(*, run_dirs: list[Path], out_dir: Path, cfg: dict[str, Any],
-                leaderboard_csv: Path | None, manifest: Path | None,
-                extra_provenance: dict[str, Any] | None = None,
-                track: bool = True, experiment: str | None = None,
-                birds_csv: Path | None = None, sections: tuple = ()) -> dict[str, Any]:
-    """Collect the runs, build the report, and (with `track`) log it to MLflow."""
-    options = options_from_config(cfg)
-    judge = judge_from_config(cfg.get("judge"))
-    runs = collect_runs(run_dirs, options.protocol)
-    dataset = "unknown (no manifest given)"
-    if manifest and Path(manifest).exists():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ManifestWarning)
-            dataset = dataset_label(load_manifest(manifest))
-    provenance: dict[str, Any] = {
-        "dataset": dataset,
-        "data version (manifest sha256)": content_hash(manifest) if manifest and
-        Path(manifest).exists() else "unknown (no manifest given)",
-        "manifest": str(manifest),
-        "run folders": [str(d) for d in run_dirs],
-        "params report": {k: v for k, v in cfg.items() if k != "judge"},
-        "judge": "none" if judge is None else f"{judge.backend}/{judge.model}",
-        **(extra_provenance or {}),
-    }
-    summary = build_report(runs, out_dir, options=options, leaderboard_csv=leaderboard_csv,
-                           judge=judge, provenance=provenance, birds_csv=birds_csv,
-                           sections=sections)
+def make_report(inputs: ReportInputs, out_dir: Path, config: ReportConfig) -> dict[str, Any]:
+    """Collect the runs, build the report, and (with `config.track`) log it to MLflow: the
+    report stage's and `agl report`'s one call."""
+    options = config.options
+    runs = collect_runs(list(inputs.run_dirs), options.protocol)
+    provenance = _provenance(inputs, config)
+    summary = build_report(runs, out_dir, options=options, inputs=inputs, judge=config.judge,
+                           provenance=provenance)
     summary["provenance"] = provenance
-    if track:
+    if config.track:
         metrics = {f"error_modes.{run}.{mode}": n for run, modes in
                    summary["error_modes"].items() for mode, n in modes.items()}
         # One MLflow run per (protocol, data version), like the model runs.
@@ -200,5 +202,26 @@ def make_report(*, run_dirs: list[Path], out_dir: Path, cfg: dict[str, Any],
             artifacts=[Path(summary["html"]), Path(out_dir) / "plots",
                        Path(out_dir) / "tables"],
             tags={"data_version": str(provenance["data version (manifest sha256)"])},
-            experiment=experiment)
+            experiment=config.experiment)
     return summary
+
+
+def _provenance(inputs: ReportInputs, config: ReportConfig) -> dict[str, Any]:
+    """The report's provenance block: the data, its version, the run folders, the params."""
+    manifest = inputs.manifest
+    known = bool(manifest and Path(manifest).exists())
+    dataset = "unknown (no manifest given)"
+    if known:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ManifestWarning)
+            dataset = dataset_label(load_manifest(manifest))
+    judge = config.judge
+    return {
+        "dataset": dataset,
+        "data version (manifest sha256)": content_hash(manifest) if known else "unknown (no manifest given)",
+        "manifest": str(manifest),
+        "run folders": [str(d) for d in inputs.run_dirs],
+        "params report": dict(config.params),
+        "judge": "none" if judge is None else f"{judge.backend}/{judge.model}",
+        **inputs.extra_provenance,
+    }

@@ -2,8 +2,9 @@
 
 `collect_runs` finds every evaluated run (`<dir>/<run>/metrics.json` with its per-clip
 `scores_<protocol>.csv` beside, written by the evaluate and paper stages);
-`options_from_config` and `judge_from_config` read params.yaml `report:` into a
-`ReportOptions` and the error-mode judge. `agl.report.build` turns them into the report.
+`ReportConfig.from_params` reads params.yaml `report:` (`ReportOptions`, the error-mode judge,
+tracking) and `ReportInputs` names the files the report reads. `agl.report.build` turns them
+into the report.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import pandas as pd
 
 from agl.core.checks import check_params
 from agl.errors import AglError, reject_unknown_keys
+from agl.judges.modes import JudgeConfig, judge_from_config
 from agl.predictions.records import read_predictions
-from agl.report.error_modes import JudgeConfig
 
 
 @dataclass
@@ -74,22 +75,6 @@ def collect_runs(roots: list[Path], protocol: str) -> list[RunInput]:
     return runs
 
 
-def judge_from_config(cfg: dict[str, Any] | None) -> JudgeConfig | None:
-    """A JudgeConfig from the params' `report.judge` mapping (None: no judge)."""
-    if not cfg:
-        return None
-    missing = [k for k in ("backend", "model") if not cfg.get(k)]
-    if missing:
-        raise AglError(f"params report.judge: set {', '.join(missing)} (or judge: null)")
-    cache = cfg.get("cache_dir")
-    return JudgeConfig(backend=str(cfg["backend"]), model=str(cfg["model"]),
-                       settings=dict(cfg.get("settings") or {}),
-                       cache_dir=Path(cache) if cache else None,
-                       concurrency=int(cfg.get("concurrency", 4)),
-                       timeout_s=float(cfg.get("timeout_s", 120)),
-                       max_retries=int(cfg.get("max_retries", 5)))
-
-
 def options_from_config(cfg: dict[str, Any]) -> ReportOptions:
     """ReportOptions from params.yaml `report:`; an unknown key or a value of the wrong type
     is one line naming it."""
@@ -107,3 +92,41 @@ def options_from_config(cfg: dict[str, Any]) -> ReportOptions:
             except (TypeError, ValueError):
                 raise AglError(f"params report.{k}: {v!r} is not a {kind.__name__}") from None
     return ReportOptions(**values)
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """params.yaml `report:`: what the report computes (`options`), the judge it names (its
+    table comes from judge@<run>), whether it logs to MLflow, and the section as given (less
+    `judge` and `track`) for the provenance."""
+
+    options: ReportOptions = field(default_factory=ReportOptions)
+    judge: JudgeConfig | None = None
+    track: bool = True
+    params: dict[str, Any] = field(default_factory=dict)
+    experiment: str | None = None  # MLflow experiment (params.yaml mlflow.experiment)
+
+    @classmethod
+    def from_params(cls, section: dict[str, Any] | None, *, experiment: str | None = None) -> ReportConfig:
+        """From params.yaml `report:`; an unknown key or a value of the wrong type is one line."""
+        cfg = dict(section or {})
+        track = bool(cfg.pop("track", True))
+        return cls(options=options_from_config(cfg), judge=judge_from_config(cfg.get("judge")),
+                   track=track, params={k: v for k, v in cfg.items() if k != "judge"},
+                   experiment=experiment)
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """The files a report reads: evaluated run folders, the leaderboard and manifest, the
+    judges' tables, and the optional sections' tables (None: that section is not shown)."""
+
+    run_dirs: tuple[Path, ...]
+    leaderboard_csv: Path | None = None
+    manifest: Path | None = None
+    judges_dir: Path | None = None  # <run>/error_modes.csv of the judge stage
+    birds_csv: Path | None = None
+    counterfactual_dir: Path | None = None  # holds effects.csv
+    sensitivity_csv: Path | None = None
+    speech_csv: Path | None = None
+    extra_provenance: dict[str, Any] = field(default_factory=dict)

@@ -10,6 +10,7 @@ world-width away, so the part beyond the edge shows at the other edge instead of
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import numpy as np
@@ -155,9 +156,6 @@ def world_map(scored: pd.DataFrame, path: Path, *, title: str = "") -> Path | No
     if not has_true.any():
         return _no_chart(path, f"{title}: no clip has true coordinates; no map.".strip(": "))
     plt = _plt()
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
     lon0, lat0, lon1, lat1 = ZOOM_BOX
     in_box = (scored["true_lon"].between(lon0, lon1) & scored["true_lat"].between(lat0, lat1))
     zoom = int(in_box.sum()) >= ZOOM_MIN_CLIPS
@@ -179,6 +177,16 @@ def world_map(scored: pd.DataFrame, path: Path, *, title: str = "") -> Path | No
         ax.set_title(f"Europe, zoomed (n = {int(in_box.sum())})", fontsize=10)
         top.add_patch(plt.Rectangle((lon0, lat0), lon1 - lon0, lat1 - lat0, fill=False,
                                     edgecolor="#555555", linewidth=0.8, linestyle="--"))
+    _band_legend(top, scored, d)
+    _truth_and_guesses(fig.add_subplot(grid[1, :]), scored, title)
+    return _save(fig, path)
+
+
+def _band_legend(top, scored: pd.DataFrame, d: np.ndarray) -> None:
+    """The error bands' legend under the top map, each band with its count of guesses."""
+    from matplotlib.lines import Line2D  # matplotlib: imported only when a figure is drawn
+    from matplotlib.patches import Patch  # as above
+
     none = _no_guess(scored)
     guess = d[~none.to_numpy()]
     counts = [int(((guess >= lo) & (guess < hi)).sum()) for lo, hi in
@@ -195,8 +203,14 @@ def world_map(scored: pd.DataFrame, path: Path, *, title: str = "") -> Path | No
     top.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=4,
                fontsize=8, title="median error of the guesses at a point; size = number of clips",
                title_fontsize=8, frameon=False)
-    bottom = fig.add_subplot(grid[1, :])
+
+
+def _truth_and_guesses(bottom, scored: pd.DataFrame, title: str) -> None:
+    """The bottom map: true and predicted points, merged within 1 degree, sized by n."""
+    from matplotlib.lines import Line2D  # matplotlib: imported only when a figure is drawn
+
     basemap(bottom)
+    has_true = scored["true_lat"].notna() & scored["true_lon"].notna()
     has = scored["pred_lat"].notna() & scored["pred_lon"].notna()
     truth = _aggregate(scored["true_lon"], scored["true_lat"], np.ones(len(scored)), 1.0)
     pred = _aggregate(scored["pred_lon"][has], scored["pred_lat"][has], np.ones(int(has.sum())),
@@ -215,7 +229,6 @@ def world_map(scored: pd.DataFrame, path: Path, *, title: str = "") -> Path | No
     bottom.legend(handles=keys, loc="upper center", bbox_to_anchor=(0.5, -0.01), ncol=2,
                   fontsize=8, frameon=False)
     bottom.set_title(f"{title}: true and predicted points (size = number of clips)".strip(": "))
-    return _save(fig, path)
 
 
 def svg_map(scored: pd.DataFrame, *, svg_id: str, width: int = 1000) -> str:
@@ -225,8 +238,6 @@ def svg_map(scored: pd.DataFrame, *, svg_id: str, width: int = 1000) -> str:
     predicted coordinates (refused, failed) is grey, as on the PNG maps. Points and lines wrap
     at the date line: a point within WRAP_DEG of ±180° is drawn at both edges, and the line to
     a prediction takes the short way round. Self-contained: no JS, no network."""
-    import html
-
     scale = width / 360.0
     height = width // 2
 
@@ -244,38 +255,40 @@ def svg_map(scored: pd.DataFrame, *, svg_id: str, width: int = 1000) -> str:
     shore = "".join(path(p) for p in land if len(p) >= 8 and not _polar(p))
     # Antarctica without an outline: its pieces are cut at 0° and 180° (see _polar).
     polar = "".join(path(p) for p in land if len(p) >= 8 and _polar(p))
-    marks = []
-    for r in scored.itertuples(index=False):
-        if not (np.isfinite(r.true_lat) and np.isfinite(r.true_lon)):
-            continue
-        d = r.distance_km
-        guessed = np.isfinite(r.pred_lat) and np.isfinite(r.pred_lon)
-        colour = (NO_GUESS_COLOUR if not guessed else
-                  BAND_COLOURS[error_band(d)] if np.isfinite(d) else "#000000")
-        pred = ", ".join(str(v) for v in (r.pred_city, r.pred_country) if isinstance(v, str))
-        if not guessed:
-            pred = f"{pred}; no coordinates" if pred else "no coordinates (refused or failed)"
-        tip = (f"{r.sample_id}\ntrue: {r.true_city}, {r.true_country}\npredicted: "
-               f"{pred or 'none'}\nerror: " + (f"{d:,.0f} km" if np.isfinite(d) else "not scored")
-               + (" (the protocol's score for no coordinates)" if np.isfinite(d) and not guessed
-                  else ""))
-        lines = ""
-        if guessed:
-            x1, y1, x2, y2 = x_of(r.true_lon), y_of(r.true_lat), x_of(r.pred_lon), y_of(r.pred_lat)
-            if abs(x2 - x1) > width / 2:  # across the date line: two pieces, one per edge
-                step = width if x2 < x1 else -width
-                pairs = [(x1, y1, x2 + step, y2), (x1 - step, y1, x2, y2)]
-            else:
-                pairs = [(x1, y1, x2, y2)]
-            lines = "".join(f"<line x1='{a:.1f}' y1='{b:.1f}' x2='{c:.1f}' y2='{e:.1f}'/>"
-                            for a, b, c, e in pairs)
-        xs, ys, _ = wrapped([r.true_lon], [r.true_lat])
-        dots = "".join(f"<circle cx='{x_of(x):.1f}' cy='{y_of(y):.1f}' r='2.6' fill='{colour}' "
-                       "stroke='#333' stroke-width='0.3'/>" for x, y in zip(xs, ys, strict=True))
-        marks.append(f"<g><title>{html.escape(tip)}</title>{lines}{dots}</g>")
+    marks = [_svg_mark(r, x_of, y_of, width) for r in scored.itertuples(index=False)
+             if np.isfinite(r.true_lat) and np.isfinite(r.true_lon)]
     return (f"<svg id='{html.escape(svg_id)}' class='svgmap' viewBox='0 0 {width} {height}' "
             f"width='{width}' height='{height}'>"
             f"<rect width='{width}' height='{height}' fill='#f4f8fb'/>"
             f"<path d='{shore}' fill='#e2e2e2' stroke='#aaa' stroke-width='0.3'/>"
             f"<path d='{polar}' fill='#e2e2e2' stroke='none'/>"
             + "".join(marks) + "</svg>")
+
+
+def _svg_mark(r, x_of, y_of, width: int) -> str:
+    """One clip of the SVG map: its dot(s), the line(s) to its prediction and its tooltip."""
+    d = r.distance_km
+    guessed = np.isfinite(r.pred_lat) and np.isfinite(r.pred_lon)
+    colour = (NO_GUESS_COLOUR if not guessed else
+              BAND_COLOURS[error_band(d)] if np.isfinite(d) else "#000000")
+    pred = ", ".join(str(v) for v in (r.pred_city, r.pred_country) if isinstance(v, str))
+    if not guessed:
+        pred = f"{pred}; no coordinates" if pred else "no coordinates (refused or failed)"
+    tip = (f"{r.sample_id}\ntrue: {r.true_city}, {r.true_country}\npredicted: "
+           f"{pred or 'none'}\nerror: " + (f"{d:,.0f} km" if np.isfinite(d) else "not scored")
+           + (" (the protocol's score for no coordinates)" if np.isfinite(d) and not guessed
+              else ""))
+    lines = ""
+    if guessed:
+        x1, y1, x2, y2 = x_of(r.true_lon), y_of(r.true_lat), x_of(r.pred_lon), y_of(r.pred_lat)
+        if abs(x2 - x1) > width / 2:  # across the date line: two pieces, one per edge
+            step = width if x2 < x1 else -width
+            pairs = [(x1, y1, x2 + step, y2), (x1 - step, y1, x2, y2)]
+        else:
+            pairs = [(x1, y1, x2, y2)]
+        lines = "".join(f"<line x1='{a:.1f}' y1='{b:.1f}' x2='{c:.1f}' y2='{e:.1f}'/>"
+                        for a, b, c, e in pairs)
+    xs, ys, _ = wrapped([r.true_lon], [r.true_lat])
+    dots = "".join(f"<circle cx='{x_of(x):.1f}' cy='{y_of(y):.1f}' r='2.6' fill='{colour}' "
+                   "stroke='#333' stroke-width='0.3'/>" for x, y in zip(xs, ys, strict=True))
+    return f"<g><title>{html.escape(tip)}</title>{lines}{dots}</g>"

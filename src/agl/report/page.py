@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from agl.report import error_modes, maps, tables
-from agl.report.error_modes import JudgeConfig
+from agl.judges.modes import JudgeConfig, prompt_version
+from agl.report import maps, tables
 from agl.report.inputs import ReportOptions, RunInput
 from agl.scoring.leaderboard import groups, render_rows, table_notes
 
@@ -85,49 +85,17 @@ def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], boar
 
 def _render_data(a: dict[str, Any], options: ReportOptions, judge: JudgeConfig | None) -> str:
     """The sections of one dataset's runs (ids carry the data version when there are several)."""
-    order, breakdowns, mode_table, factors = a["order"], a["breakdowns"], a["mode_table"], a["factors"]
-    paired, written, sfx = a["paired"], a["written"], a["sfx"]
+    sfx = a["sfx"]
     tag = sfx.replace("_", "-")
-    parts = []
-    parts.append(f"<section id='cdf-section{tag}'><h2>Distance error</h2>")
-    parts.append(tables.img(written[f"cdf{sfx}"], "Cumulative distribution of distance error "
-                      "(marks at 1, 25, 200, 750, 2500 km)", f"cdf{tag}"))
-    parts.append(tables.img(written[f"accuracy_by_continent{sfx}"], "Accuracy by true continent",
-                      f"accuracy-by-continent{tag}"))
-    parts.append("</section>")
-
-    parts.append(f"<section id='map-section{tag}'><h2>Maps</h2>")
-    for r in order[: options.maps_for]:
-        parts.append(tables.img(written[f"map_{r.name}"], f"{r.name}: true locations coloured by "
-                          "error, and predicted points", f"map-{tables.slug(r.name)}"))
-    parts.append("<h3>Interactive</h3><p>Hover a point: the clip, its true and predicted place "
-                 "and the error; the line joins it to the prediction.</p>")
-    for r in order[: options.maps_for]:
-        parts.append(f"<h4>{html.escape(r.name)}</h4>")
-        parts.append(maps.svg_map(r.scored, svg_id=f"svgmap-{tables.slug(r.name)}"))
-    parts.append("</section>")
-
-    parts.append(f"<section id='error-modes-section{tag}'><h2>Error modes</h2>")
-    judged = ("judge: " + html.escape(f"{judge.backend}/{judge.model}") + ", rubric "
-              + error_modes.prompt_version()) if judge else (
-        "no judge configured: only Refusal and Failure are decided (from the record); the "
-        "other six modes need a judge and those predictions are counted as 'Unjudged'")
-    judged = judged[0].upper() + judged[1:]
-    parts.append(f"<p>Wrong = refused, failed, or wrong country (distance &gt; "
-                 f"{options.wrong_km:g} km where the country is not scored). {judged}.</p>")
-    parts.append(tables.frame_table(mode_table, f"error-modes{tag}", 0))
-    parts.append(tables.img(written[f"error_modes{sfx}"], "Error modes per run (share of wrong predictions)",
-                      f"error-modes-bars{tag}"))
-    parts.append("</section>")
-
-    if not paired.empty:
+    parts = [*_distance_html(a, options, tag), *_modes_html(a, options, judge, tag)]
+    if not a["paired"].empty:
         parts.append(f"<section id='paired-section{tag}'><h2>Paired comparisons</h2><p>Best run "
                      "(lowest mean km) against each other run on their common clips: "
                      "difference A - B with a paired bootstrap 95% CI and a sign-flip "
                      f"permutation p-value; fewer than {options.min_support} common scored "
                      "clips: \"insufficient data (n = k, needs "
                      f"{options.min_support})\", none: \"—\" (not applicable).</p>")
-        parts.append(tables.paired_table(paired, f"paired{tag}"))
+        parts.append(tables.paired_table(a["paired"], f"paired{tag}"))
         parts.append("</section>")
 
     parts.append(f"<section id='breakdowns-section{tag}'><h2>Breakdowns per run</h2>")
@@ -135,46 +103,97 @@ def _render_data(a: dict[str, Any], options: ReportOptions, judge: JudgeConfig |
     if options.explorer:
         parts.append("<p>A group's name opens its clips in the clip explorer (written by "
                      "<code>agl explore --export build/explore</code>).</p>")
-    for r in order:
-        b = breakdowns[r.name]
-        slug = tables.slug(r.name)
-        parts.append(f"<h3>{html.escape(r.name)}</h3>")
-        for key, title in (("all", "All clips"), ("speech", "Speech vs non-speech"),
-                           ("category", "Sound category, non-speech clips (overlapping)"),
-                           ("continent", "True continent"),
-                           ("country", f"True country (>= {options.min_country_clips} clips)"),
-                           ("status", "Prediction status"), ("calibration",
-                                                             "Self-reported confidence")):
-            if key in b:
-                parts.append(f"<h4>{html.escape(title)}</h4>")
-                parts.append(tables.breakdown_table(
-                    b[key], f"{key}-{slug}", options.min_support,
-                    lambda kind, group, run=r.name: tables.explore_href(options.explorer, run, kind, group)))
-        parts.append("<h4>Continent confusion (counts)</h4>")
-        parts.append(tables.frame_table(b["confusion"], f"confusion-{slug}", 0))
-        if f"confusion_{r.name}" in written:
-            parts.append(tables.img(written[f"confusion_{r.name}"], f"{r.name}: continent confusion",
-                              f"confusion-img-{slug}"))
-        f = factors[r.name]
-        if not f.empty:
-            fa = f.attrs
-            parts.append("<h4>What predicts a correct country (logistic regression, "
-                         f"n = {fa.get('n')} scored clips, {fa.get('correct')} correct)</h4>")
-            if fa.get("insufficient"):
-                parts.append(f"<p class='insufficient'>No factor estimated: "
-                             f"{html.escape(fa['insufficient'])}. Counts only:</p>")
-                f = f[["factor", "n_present", "n_correct_present"]]
-            else:
-                failed = fa.get("bootstrap_failed", 0)
-                parts.append(f"<p>95% CIs from {fa.get('bootstrap')} of "
-                             f"{fa.get('bootstrap_requested')} bootstrap fits; {failed} failed "
-                             "(a resample held one outcome only, or the fit did not converge)"
-                             + (": read the intervals with care" if failed else "") + ". A "
-                             "factor needs at least "
-                             f"{options.min_support} clips with and without it.</p>")
-            parts.append(tables.frame_table(f, f"factors-{slug}", 3))
+    for r in a["order"]:
+        parts += _run_html(r.name, a, options)
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def _distance_html(a: dict[str, Any], options: ReportOptions, tag: str) -> list[str]:
+    """The distance-error section and the maps section."""
+    written, sfx = a["written"], a["sfx"]
+    parts = [f"<section id='cdf-section{tag}'><h2>Distance error</h2>"]
+    parts.append(tables.img(written[f"cdf{sfx}"], "Cumulative distribution of distance error "
+                      "(marks at 1, 25, 200, 750, 2500 km)", f"cdf{tag}"))
+    parts.append(tables.img(written[f"accuracy_by_continent{sfx}"], "Accuracy by true continent",
+                      f"accuracy-by-continent{tag}"))
+    parts.append("</section>")
+
+    parts.append(f"<section id='map-section{tag}'><h2>Maps</h2>")
+    for r in a["order"][: options.maps_for]:
+        parts.append(tables.img(written[f"map_{r.name}"], f"{r.name}: true locations coloured by "
+                          "error, and predicted points", f"map-{tables.slug(r.name)}"))
+    parts.append("<h3>Interactive</h3><p>Hover a point: the clip, its true and predicted place "
+                 "and the error; the line joins it to the prediction.</p>")
+    for r in a["order"][: options.maps_for]:
+        parts.append(f"<h4>{html.escape(r.name)}</h4>")
+        parts.append(maps.svg_map(r.scored, svg_id=f"svgmap-{tables.slug(r.name)}"))
+    parts.append("</section>")
+    return parts
+
+
+def _modes_html(a: dict[str, Any], options: ReportOptions, judge: JudgeConfig | None, tag: str) -> list[str]:
+    """The error-modes section: who judged, the counts per run and their bars."""
+    parts = [f"<section id='error-modes-section{tag}'><h2>Error modes</h2>"]
+    judged = ("judge: " + html.escape(f"{judge.backend}/{judge.model}") + ", rubric "
+              + prompt_version()) if judge else (
+        "no judge configured: only Refusal and Failure are decided (from the record); the "
+        "other six modes need a judge and those predictions are counted as 'Unjudged'")
+    judged = judged[0].upper() + judged[1:]
+    parts.append(f"<p>Wrong = refused, failed, or wrong country (distance &gt; "
+                 f"{options.wrong_km:g} km where the country is not scored). {judged}.</p>")
+    parts.append(tables.frame_table(a["mode_table"], f"error-modes{tag}", 0))
+    parts.append(tables.img(a["written"][f"error_modes{a['sfx']}"],
+                            "Error modes per run (share of wrong predictions)", f"error-modes-bars{tag}"))
+    parts.append("</section>")
+    return parts
+
+
+def _run_html(name: str, a: dict[str, Any], options: ReportOptions) -> list[str]:
+    """One run's breakdown tables, continent confusion and factors."""
+    b, written = a["breakdowns"][name], a["written"]
+    slug = tables.slug(name)
+    parts = [f"<h3>{html.escape(name)}</h3>"]
+    for key, title in (("all", "All clips"), ("speech", "Speech vs non-speech"),
+                       ("category", "Sound category, non-speech clips (overlapping)"),
+                       ("continent", "True continent"),
+                       ("country", f"True country (>= {options.min_country_clips} clips)"),
+                       ("status", "Prediction status"), ("calibration", "Self-reported confidence")):
+        if key in b:
+            parts.append(f"<h4>{html.escape(title)}</h4>")
+            parts.append(tables.breakdown_table(
+                b[key], f"{key}-{slug}", options.min_support,
+                lambda kind, group, run=name: tables.explore_href(options.explorer, run, kind, group)))
+    parts.append("<h4>Continent confusion (counts)</h4>")
+    parts.append(tables.frame_table(b["confusion"], f"confusion-{slug}", 0))
+    if f"confusion_{name}" in written:
+        parts.append(tables.img(written[f"confusion_{name}"], f"{name}: continent confusion",
+                                f"confusion-img-{slug}"))
+    f = a["factors"][name]
+    if not f.empty:
+        parts += _factors_html(f, slug, options)
+    return parts
+
+
+def _factors_html(f: pd.DataFrame, slug: str, options: ReportOptions) -> list[str]:
+    """The logistic regression of a correct country: its estimates, or why there are none."""
+    fa = f.attrs
+    parts = ["<h4>What predicts a correct country (logistic regression, "
+             f"n = {fa.get('n')} scored clips, {fa.get('correct')} correct)</h4>"]
+    if fa.get("insufficient"):
+        parts.append(f"<p class='insufficient'>No factor estimated: "
+                     f"{html.escape(fa['insufficient'])}. Counts only:</p>")
+        f = f[["factor", "n_present", "n_correct_present"]]
+    else:
+        failed = fa.get("bootstrap_failed", 0)
+        parts.append(f"<p>95% CIs from {fa.get('bootstrap')} of "
+                     f"{fa.get('bootstrap_requested')} bootstrap fits; {failed} failed "
+                     "(a resample held one outcome only, or the fit did not converge)"
+                     + (": read the intervals with care" if failed else "") + ". A "
+                     "factor needs at least "
+                     f"{options.min_support} clips with and without it.</p>")
+    parts.append(tables.frame_table(f, f"factors-{slug}", 3))
+    return parts
 
 
 _CSS = """

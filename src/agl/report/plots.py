@@ -113,14 +113,11 @@ def confusion_heatmap(table: pd.DataFrame, path: Path, *, title: str = "") -> Pa
     return _save(fig, path)
 
 
-def accuracy_by_continent(tables: dict[str, pd.DataFrame], path: Path, *,
-                          min_support: int = 1) -> Path | NoData:
-    """Continent and country accuracy per true continent: one dot per run with its 95% CI,
-    continents as rows (labelled with n). An estimate on fewer than `min_support` scored
-    clips is not drawn; a continent no run supports is left out and named under the chart
-    (e.g. AGL1K's '(unknown)': the 6 Vatican rows have no continent to score)."""
-    levels = ("continent", "country")
-    keep, dropped = {}, {}
+def _supported_groups(tables: dict[str, pd.DataFrame], levels: tuple[str, ...],
+                      min_support: int) -> tuple[list[str], dict[str, list[int]]]:
+    """The continents some run supports at some level, and the n of each estimate below support."""
+    keep: dict[str, set] = {}
+    dropped: dict[str, list[int]] = {}
     for level in levels:
         for t in tables.values():
             for _, r in t.iterrows():
@@ -129,7 +126,17 @@ def accuracy_by_continent(tables: dict[str, pd.DataFrame], path: Path, *,
                     keep.setdefault(level, set()).add(r["group"])
                 elif n > 0:  # n = 0: not applicable (a run without that field), not a gap
                     dropped.setdefault(r["group"], []).append(n)
-    groups = sorted(set().union(*keep.values())) if keep else []
+    return (sorted(set().union(*keep.values())) if keep else []), dropped
+
+
+def accuracy_by_continent(tables: dict[str, pd.DataFrame], path: Path, *,
+                          min_support: int = 1) -> Path | NoData:
+    """Continent and country accuracy per true continent: one dot per run with its 95% CI,
+    continents as rows (labelled with n). An estimate on fewer than `min_support` scored
+    clips is not drawn; a continent no run supports is left out and named under the chart
+    (e.g. AGL1K's '(unknown)': the 6 Vatican rows have no continent to score)."""
+    levels = ("continent", "country")
+    groups, dropped = _supported_groups(tables, levels, min_support)
     if not groups and not dropped:
         return _no_chart(path, "Accuracy by true continent: not applicable, no run names a "
                          "continent or country; no chart.")

@@ -1,7 +1,7 @@
 """The HTML pieces every section of the report shares: numbers, tables, figures and ids.
 
-Used by the page (`agl.report.page`), the birds section (`agl.report.birds`) and any section
-plugged into `agl.report.build.build_report`. Every text is escaped here, once.
+Used by the page (`agl.report.page`) and every section of `agl.report.sections`. Every text is
+escaped here, once.
 """
 
 from __future__ import annotations

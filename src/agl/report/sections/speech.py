@@ -27,7 +27,8 @@ import pandas as pd
 from agl.core import canonical
 from agl.dataset.manifest import SYNTHETIC_MARK
 from agl.report.analysis import compare_runs, group_row, insufficient
-from agl.report.inputs import collect_runs, options_from_config
+from agl.report.inputs import ReportOptions, RunInput
+from agl.report.sections import SectionContext
 from agl.report.tables import breakdown_table, frame_table, paired_table, slug
 from agl.speech.tables import NO_SPEECH, NOT_LISTENED, UNCERTAIN, spoken_language
 
@@ -122,8 +123,15 @@ def _intro(table: pd.DataFrame, synthetic: bool) -> str:
     return text
 
 
-def speech_section(speech_csv: Path, run_dirs: list[Path], cfg: dict[str, Any], figs: Path, tables: Path, img,
-                   *, manifest: Path | None = None) -> str:
+def section(ctx: SectionContext) -> str | None:
+    """The section over every run the report collected; None without the speech table."""
+    if ctx.inputs.speech_csv is None:
+        return None
+    return speech_section(ctx.inputs.speech_csv, ctx.runs, ctx.options, ctx.tables, manifest=ctx.inputs.manifest)
+
+
+def speech_section(speech_csv: Path, runs: list[RunInput], options: ReportOptions, tables: Path, *,
+                   manifest: Path | None = None) -> str:
     """HTML of the section; its tables go to `tables/`."""
     parts = ["<section id='speech-section'><h2>What language alone tells</h2>"]
     if not Path(speech_csv).exists():
@@ -138,9 +146,7 @@ def speech_section(speech_csv: Path, run_dirs: list[Path], cfg: dict[str, Any], 
         titles = pd.read_csv(manifest, usecols=["title"], keep_default_na=False, dtype=str)["title"]
         synthetic = bool(len(titles)) and titles.str.startswith(SYNTHETIC_MARK).all()
     parts.append(_intro(table, synthetic))
-    options = options_from_config({k: v for k, v in cfg.items() if k not in ("judge", "track")})
     attribute = spoken_language(speech_csv)
-    runs = collect_runs([Path(d) for d in run_dirs], options.protocol)
     heard = [r for r in runs if r.scored["sample_id"].astype(str).isin(attribute).any()]
     unheard = [r for r in runs if r not in heard]
     if unheard:
@@ -150,19 +156,25 @@ def speech_section(speech_csv: Path, run_dirs: list[Path], cfg: dict[str, Any], 
             "stage has not heard any of their clips. The breakdown needs that dataset's audio: set "
             "<code>data.dataset: agl1k</code>, run <code>agl download</code>, then <code>dvc repro speech "
             "report</code>.</p>")
+    parts.append(_by_language_html(heard, attribute, options, tables))
+    parts.append(_beyond_html(heard, attribute, options, tables))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _by_language_html(runs: list[RunInput], attribute: dict[str, str], options: ReportOptions, tables: Path) -> str:
+    """Each run's accuracy by the language heard (tables/speech_language_breakdown.csv)."""
     boot = {"bootstrap": options.group_bootstrap, "seed": options.seed}
     frames = []
-    parts.append(f"<h3>Accuracy by language heard</h3><p>Languages heard on fewer than {options.min_support} "
-                 "clips are pooled; below that support an estimate is withheld.</p>")
-    for r in heard:
+    parts = [f"<h3>Accuracy by language heard</h3><p>Languages heard on fewer than {options.min_support} "
+             "clips are pooled; below that support an estimate is withheld.</p>"]
+    for r in runs:
         t = by_language(r.scored, attribute, min_support=options.min_support, **boot)
         frames.append(t.assign(run=r.name))
         parts.append(f"<h4>{html.escape(r.name)}</h4>")
         parts.append(breakdown_table(t, f"speech-lang-{slug(r.name)}", options.min_support))
     if frames:
         canonical.write_csv(pd.concat(frames, ignore_index=True), tables / "speech_language_breakdown.csv")
-    parts.append(_beyond_html(heard, attribute, options, tables))
-    parts.append("</section>")
     return "\n".join(parts)
 
 

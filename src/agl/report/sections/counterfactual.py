@@ -2,7 +2,8 @@
 
 One figure per model (each intervention's effect on mean km, with its 95% CI, on all clips,
 speech clips and non-speech clips), dose-response curves for graded interventions, and a
-table. Plugged into `agl.report.build.build_report` through its `sections` hook.
+table. A section of `agl.report.sections` (moved here from agl.counterfactual, which imports
+nothing of the report).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import pandas as pd
 
 from agl.core import canonical
 from agl.report import plots
-from agl.report.tables import gap_cell, table
+from agl.report.sections import SectionContext
+from agl.report.tables import gap_cell, img, table
 from agl.scoring.wording import NOT_APPLICABLE, NOT_APPLICABLE_LEGEND
 
 GROUPS = (
@@ -124,9 +126,16 @@ def dose_figure(effects: pd.DataFrame, model: str, path: Path) -> Path | None:
     return plots._save(fig, path)
 
 
-def section(effects_csv: Path, figs: Path, img, tables: Path | None = None) -> str:
-    """The section's HTML; `img(path, alt, id)` inlines a figure (the report's helper);
-    the full table (every group, continents included) is copied into `tables`."""
+def section(ctx: SectionContext) -> str | None:
+    """The section from the counterfactual stage's folder; None when it is not given."""
+    if ctx.inputs.counterfactual_dir is None:
+        return None
+    return listen_section(Path(ctx.inputs.counterfactual_dir) / "effects.csv", ctx.figs, ctx.tables)
+
+
+def listen_section(effects_csv: Path, figs: Path, tables: Path | None = None) -> str:
+    """The section's HTML; the full table (every group, continents included) is copied into
+    `tables`."""
     parts = ["<section id='listen-section'><h2>What the models listen to</h2>"]
     if not Path(effects_csv).exists():
         parts.append("<p>No counterfactual runs (build/counterfactual/effects.csv absent).</p></section>")
@@ -149,25 +158,36 @@ def section(effects_csv: Path, figs: Path, img, tables: Path | None = None) -> s
         "\"insufficient data\" instead of an estimate, and is not drawn.</p>"
     )
     for model in sorted(effects["model"].unique()):
-        slug = _slug(model)
-        parts.append(f"<h3>{html.escape(model)}</h3>")
-        mine = effects[(effects["model"] == model) & (effects["metric"] == "distance_km")]
-        if mine["diff"].isna().all():
-            parts.append(
-                "<p class='insufficient'>No effect estimated: every group has fewer paired "
-                "clips than the minimum support (the table gives each n).</p>"
-            )
-            continue
+        parts += _model_figures(effects, model, figs)
+    parts.append(_effects_table(effects))
+    if (effects["note"] == NOT_APPLICABLE).any():
+        parts.append(f"<p class='note'>{html.escape(NOT_APPLICABLE_LEGEND)}</p>")
+    parts.append("<p>By continent: <code>tables/listen_effects.csv</code>.</p>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _model_figures(effects: pd.DataFrame, model: str, figs: Path) -> list[str]:
+    """One model's heading, its effect figure and (graded interventions) its dose-response."""
+    slug = _slug(model)
+    parts = [f"<h3>{html.escape(model)}</h3>"]
+    mine = effects[(effects["model"] == model) & (effects["metric"] == "distance_km")]
+    if mine["diff"].isna().all():
         parts.append(
-            img(
-                effect_figure(effects, model, figs / f"listen_{slug}.png"),
-                f"{model}: change in mean km under each intervention",
-                f"listen-{slug}",
-            )
+            "<p class='insufficient'>No effect estimated: every group has fewer paired "
+            "clips than the minimum support (the table gives each n).</p>"
         )
-        dose = dose_figure(effects, model, figs / f"listen_dose_{slug}.png")
-        if dose is not None:
-            parts.append(img(dose, f"{model}: dose-response of graded interventions", f"listen-dose-{slug}"))
+        return parts
+    parts.append(img(effect_figure(effects, model, figs / f"listen_{slug}.png"),
+                     f"{model}: change in mean km under each intervention", f"listen-{slug}"))
+    dose = dose_figure(effects, model, figs / f"listen_dose_{slug}.png")
+    if dose is not None:
+        parts.append(img(dose, f"{model}: dose-response of graded interventions", f"listen-dose-{slug}"))
+    return parts
+
+
+def _effects_table(effects: pd.DataFrame) -> str:
+    """The table of every model's effects on all, speech and non-speech clips."""
     head = ["model", "intervention", "level", "group", "n", "metric", "original", "perturbed",
             "change [95% CI]", "p"]
     rows = []
@@ -179,9 +199,4 @@ def section(effects_csv: Path, figs: Path, img, tables: Path | None = None) -> s
             continue
         rows.append([*first, f"{r.mean_original:,.{d}f}", f"{r.mean_perturbed:,.{d}f}",
                      f"{r.diff:+,.{d}f} [{r.ci_lo:+,.{d}f}, {r.ci_hi:+,.{d}f}]", f"{r.p_value:.4f}"])
-    parts.append(table(head, rows, "listen-table"))
-    if (effects["note"] == NOT_APPLICABLE).any():
-        parts.append(f"<p class='note'>{html.escape(NOT_APPLICABLE_LEGEND)}</p>")
-    parts.append("<p>By continent: <code>tables/listen_effects.csv</code>.</p>")
-    parts.append("</section>")
-    return "\n".join(parts)
+    return table(head, rows, "listen-table")

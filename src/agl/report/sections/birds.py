@@ -25,7 +25,8 @@ from agl.birds import range_model as birdrange
 from agl.core import canonical
 from agl.report import maps, plots
 from agl.report.analysis import compare_runs, group_row
-from agl.report.tables import breakdown_legend, breakdown_table, paired_table, slug
+from agl.report.sections import SectionContext
+from agl.report.tables import breakdown_legend, breakdown_table, img, paired_table, slug
 
 GROUPS = ("birds heard", "no birds heard", "not listened")
 
@@ -143,10 +144,15 @@ def surface_map(run, runs, path: Path) -> tuple[Path, str] | None:
     return plots._save(fig, path), key
 
 
-def birds_section(runs, birds_csv: Path | None, figs: Path, tables: Path, *, options, img) -> str:
+def section(ctx: SectionContext) -> str | None:
+    """The section over the runs on the pipeline's data version; None without `birds_csv`."""
+    if ctx.inputs.birds_csv is None:  # not asked for (e.g. `agl report` without the birds table)
+        return None
+    return birds_section(ctx.pipeline_runs, ctx.inputs.birds_csv, ctx.figs, ctx.tables, options=ctx.options)
+
+
+def birds_section(runs, birds_csv: Path, figs: Path, tables: Path, *, options) -> str:
     """HTML of the section; its tables go to `tables/`, its map to `figs/`."""
-    if birds_csv is None:  # not asked for (e.g. `agl report` without the birds table)
-        return ""
     parts = ["<section id='birds-section'><h2>Birds: what an expert ear hears</h2>"]
     if not Path(birds_csv).exists():
         parts.append("<p>No BirdNET table (the birds stage did not run).</p></section>")
@@ -163,8 +169,20 @@ def birds_section(runs, birds_csv: Path | None, figs: Path, tables: Path, *, opt
         f"{len(heard)} clips it listened to. On synthetic clips it should hear none, "
         "and birdrange then abstains (scored as a refusal).</p>"
     )
+    parts += _by_birds_html(runs, heard, tables, options)
+    br = find_birdrange(runs)
+    if br is None:
+        parts.append("<p>No birdrange run (add it to params.yaml models to compare).</p>")
+    else:
+        parts += _birdrange_html(br, runs, heard, figs, tables, options)
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _by_birds_html(runs, heard: dict[str, str], tables: Path, options) -> list[str]:
+    """Each run's error by birds heard (tables/birds_breakdown.csv)."""
     boot = {"bootstrap": options.group_bootstrap, "seed": options.seed}
-    parts.append(f"<p>{html.escape(breakdown_legend(options.min_support))}</p>")
+    parts = [f"<p>{html.escape(breakdown_legend(options.min_support))}</p>"]
     tables_out = []
     for r in runs:
         t = by_birds(r.scored, heard, **boot).assign(run=r.name)
@@ -173,19 +191,18 @@ def birds_section(runs, birds_csv: Path | None, figs: Path, tables: Path, *, opt
         parts.append(breakdown_table(t.drop(columns="run"), f"birds-{slug(r.name)}", options.min_support))
     if tables_out:
         canonical.write_csv(pd.concat(tables_out, ignore_index=True), tables / "birds_breakdown.csv")
+    return parts
 
-    br = find_birdrange(runs)
-    if br is None:
-        parts.append("<p>No birdrange run (add it to params.yaml models to compare).</p>")
-        parts.append("</section>")
-        return "\n".join(parts)
+
+def _birdrange_html(br, runs, heard: dict[str, str], figs: Path, tables: Path, options) -> list[str]:
+    """The birdrange run beside each other run on the birds-heard clips, and its surface map."""
     refused = int(br.scored["refused"].sum())
-    parts.append(
+    parts = [
         f"<p><b>{html.escape(br.name)}</b> abstained on {refused} of {len(br.scored)} "
         "clips (no species heard above its threshold; scored as refusals: 10,000 km "
         "under paper, the worst case under strict). It reads birdsong only, so on "
         "clips without birds its score means nothing about a model.</p>"
-    )
+    ]
     keys = {k for k, v in heard.items() if v == "birds heard"}
     mine = br.scored[br.scored["sample_id"].astype(str).isin(keys)]
     rows = []
@@ -193,14 +210,8 @@ def birds_section(runs, birds_csv: Path | None, figs: Path, tables: Path, *, opt
         if r is br:
             continue
         other = r.scored[r.scored["sample_id"].astype(str).isin(keys)]
-        cmp = compare_runs(
-            mine,
-            other,
-            n_boot=options.paired_bootstrap,
-            n_perm=options.paired_permutations,
-            seed=options.seed,
-            min_support=options.min_support,
-        )
+        cmp = compare_runs(mine, other, n_boot=options.paired_bootstrap, n_perm=options.paired_permutations,
+                           seed=options.seed, min_support=options.min_support)
         rows.append(cmp.assign(a=br.name, b=r.name))
     if rows and keys:
         paired = pd.concat(rows, ignore_index=True)
@@ -218,12 +229,6 @@ def birds_section(runs, birds_csv: Path | None, figs: Path, tables: Path, *, opt
     drawn = surface_map(br, runs, figs / "birdrange_surface.png")
     if drawn is not None:
         path, key = drawn
-        parts.append(
-            img(
-                path,
-                f"{key}: birdrange's occurrence surface for the species heard, the truth (star) and every run's guess",
-                "birdrange-surface",
-            )
-        )
-    parts.append("</section>")
-    return "\n".join(parts)
+        parts.append(img(path, f"{key}: birdrange's occurrence surface for the species heard, the truth (star) "
+                               "and every run's guess", "birdrange-surface"))
+    return parts

@@ -1,0 +1,30 @@
+"""The report's sections: discovered like the commands, one signature, shown in name order,
+and no trace of a section whose input was not given."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from agl.report import sections
+from agl.report.inputs import ReportInputs, ReportOptions, RunInput
+
+
+def test_sections_are_discovered_in_name_order():
+    names = [name for name, _ in sections.discover()]
+    assert names == ["birds", "counterfactual", "sensitivity", "speech"]
+    assert all(callable(make) for _, make in sections.discover())
+
+
+def test_no_input_no_section(tmp_path):
+    scored = pd.DataFrame({"sample_id": ["a"], "distance_km": [10.0], "refused": [False], "failed": [False],
+                           "country_correct": [np.nan]})
+    ctx = sections.SectionContext(runs=[RunInput("r", scored)], pipeline_runs=[RunInput("r", scored)],
+                                  inputs=ReportInputs(run_dirs=()), options=ReportOptions(),
+                                  figs=tmp_path, tables=tmp_path)
+    assert sections.render(ctx) == []
+    missing = ReportInputs(run_dirs=(), birds_csv=tmp_path / "none.csv", sensitivity_csv=tmp_path / "none.csv",
+                           counterfactual_dir=tmp_path)
+    html = sections.render(sections.SectionContext(**{**ctx.__dict__, "inputs": missing}))
+    assert len(html) == 2  # birds and counterfactual say their table is absent; the sweep is skipped
+    assert "the birds stage did not run" in html[0] and "effects.csv absent" in html[1]
