@@ -13,9 +13,10 @@ import sys
 
 import _params
 
+from agl.contracts.models import parse_models
 from agl.errors import AglError
 from agl.inference.model_run import run_spec, summary_line
-from agl.inference.runspec import SOURCE_PARAMS, parse_infer, parse_models, source_config
+from agl.inference.runspec import SOURCE_PARAMS, parse_infer, source_config
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -117,8 +117,9 @@ def _listener(truth: dict[float, dict]):
 
 
 def _run(server, data: Path, out: Path) -> None:
+    from agl.contracts.models import ModelSpec
     from agl.inference.model_run import run_spec
-    from agl.inference.runspec import InferSettings, ModelSpec
+    from agl.inference.runspec import InferSettings
 
     spec = ModelSpec(
         name="listener",
@@ -247,8 +248,8 @@ def test_dry_run_prints_requests_minutes_and_cost(dataset, tmp_path, capsys):
 
 
 def test_listen_run_is_linked_in_mlflow(dataset, experiment, tmp_path, monkeypatch):
+    from agl.contracts.models import ModelSpec
     from agl.counterfactual.effects import log_listen_run
-    from agl.inference.runspec import ModelSpec
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     work, scores, _ = experiment

@@ -21,7 +21,6 @@ import time
 from typing import Any
 
 from agl.backends._http import retryable_status
-from agl.backends.base import Reply, Request
 from agl.backends.gemini import _to_reply
 from agl.batch.provider import (
     BatchProvider,
@@ -33,6 +32,7 @@ from agl.batch.provider import (
     reply_or_error,
 )
 from agl.batch.state import Job
+from agl.contracts.calls import Reply, Request
 from agl.core.audio import mime_type
 
 FILE_LIFETIME_S = 48 * 3600.0

@@ -18,7 +18,6 @@ import json
 from typing import Any
 
 from agl.backends._http import retryable_status
-from agl.backends.base import Reply, Request
 from agl.backends.openai_chat import _message as message
 from agl.backends.openai_chat import _to_reply
 from agl.batch.provider import (
@@ -31,6 +30,7 @@ from agl.batch.provider import (
     reply_or_error,
 )
 from agl.batch.state import Job
+from agl.contracts.calls import Reply, Request
 
 ENDPOINT = "/v1/chat/completions"
 _OUTCOME = {"completed": "completed", "failed": "failed", "expired": "expired",

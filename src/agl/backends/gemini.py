@@ -32,7 +32,8 @@ from agl.backends._http import (
     retry_after_s,
     retryable_status,
 )
-from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, register
+from agl.backends.base import Backend, BackendError, register
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.audio import mime_type
 from agl.prompts import ANSWER_SCHEMA
 

@@ -51,7 +51,8 @@ from typing import Any
 
 from agl.backends._families import family, window_seconds
 from agl.backends._transformers_loading import feature_extractor, load_checkpoint
-from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
+from agl.backends.base import Backend, register
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.audio import clip_seconds, load_mono
 from agl.errors import AglError
 

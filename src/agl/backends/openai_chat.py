@@ -43,8 +43,9 @@ from agl.backends._http import (
     retry_after_s,
     retryable_status,
 )
-from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, register
+from agl.backends.base import Backend, BackendError, register
 from agl.backends.endpoints import pooled_client
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.http import Refused
 from agl.errors import AglError
 from agl.prompts import ANSWER_SCHEMA

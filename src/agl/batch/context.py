@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agl.backends.base import Backend, Request
+from agl.backends.base import Backend
 from agl.batch.options import BatchOptions
+from agl.contracts.calls import Request
 
 
 @dataclass

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agl.backends.base import Backend, BackendError, Reply, Request
+from agl.backends.base import Backend, BackendError
 from agl.batch.options import BatchOptions
 from agl.batch.state import BatchState, Job
+from agl.contracts.calls import Reply, Request
 
 
 @dataclass

@@ -27,16 +27,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agl.backends.base import Reply, Request
 from agl.batch import state as state_mod
 from agl.batch.context import PassContext, PassReport, quiet, short, to_sync
 from agl.batch.provider import BatchProvider, JobStatus, provider_class
 from agl.batch.state import BatchState, Job
 from agl.batch.submit import screen, submit
+from agl.contracts.calls import Reply, Request
+from agl.contracts.models import ModelSpec
 from agl.core.secrets import known_secrets, scrub
 from agl.inference.record import RunContext, make_prediction
 from agl.inference.runner import _scrub_reply
-from agl.inference.runspec import ModelSpec
 from agl.predictions.records import PredictionWriter, iter_records
 
 __all__ = ["FIND_GRACE_S", "PassContext", "PassReport", "run_pass"]

@@ -8,11 +8,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from agl.backends.base import BackendError, Request
+from agl.backends.base import BackendError
 from agl.batch import state as state_mod
 from agl.batch.context import PassContext, PassReport, quiet, to_sync
 from agl.batch.provider import BatchProvider, Chunk, SubmitError
 from agl.batch.state import BatchState, Job
+from agl.contracts.calls import Request
 from agl.core.audio import probe
 from agl.core.secrets import known_secrets, scrub
 from agl.inference.cache import cache_key

@@ -128,8 +128,9 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 def _from_flags(args: argparse.Namespace):
     """The model and how to run it from the command's flags (defaults filled in)."""
+    from agl.contracts.models import ModelSpec  # lazy: `agl --help` stays instant
     from agl.errors import AglError  # a command imports lazily: `agl --help` stays instant
-    from agl.inference.runspec import InferSettings, ModelSpec  # (lazy, as above)
+    from agl.inference.runspec import InferSettings  # (lazy, as above)
 
     if not args.backend:
         raise AglError("give --backend (with --model and the run flags) or --entry NAME "
@@ -160,8 +161,9 @@ def _from_flags(args: argparse.Namespace):
 
 def _from_entry(args: argparse.Namespace):
     """The entry as stage infer@NAME runs it: `models.NAME` and the `infer:` section."""
+    from agl.contracts.models import parse_models  # lazy: `agl --help` stays instant
     from agl.errors import AglError  # a command imports lazily: `agl --help` stays instant
-    from agl.inference.runspec import find_model, load_params, parse_infer, parse_models  # (lazy)
+    from agl.inference.runspec import find_model, load_params, parse_infer  # (lazy, as above)
 
     given = [f"--{k.replace('_', '-')}" for k in MODEL_FLAGS if getattr(args, k) not in (None, [], False)]
     if given:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from agl.backends.base import Reply, ReplyStatus, Request
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.jsonutil import dumps
 from agl.core.secrets import KEY_NAME
 

@@ -25,9 +25,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agl.backends.base import Backend, Reply, Request, get_backend
+from agl.backends.base import Backend, get_backend
 from agl.backends.endpoints import pool_capacity
 from agl.batch.hook import batch_session, batch_summary, summary_text
+from agl.contracts.calls import Reply, Request
+from agl.contracts.models import ModelSpec
 from agl.core.secrets import known_secrets, scrub
 from agl.core.single_writer import exclusive
 from agl.core.workspace import shared_path
@@ -39,7 +41,7 @@ from agl.inference.finalize import PREDICTIONS, write_canonical_run
 from agl.inference.freshness import current_audio, dataset_digest, hash_files, stale, stale_line
 from agl.inference.record import RunContext, make_prediction
 from agl.inference.runner import Backoff, RunOptions, progress_bar, stream
-from agl.inference.runspec import InferSettings, ModelSpec, prompt_source
+from agl.inference.runspec import InferSettings, prompt_source
 from agl.predictions.records import (
     Prediction,
     PredictionWriter,

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agl.backends.base import Backend, Reply, ReplyStatus
+from agl.backends.base import Backend
+from agl.contracts.calls import Reply, ReplyStatus
+from agl.contracts.models import ModelSpec
 from agl.core.secrets import scrub
 from agl.inference.runner import cost_usd
-from agl.inference.runspec import ModelSpec
 from agl.predictions.parse import parse_reply
 from agl.predictions.records import Prediction, Status, without_non_finite
 from agl.prompts import Prompt

@@ -26,7 +26,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, get_backend
+from agl.backends.base import Backend, BackendError, get_backend
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.audio import probe
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import known_secrets, scrub

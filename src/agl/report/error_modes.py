@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agl.backends.base import ReplyStatus, Request
+from agl.contracts.calls import ReplyStatus, Request
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.inference.runner import RunOptions, complete_sync
 
