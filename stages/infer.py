@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = parse_models({args.name: p[key]}, source)[0]
     infer = parse_infer(p["infer"], source)
     if args.batch_status or args.batch_cancel:
-        from agl.batch.control import cancel_lines, status_lines
+        from agl.inference.batch.control import cancel_lines, status_lines
 
         act = cancel_lines if args.batch_cancel else status_lines
         for line in act(spec.backend, spec.model, spec.settings, args.out,
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     # A stage that exits 0 is locked by DVC: only `dvc repro -f` runs it again.
     print(summary_line(summary, retry=f"`dvc repro -f infer@{args.name}` retries the failures"),
           file=sys.stderr)
-    from agl.batch.hook import pending
+    from agl.inference.batch.hook import pending
 
     if pending(summary):
         # A non-zero exit keeps DVC from locking an unfinished run; `dvc repro` again later

@@ -176,7 +176,7 @@ def test_backoff_and_retry_after_parsing():
     import email.utils
     import time
 
-    from agl.backends._http import retry_after_s, retryable_status
+    from agl.backends.service import retry_after_s, retryable_status
     from agl.inference.runner import Backoff
 
     b = Backoff(base_s=1.0, cap_s=8.0)

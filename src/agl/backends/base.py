@@ -48,7 +48,7 @@ class Backend(abc.ABC):
     # whole dataset is unchanged (agl.inference.freshness).
     reads_dataset: bool = False
     # The largest reply body an HTTP backend reads, and the largest batch status or result
-    # file (agl.backends._http.client_args caps them while they stream); the runner sets
+    # file (agl.backends.service.client_args caps them while they stream); the runner sets
     # them from params.yaml infer.max_reply_bytes / max_batch_bytes.
     max_reply_bytes: int = MAX_REPLY_BYTES
     max_batch_bytes: int = MAX_BATCH_BYTES

@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
 
     spec, infer = _from_entry(args) if args.entry else _from_flags(args)
     if args.batch_status or args.batch_cancel:
-        from agl.batch.control import cancel_lines, status_lines  # (lazy, as above)
+        from agl.inference.batch.control import cancel_lines, status_lines  # (lazy, as above)
 
         act = cancel_lines if args.batch_cancel else status_lines
         for line in act(spec.backend, spec.model, spec.settings, args.out,
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
         est = estimate_run(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                            out_dir=args.out, limit=args.limit, fetch=False)
         print(f"dry run: {label}: {est.line()}")
-        from agl.batch.options import price_line  # (lazy, as above)
+        from agl.inference.batch.options import price_line  # (lazy, as above)
 
         both = price_line(spec.backend, spec.settings, est.cost_usd)
         if both:
@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
     summary = run_spec(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                        out_dir=args.out, limit=args.limit, progress=not args.no_progress)
     print(summary_line(summary), file=sys.stderr)
-    from agl.batch.hook import pending  # lazy: `agl --help` imports every command module
+    from agl.inference.batch.hook import pending  # lazy: `agl --help` imports every command module
 
     if pending(summary):
         # Not an error and not a finished run: 75 (EX_TEMPFAIL) tells a script to come back.

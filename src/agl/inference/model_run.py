@@ -27,7 +27,6 @@ from typing import Any
 
 from agl.backends.base import Backend, get_backend
 from agl.backends.endpoints import pool_capacity
-from agl.batch.hook import batch_session, batch_summary, summary_text
 from agl.contracts.calls import Reply, Request
 from agl.contracts.models import ModelSpec
 from agl.core.secrets import known_secrets, scrub
@@ -36,6 +35,7 @@ from agl.core.workspace import shared_path
 from agl.dataset.manifest import ManifestWarning, load_manifest
 from agl.dataset.manifest import clips as manifest_clips
 from agl.errors import AglError
+from agl.inference.batch.hook import batch_session, batch_summary, summary_text
 from agl.inference.cache import ResponseCache, generation_settings, public_settings
 from agl.inference.finalize import PREDICTIONS, write_canonical_run
 from agl.inference.freshness import current_audio, dataset_digest, hash_files, stale, stale_line
@@ -150,7 +150,7 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
         requests = [Request(sample_id=c.key, prompt=prompt.text, audio_path=path, audio_sha256=h)
                     for c, path, h in zip(pending, paths, hashes, strict=True)]
         cache = ResponseCache(options.cache_dir) if options.cache_dir is not None else None
-        # mode: batch hands clips to the provider's batch API (agl.batch); sync: a guard only
+        # mode: batch hands clips to the provider's batch API (agl.inference.batch); sync: a guard only
         with batch_session(backend, requests, run=ctx, out_dir=out_dir, cache=cache,
                            options=options) as batch:
             requests = batch.requests

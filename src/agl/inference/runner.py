@@ -85,7 +85,7 @@ class RunOptions:
 _QUIET = RunOptions(progress=False)  # complete_sync's default: no progress bar
 
 
-def _hash_audio(request: Request) -> Request:
+def hash_audio(request: Request) -> Request:
     if request.audio_path is None or request.audio_sha256:
         return request
     h = hashlib.sha256()
@@ -114,14 +114,14 @@ async def _call(
     if cache is not None and backend.deterministic:
         if request.audio_path is not None and not request.audio_sha256:
             try:
-                request = await asyncio.to_thread(_hash_audio, request)
+                request = await asyncio.to_thread(hash_audio, request)
             except OSError as exc:
                 return Reply(ReplyStatus.FAILED, error=f"cannot read audio: {exc}",
                              extra={"attempts": 0, "cached": False})
         key = cache_key(backend.name, backend.model, backend.settings, request)
         hit = cache.get(key)
         if hit is not None:  # scrubbed again: an entry may predate a key's rotation
-            hit = _scrub_reply(hit, secrets)
+            hit = scrub_reply(hit, secrets)
             return replace(hit, extra={**hit.extra, "attempts": 0, "cached": True})
     if request.audio_path is not None:
         # Probed before the first request (after a cache hit, which a probed clip earned):
@@ -152,7 +152,7 @@ async def _call(
                 reply, error, retryable = None, f"{type(exc).__name__}: {exc}", False
             latency = time.perf_counter() - t0
         if reply is not None:
-            reply = _scrub_reply(reply, secrets)
+            reply = scrub_reply(reply, secrets)
         error = scrub(error, secrets)
         if reply is not None and reply.status is not ReplyStatus.FAILED:
             reply = replace(
@@ -182,7 +182,7 @@ async def _call(
         await asyncio.sleep(backoff.delay(attempt - 1, retry_after))
 
 
-def _scrub_reply(reply: Reply, secrets: list[str]) -> Reply:
+def scrub_reply(reply: Reply, secrets: list[str]) -> Reply:
     if not secrets:
         return reply
     return replace(reply, text=scrub(reply.text, secrets), error=scrub(reply.error, secrets),

@@ -5,22 +5,22 @@ requests as batch jobs instead of one call each. A run is then several passes of
 command (`dvc repro`, `agl infer ...`): each pass collects what finished, submits what is
 new, and returns at once, saying what is still out. Every pass is safe to kill:
 
-* `agl.batch.state`   the jobs beside the run (`<run>/batch_state.json`): ids, files, which
+* `agl.inference.batch.state`   the jobs beside the run (`<run>/batch_state.json`): ids, files, which
                       clips each job holds, when it expires; a new machine or day resumes it.
-* `agl.batch.run`     one pass: poll, collect (results matched by custom id), fall back,
+* `agl.inference.batch.run`     one pass: poll, collect (results matched by custom id), fall back,
                       probe, submit; a clip is in at most one live job.
-* `agl.batch.submit`  screening and submission: request files within the provider's limits.
-* `agl.batch.context` what a pass carries and reports.
-* `agl.batch.hook`    how the runner (`agl.inference.runner`) calls a pass: the clips left for the
+* `agl.inference.batch.submit`  screening and submission: request files within the provider's limits.
+* `agl.inference.batch.context` what a pass carries and reports.
+* `agl.inference.batch.hook`    how the runner (`agl.inference.runner`) calls a pass: the clips left for the
                       synchronous path, their reasons, the summary's batch section.
-* `agl.batch.control` `--batch-status` and `--batch-cancel`.
-* `agl.backends.batch_openai`, `agl.backends.batch_gemini`: the two providers' APIs.
+* `agl.inference.batch.control` `--batch-status` and `--batch-cancel`.
+* `agl.inference.batch.providers.openai`, `agl.inference.batch.providers.gemini`: the two providers' APIs.
 
 The requests are the synchronous path's own (same prompt, settings and audio bytes), so a
 batch reply lands in the same content-addressed cache and parses into the same record.
 See docs/batch.md.
 """
 
-from agl.batch.options import BATCH_BACKENDS, STATE_FILE, BatchOptions, batch_options, is_batch
+from agl.inference.batch.options import BATCH_BACKENDS, STATE_FILE, BatchOptions, batch_options, is_batch
 
 __all__ = ["BATCH_BACKENDS", "STATE_FILE", "BatchOptions", "batch_options", "is_batch"]

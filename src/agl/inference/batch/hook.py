@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from agl.backends.base import Backend
-from agl.batch import state as state_mod
-from agl.batch.options import batch_options, is_batch
-from agl.batch.run import PassContext, PassReport, run_pass
 from agl.contracts.calls import Reply, Request
 from agl.core.secrets import known_secrets, scrub_text
 from agl.core.single_writer import exclusive
 from agl.errors import AglError
+from agl.inference.batch import state as state_mod
+from agl.inference.batch.options import batch_options, is_batch
+from agl.inference.batch.run import PassContext, PassReport, run_pass
 from agl.inference.record import RunContext
 from agl.inference.runner import RunOptions
 

@@ -27,16 +27,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from agl.batch import state as state_mod
-from agl.batch.context import PassContext, PassReport, quiet, short, to_sync
-from agl.batch.provider import BatchProvider, JobStatus, provider_class
-from agl.batch.state import BatchState, Job
-from agl.batch.submit import screen, submit
 from agl.contracts.calls import Reply, Request
 from agl.contracts.models import ModelSpec
 from agl.core.secrets import known_secrets, scrub
+from agl.inference.batch import state as state_mod
+from agl.inference.batch.context import PassContext, PassReport, quiet, short, to_sync
+from agl.inference.batch.provider import BatchProvider, JobStatus, provider_class
+from agl.inference.batch.state import BatchState, Job
+from agl.inference.batch.submit import screen, submit
 from agl.inference.record import RunContext, make_prediction
-from agl.inference.runner import _scrub_reply
+from agl.inference.runner import scrub_reply
 from agl.predictions.records import PredictionWriter, iter_records
 
 __all__ = ["FIND_GRACE_S", "PassContext", "PassReport", "run_pass"]
@@ -192,7 +192,7 @@ def _job_records(ctx: PassContext, state: BatchState, job: Job, st: JobStatus,
     for sid, info in job.clips.items():
         res = results.get(sid)
         if isinstance(res, Reply):
-            reply = _scrub_reply(res, secrets)
+            reply = scrub_reply(res, secrets)
             if (ctx.cache is not None and info.get("key") and ctx.backend.deterministic):
                 # The entry a synchronous call would have left (its reply, one attempt).
                 ctx.cache.put(info["key"], replace(reply, extra={

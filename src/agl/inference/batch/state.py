@@ -32,9 +32,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agl.batch.options import STATE_FILE
 from agl.core.secrets import scrub
 from agl.errors import AglError
+from agl.inference.batch.options import STATE_FILE
 
 VERSION = 1
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from agl.backends.base import Backend
-from agl.batch.options import BatchOptions
 from agl.contracts.calls import Request
+from agl.inference.batch.options import BatchOptions
 
 
 @dataclass
