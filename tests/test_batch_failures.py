@@ -14,7 +14,7 @@ from test_batch_runs import answer, cli, lines, make_clips, run, run_until_done,
 
 from agl.cli import main
 from agl.errors import AglError
-from agl.inference.batch.hook import pending
+from agl.inference.batch.report import pending
 from agl.prompts import Prompt
 
 APIS = ["openai", "gemini"]

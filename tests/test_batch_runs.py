@@ -102,7 +102,7 @@ def run(variant: str, manifest: Path, audio: Path, out: Path, cache: Path, s: di
 
 
 def run_until_done(variant, manifest, audio, out, cache, s, max_passes=10) -> list[dict]:
-    from agl.inference.batch.hook import pending
+    from agl.inference.batch.report import pending
 
     summaries = []
     for _ in range(max_passes):

@@ -118,7 +118,7 @@ def _listener(truth: dict[float, dict]):
 
 def _run(server, data: Path, out: Path) -> None:
     from agl.contracts.models import ModelSpec
-    from agl.inference.model_run import run_spec
+    from agl.inference.model_run import RunTarget, run_spec
     from agl.inference.runspec import InferSettings
 
     spec = ModelSpec(
@@ -132,9 +132,7 @@ def _run(server, data: Path, out: Path) -> None:
     summary = run_spec(
         spec,
         InferSettings(concurrency=1, cache_dir=None, max_retries=0),
-        manifest=data / "manifest.csv",
-        audio_root=data / "audio",
-        out_dir=out,
+        RunTarget(data / "manifest.csv", data / "audio", out),
         progress=False,
     )
     assert summary["n_ok"] == summary["n"]

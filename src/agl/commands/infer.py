@@ -179,17 +179,12 @@ def _from_entry(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from agl.core.outpaths import input_file, output_dir  # lazy: `agl --help` stays instant
-    from agl.inference.model_run import run_spec, summary_line  # (lazy, as above)
+    from agl.inference.entry import batch_control, finish_run  # (lazy, as above)
+    from agl.inference.model_run import RunTarget, run_spec, summary_line  # (lazy, as above)
 
     spec, infer = _from_entry(args) if args.entry else _from_flags(args)
     if args.batch_status or args.batch_cancel:
-        from agl.inference.batch.control import cancel_lines, status_lines  # (lazy, as above)
-
-        act = cancel_lines if args.batch_cancel else status_lines
-        for line in act(spec.backend, spec.model, spec.settings, args.out,
-                        timeout_s=float(infer.timeout_s)):
-            print(line)
-        return 0
+        return batch_control(spec, infer, args.out, cancel=args.batch_cancel)
     input_file(args.manifest, "--manifest", "manifest CSV")
     output_dir(args.out, "--out")
     label = f"{spec.backend}:{spec.model or '-'}"
@@ -206,19 +201,7 @@ def run(args: argparse.Namespace) -> int:
         if both:
             print(f"dry run: {both}")
         return 0
-    summary = run_spec(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
-                       out_dir=args.out, limit=args.limit, progress=not args.no_progress)
+    summary = run_spec(spec, infer, RunTarget(args.manifest, args.audio_root, args.out),
+                       limit=args.limit, progress=not args.no_progress)
     print(summary_line(summary), file=sys.stderr)
-    from agl.inference.batch.hook import pending  # lazy: `agl --help` imports every command module
-
-    if pending(summary):
-        # Not an error and not a finished run: 75 (EX_TEMPFAIL) tells a script to come back.
-        print(f"agl infer: {pending(summary)} clip(s) still with the batch API; rerun the same "
-              "command later to collect them", file=sys.stderr)
-        return 75
-    if summary["n_recorded"] and summary["n_failed"] == summary["n_recorded"]:
-        print(f"agl infer: error: no clip succeeded (all {summary['n_failed']} failed; the "
-              f"reasons are in the error field of {args.out}/predictions.jsonl)",
-              file=sys.stderr)
-        return 1
-    return 0
+    return finish_run(summary, who="agl infer", out_dir=args.out, rerun="the same command")

@@ -86,6 +86,7 @@ _QUIET = RunOptions(progress=False)  # complete_sync's default: no progress bar
 
 
 def hash_audio(request: Request) -> Request:
+    """`request` with its audio's SHA-256 (the cache key's), read in 1 MiB blocks."""
     if request.audio_path is None or request.audio_sha256:
         return request
     h = hashlib.sha256()
@@ -183,6 +184,7 @@ async def _call(
 
 
 def scrub_reply(reply: Reply, secrets: list[str]) -> Reply:
+    """`reply` without any of `secrets` in its text, error or extra fields."""
     if not secrets:
         return reply
     return replace(reply, text=scrub(reply.text, secrets), error=scrub(reply.error, secrets),

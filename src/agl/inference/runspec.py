@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agl.contracts.models import ModelSpec, fields_of
+from agl.contracts.models import ModelSpec, fields_of, parse_models
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import check_config
 from agl.dataset.sources import SourceConfig
@@ -74,6 +74,14 @@ def find_model(models: list[ModelSpec], name: str, source: str = "params.yaml") 
             return m
     raise AglError(f"{source}: no model named '{name}' under models: "
                    f"({', '.join(m.name for m in models)})")
+
+
+def model_entry(name: str, entry: Any, source: str, params_path: str | Path) -> ModelSpec:
+    """The `models.<name>` entry `entry` validated; None (no such entry) is an AglError listing
+    the models of `params_path` there are."""
+    if entry is None:
+        find_model(parse_models(load_params(params_path).get("models"), source), name, source)
+    return parse_models({name: entry}, source)[0]
 
 
 def prompt_source(spec: ModelSpec, infer: InferSettings) -> str | None:

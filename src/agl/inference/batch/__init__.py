@@ -11,7 +11,7 @@ new, and returns at once, saying what is still out. Every pass is safe to kill:
                       probe, submit; a clip is in at most one live job.
 * `agl.inference.batch.submit`  screening and submission: request files within the provider's limits.
 * `agl.inference.batch.context` what a pass carries and reports.
-* `agl.inference.batch.hook`    how the runner (`agl.inference.runner`) calls a pass: the clips left for the
+* `agl.inference.batch.report`    how the runner (`agl.inference.runner`) calls a pass: the clips left for the
                       synchronous path, their reasons, the summary's batch section.
 * `agl.inference.batch.control` `--batch-status` and `--batch-cancel`.
 * `agl.inference.batch.providers.openai`, `agl.inference.batch.providers.gemini`: the two providers' APIs.
