@@ -120,7 +120,7 @@ class GeminiBatch(BatchProvider):
             up = self.state.uploads[request.audio_sha256]
             contents.append(types.Part.from_uri(file_uri=up["uri"], mime_type=up["mime"]))
         contents.append(request.prompt)  # as Gemini.generate: the audio, then the prompt
-        inline = types.InlinedRequest(contents=contents, config=self.backend._config(request),
+        inline = types.InlinedRequest(contents=contents, config=self.backend.generation_config(request),
                                       metadata={"key": request.sample_id})
         self._inline[request.sample_id] = inline
         # The SDK's own conversion of an inline request, so a file line and an inline
