@@ -1,8 +1,8 @@
 """One reply as a durable prediction record: what every record of a run shares, and the
 conversion (parse, refusal, failure; costs; no secret and no non-finite number kept).
 
-Used by the synchronous runner (agl.inference.model_run) and the batch path (agl.inference.batch), so a
-reply becomes the same record whichever way it came.
+Used by the run driver's sink (agl.inference.sink) for every executor's answers, so a reply
+becomes the same record whichever way it came (synchronous, cache, batch).
 """
 
 from __future__ import annotations

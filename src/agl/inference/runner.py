@@ -4,8 +4,8 @@ Entry points:
 
 * `complete(backend, requests, ...)`: requests in, replies out (in request order). Judges and
   other text-only callers use it, or `complete_sync(backend_name, model, requests, ...)`.
-* `stream(backend, requests, ...)`: (index, reply) pairs as they arrive; a whole benchmark run
-  for one model (`agl.inference.model_run.run_inference`) consumes it.
+* `stream(backend, requests, ...)`: (index, reply) pairs as they arrive; the `local` executor
+  (`agl.inference.executors.local`) hands them to a model run's driver.
 
 Why the pieces are here and not in backends: a backend makes one call. Concurrency (an
 asyncio.Semaphore per backend), the request timeout, retries with exponential backoff and
