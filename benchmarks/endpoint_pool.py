@@ -23,9 +23,9 @@ from inference_concurrency import make_clips, serve  # noqa: E402
 
 def timed_run(clips, audio, out, urls, concurrency):
     from agl.backends.endpoints import pool_capacity
+    from agl.contracts.models import ModelSpec
     from agl.inference.model_run import run_inference
     from agl.inference.runner import RunOptions
-    from agl.inference.runspec import ModelSpec
     from agl.prompts import load_prompt
 
     settings = {"base_url": urls, "endpoint_concurrency": concurrency, "temperature": 0}

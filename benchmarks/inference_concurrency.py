@@ -99,9 +99,9 @@ def main() -> int:
                     help="which real SDK talks to the fake server")
     args = ap.parse_args()
 
+    from agl.contracts.models import ModelSpec
     from agl.inference.model_run import run_inference
     from agl.inference.runner import RunOptions
-    from agl.inference.runspec import ModelSpec
     from agl.predictions.records import read_predictions
     from agl.prompts import load_prompt
 

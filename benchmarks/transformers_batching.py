@@ -44,10 +44,10 @@ def main() -> None:
     import torch
     from tiny_models import FAMILIES
 
+    from agl.contracts.models import ModelSpec
     from agl.dataset.manifest import clips, load_manifest, write_manifest
     from agl.inference.model_run import run_inference
     from agl.inference.runner import RunOptions
-    from agl.inference.runspec import ModelSpec
     from agl.prompts import load_prompt
 
     archive = (ROOT / ".." / "shared" / "data" / "agl1k" / "archive").resolve()

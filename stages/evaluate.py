@@ -13,8 +13,8 @@ from dataclasses import asdict
 
 import _params
 
+from agl.contracts.models import parse_models
 from agl.core.headline import run_headline, write_headline
-from agl.inference.runspec import parse_models
 from agl.scoring.evaluate import evaluate_run
 from agl.scoring.text import run_lines
 

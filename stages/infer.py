@@ -3,7 +3,8 @@
 Reads params `infer` (how to run), `models.<name>` (which model) and `paper.base_url` /
 `paper.published` (where a `prompt_source: paper:<name>` points). A rerun after a crash
 resumes (predictions.jsonl is a persistent output); unchanged calls come from the response
-cache, so they cost nothing.
+cache, so they cost nothing. Exits 75 while batch clips are out and 1 when no clip succeeded,
+so DVC locks no unfinished run and evaluate never scores a run of failures.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import sys
 
 import _params
 
-from agl.errors import AglError
-from agl.inference.model_run import run_spec, summary_line
-from agl.inference.runspec import SOURCE_PARAMS, parse_infer, parse_models, source_config
+from agl.inference.entry import batch_control, finish_run
+from agl.inference.model_run import RunTarget, run_spec, summary_line
+from agl.inference.runspec import SOURCE_PARAMS, model_entry, parse_infer, source_config
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--name", required=True, help="the model's name under params.yaml models:")
     ap.add_argument("--manifest", required=True)
@@ -32,48 +33,25 @@ def main(argv: list[str] | None = None) -> int:
                     help="print the model's batch jobs (settings.mode: batch) and exit")
     ap.add_argument("--batch-cancel", action="store_true",
                     help="cancel the model's batch jobs; the next run collects and falls back")
-    args = ap.parse_args(argv)
-    key = f"models.{args.name}"
-    p = _params.load("infer", key, *SOURCE_PARAMS, path=args.params, required=False)
-    source = args.params or "params.yaml"
-    if p[key] is None:  # an unknown name: the error lists the models there are
-        from agl.inference.runspec import find_model, load_params
+    return ap
 
-        find_model(parse_models(load_params(args.params or _params.ROOT / "params.yaml").get("models"),
-                                source), args.name, source)
-    spec = parse_models({args.name: p[key]}, source)[0]
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    key, source = f"models.{args.name}", args.params or "params.yaml"
+    p = _params.load("infer", key, *SOURCE_PARAMS, path=args.params, required=False)
+    spec = model_entry(args.name, p[key], source, args.params or _params.ROOT / "params.yaml")
     infer = parse_infer(p["infer"], source)
     if args.batch_status or args.batch_cancel:
-        from agl.batch.control import cancel_lines, status_lines
-
-        act = cancel_lines if args.batch_cancel else status_lines
-        for line in act(spec.backend, spec.model, spec.settings, args.out,
-                        timeout_s=float(infer.timeout_s)):
-            print(line)
-        return 0
-    summary = run_spec(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
-                       out_dir=args.out, progress=sys.stderr.isatty(),
-                       telemetry=args.telemetry or f"build/telemetry/{args.name}.json",
-                       sources=source_config(p))
+        return batch_control(spec, infer, args.out, cancel=args.batch_cancel)
+    target = RunTarget(args.manifest, args.audio_root, args.out,
+                       telemetry=args.telemetry or f"build/telemetry/{args.name}.json")
+    summary = run_spec(spec, infer, target, progress=sys.stderr.isatty(), sources=source_config(p))
     # A stage that exits 0 is locked by DVC: only `dvc repro -f` runs it again.
     print(summary_line(summary, retry=f"`dvc repro -f infer@{args.name}` retries the failures"),
           file=sys.stderr)
-    from agl.batch.hook import pending
-
-    if pending(summary):
-        # A non-zero exit keeps DVC from locking an unfinished run; `dvc repro` again later
-        # polls the jobs and collects (75: EX_TEMPFAIL, come back later).
-        print(f"stages/infer.py: {args.name}: {pending(summary)} clip(s) still with the batch "
-              "API (jobs submitted); run `dvc repro` again later to collect them",
-              file=sys.stderr)
-        return 75
-    if summary["n_recorded"] and summary["n_failed"] == summary["n_recorded"]:
-        # A run of failures is no result: exit non-zero so DVC locks nothing and evaluate
-        # never scores it (as `agl infer` does).
-        raise AglError(f"{args.name}: no clip succeeded (all {summary['n_failed']} failed; the "
-                       f"reasons are in the error field of {args.out}/predictions.jsonl); fix "
-                       f"the cause, then `dvc repro infer@{args.name}`")
-    return 0
+    return finish_run(summary, who=f"infer@{args.name}", out_dir=args.out,
+                      rerun=f"`dvc repro infer@{args.name}`")
 
 
 if __name__ == "__main__":

@@ -19,13 +19,14 @@ from pathlib import Path
 
 import _params
 
+from agl.contracts.models import parse_models
 from agl.core import canonical
 from agl.counterfactual.effects import log_listen_run, score_level
 from agl.errors import AglError
 from agl.inference.estimate import estimate_run
 from agl.inference.finalize import SUMMARY
-from agl.inference.model_run import run_spec, summary_line
-from agl.inference.runspec import SOURCE_PARAMS, parse_infer, parse_models, source_config
+from agl.inference.model_run import RunTarget, run_spec, summary_line
+from agl.inference.runspec import SOURCE_PARAMS, parse_infer, source_config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,9 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         run = run_spec(
             spec,
             infer,
-            manifest=data / "manifest.csv",
-            audio_root=data / "audio",
-            out_dir=out,
+            RunTarget(data / "manifest.csv", data / "audio", out),
             progress=sys.stderr.isatty(),
             sources=sources,
         )

@@ -13,10 +13,10 @@ import pytest
 import soundfile as sf
 from tiny_models import FAMILIES
 
+from agl.contracts.models import ModelSpec
 from agl.dataset.manifest import CATEGORY_COLUMNS, clips, load_manifest, write_manifest
 from agl.inference.model_run import run_inference
 from agl.inference.runner import RunOptions
-from agl.inference.runspec import ModelSpec
 from agl.predictions.records import read_predictions
 from agl.prompts import load_prompt
 

@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 from tiny_models import FAMILIES
 
+from agl.contracts.models import ModelSpec
 from agl.dataset.manifest import clips, load_manifest, write_manifest
 from agl.inference.finalize import read_run
 from agl.inference.model_run import run_inference
 from agl.inference.runner import RunOptions
-from agl.inference.runspec import ModelSpec
 from agl.predictions.records import Status, read_predictions
 from agl.prompts import load_prompt
 

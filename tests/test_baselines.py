@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 from agl.backends import get_backend
-from agl.backends.base import Request
+from agl.contracts.calls import Request
+from agl.contracts.models import ModelSpec
 from agl.core import canonical
 from agl.dataset.manifest import clips, load_manifest, write_manifest
 from agl.inference.model_run import run_inference
 from agl.inference.runner import RunOptions
-from agl.inference.runspec import ModelSpec
 from agl.predictions.records import Status, read_predictions
 from agl.prompts import load_prompt
 
@@ -152,7 +152,7 @@ def test_replay_serves_published_predictions(tmp_path, qwen_published, agl1k_cli
 
 def test_random_baseline_draws_differ_per_clip_even_through_the_cache(tmp_path):
     """Audio-less requests of different clips must not share a cache entry."""
-    from agl.backends.base import Request
+    from agl.contracts.calls import Request
     from agl.inference.cache import cache_key
 
     a = cache_key("random", "uniform-latlon", {"seed": 0}, Request("clip_a", "p"))

@@ -12,9 +12,9 @@ import pytest
 from fake_batch import BatchRequest, FakeBatchService, FakeJob, Result
 from test_batch_runs import answer, cli, lines, make_clips, run, run_until_done, settings
 
-from agl.batch.hook import pending
 from agl.cli import main
 from agl.errors import AglError
+from agl.inference.batch.report import pending
 from agl.prompts import Prompt
 
 APIS = ["openai", "gemini"]
@@ -204,7 +204,7 @@ def test_bad_batch_settings_are_one_line(tmp_path, bad, message, capsys):
 
 
 def test_batch_mode_is_refused_for_a_backend_without_a_batch_api():
-    from agl.batch.options import batch_options
+    from agl.inference.batch.options import batch_options
 
     with pytest.raises(AglError, match="batch is for the gemini and openai backends"):
         batch_options("openai-compatible", {"mode": "batch"})
@@ -291,7 +291,7 @@ def test_a_job_record_the_provider_never_saw(tmp_path, age_s, held, capsys):
     than the grace period its clips go back to the queue and are submitted once."""
     import time
 
-    from agl.batch import state as state_mod
+    from agl.inference.batch import state as state_mod
     from agl.inference.model_run import run_fingerprint
 
     manifest, audio = make_clips(tmp_path, 3)

@@ -19,10 +19,10 @@ from fake_batch import BatchRequest, FakeBatchService, FakeJob, Result
 from fake_llm import gemini_response, openai_completion
 from test_inference_api import FAST
 
+from agl.contracts.models import ModelSpec
 from agl.dataset.manifest import clips, load_manifest
 from agl.inference.model_run import run_inference
 from agl.inference.runner import RunOptions
-from agl.inference.runspec import ModelSpec
 from agl.prompts import load_prompt
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ def run(variant: str, manifest: Path, audio: Path, out: Path, cache: Path, s: di
 
 
 def run_until_done(variant, manifest, audio, out, cache, s, max_passes=10) -> list[dict]:
-    from agl.batch.hook import pending
+    from agl.inference.batch.report import pending
 
     summaries = []
     for _ in range(max_passes):

@@ -47,9 +47,9 @@ def bird_run(tmp_path_factory, archive_dir):
     year-round grid) and white noise (dated: the week is read, but nothing is heard)."""
     import soundfile as sf
 
+    from agl.contracts.models import ModelSpec
     from agl.inference.model_run import run_inference
     from agl.inference.runner import RunOptions
-    from agl.inference.runspec import ModelSpec
     from agl.predictions.records import read_predictions
     from agl.prompts import load_prompt
 

@@ -117,8 +117,9 @@ def _listener(truth: dict[float, dict]):
 
 
 def _run(server, data: Path, out: Path) -> None:
-    from agl.inference.model_run import run_spec
-    from agl.inference.runspec import InferSettings, ModelSpec
+    from agl.contracts.models import ModelSpec
+    from agl.inference.model_run import RunTarget, run_spec
+    from agl.inference.runspec import InferSettings
 
     spec = ModelSpec(
         name="listener",
@@ -131,9 +132,7 @@ def _run(server, data: Path, out: Path) -> None:
     summary = run_spec(
         spec,
         InferSettings(concurrency=1, cache_dir=None, max_retries=0),
-        manifest=data / "manifest.csv",
-        audio_root=data / "audio",
-        out_dir=out,
+        RunTarget(data / "manifest.csv", data / "audio", out),
         progress=False,
     )
     assert summary["n_ok"] == summary["n"]
@@ -247,8 +246,8 @@ def test_dry_run_prints_requests_minutes_and_cost(dataset, tmp_path, capsys):
 
 
 def test_listen_run_is_linked_in_mlflow(dataset, experiment, tmp_path, monkeypatch):
+    from agl.contracts.models import ModelSpec
     from agl.counterfactual.effects import log_listen_run
-    from agl.inference.runspec import ModelSpec
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     work, scores, _ = experiment

@@ -15,10 +15,10 @@ import yaml
 from test_inference_api import make_clips
 
 from agl.backends.baselines import UniformRandom
+from agl.contracts.models import ModelSpec
 from agl.dataset.manifest import clips, load_manifest, write_manifest
 from agl.inference.model_run import run_inference
 from agl.inference.runner import RunOptions
-from agl.inference.runspec import ModelSpec
 from agl.prompts import load_prompt
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,7 +72,7 @@ def test_concurrency_and_reply_order_do_not_change_the_tracked_bytes(tmp_path):
 
 def test_knn_choice_ignores_last_digit_noise_and_breaks_ties_by_manifest_order(monkeypatch):
     from agl.backends import knn
-    from agl.backends.base import Request
+    from agl.contracts.calls import Request
 
     rng = np.random.default_rng(0)
     base = {f"c{i}": rng.normal(size=4 * knn.N_MELS) for i in range(12)}

@@ -12,11 +12,11 @@ from fake_llm import Answer, FakeServer, openai_completion
 from test_inference_api import FAST, GOOD, make_clips
 
 from agl.backends.endpoints import Endpoint, EndpointPool, parse_endpoints, pool_capacity
+from agl.contracts.models import ModelSpec
 from agl.dataset.manifest import clips, load_manifest
 from agl.errors import AglError
 from agl.inference.model_run import run_inference
 from agl.inference.runner import RunOptions
-from agl.inference.runspec import ModelSpec
 from agl.predictions.records import Status, read_predictions
 from agl.prompts import load_prompt
 

@@ -17,9 +17,10 @@ from fake_llm import Answer, FakeServer, openai_completion
 from test_inference_api import make_clips
 
 from agl.cli import main
+from agl.contracts.models import parse_models
 from agl.core.secrets import check_config, known_secrets, scrub_text, strip_url_credentials
 from agl.errors import AglError
-from agl.inference.runspec import load_params, parse_models
+from agl.inference.runspec import load_params
 
 USER = "agl-user"
 PW = "pw-PLANTED-5e1f0a9c77"

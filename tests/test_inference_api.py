@@ -18,12 +18,12 @@ import pytest
 from fake_llm import Answer, FakeServer, gemini_response, openai_completion
 
 from agl.backends import get_backend
-from agl.backends.base import Request
+from agl.contracts.calls import Request
+from agl.contracts.models import ModelSpec
 from agl.dataset.manifest import clips, write_manifest
 from agl.inference.finalize import read_run
 from agl.inference.model_run import run_inference
 from agl.inference.runner import Backoff, RunOptions, complete
-from agl.inference.runspec import ModelSpec
 from agl.predictions.records import Status
 from agl.prompts import load_prompt
 

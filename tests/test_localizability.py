@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from agl.backends.base import Backend, Reply, ReplyStatus, register
+from agl.backends.base import Backend, register
+from agl.contracts.calls import Reply, ReplyStatus
 from agl.curation.localizability import run_localizability
 from agl.curation.localizability_judges import (
     JUDGE_PROMPT,

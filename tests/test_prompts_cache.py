@@ -9,7 +9,7 @@ import pytest
 from fake_llm import Answer, FakeServer, openai_completion
 from test_inference_api import GOOD, make_clips
 
-from agl.backends.base import Reply, ReplyStatus, Request
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.errors import AglError
 from agl.inference.cache import ResponseCache, cache_key, generation_settings, public_settings
 from agl.prompts import load_prompt, unescape_published
@@ -44,10 +44,10 @@ PAPER_PROMPT_SHA256 = "c04233477186b67a36770dcf67a6253afb0a020b8cd966e9ab5d42d2b
 
 
 def test_default_prompt_snapshot_is_exactly_what_is_sent(tmp_path, monkeypatch):
+    from agl.contracts.models import ModelSpec
     from agl.dataset.manifest import clips, load_manifest
     from agl.inference.model_run import run_inference
     from agl.inference.runner import RunOptions
-    from agl.inference.runspec import ModelSpec
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000000000")
     manifest, audio = make_clips(tmp_path, 1)
@@ -141,7 +141,8 @@ def test_complete_sync_for_text_only_judges(tmp_path, monkeypatch):
 
 
 def test_params_models_are_validated(tmp_path):
-    from agl.inference.runspec import parse_infer, parse_models
+    from agl.contracts.models import parse_models
+    from agl.inference.runspec import parse_infer
 
     ok = parse_models([{"name": "g", "backend": "gemini", "model": "x",
                         "settings": {"temperature": 0}, "price_in_per_m": 1}])
@@ -159,7 +160,8 @@ def test_params_models_are_validated(tmp_path):
 
 def test_repo_params_default_models_are_offline():
     from agl.backends import get_backend
-    from agl.inference.runspec import load_params, parse_infer, parse_models
+    from agl.contracts.models import parse_models
+    from agl.inference.runspec import load_params, parse_infer
 
     repo = Path(__file__).resolve().parents[1]
     params = load_params(repo / "params.yaml")
@@ -174,7 +176,7 @@ def test_backoff_and_retry_after_parsing():
     import email.utils
     import time
 
-    from agl.backends._http import retry_after_s, retryable_status
+    from agl.backends.service import retry_after_s, retryable_status
     from agl.inference.runner import Backoff
 
     b = Backoff(base_s=1.0, cap_s=8.0)

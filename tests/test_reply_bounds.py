@@ -26,12 +26,13 @@ from hostile_server import (
 from test_inference_api import FAST, GOOD, make_clips
 
 from agl.backends.base import get_backend
+from agl.contracts.models import ModelSpec
 from agl.dataset.manifest import clips, load_manifest
 from agl.errors import AglError
 from agl.inference.finalize import read_run
 from agl.inference.model_run import run_inference
 from agl.inference.runner import RunOptions
-from agl.inference.runspec import ModelSpec, parse_infer
+from agl.inference.runspec import parse_infer
 from agl.predictions.records import Status, read_predictions
 from agl.prompts import load_prompt
 

@@ -20,9 +20,9 @@ from test_inference_api import make_clips
 from test_pipeline_paper import copy_repo
 
 from agl.cli import main as agl
+from agl.contracts.models import parse_models
 from agl.errors import AglError
 from agl.inference.roster import PAPER_PROMPT_SOURCE, load_roster
-from agl.inference.runspec import parse_models
 
 NAMES = [r.spec.name for r in load_roster()]
 

@@ -249,7 +249,7 @@ def _backend(listener, **settings):
 
 
 def test_langprior_on_german_speech_guesses_germany(listener, spoken):
-    from agl.backends import ReplyStatus, Request
+    from agl.contracts.calls import ReplyStatus, Request
     from agl.speech.census import countries
 
     reply = asyncio.run(_backend(listener).generate(Request("de", "", audio_path=spoken("de"))))
@@ -265,7 +265,7 @@ def test_langprior_on_german_speech_guesses_germany(listener, spoken):
 
 
 def test_langprior_abstains_without_speech(listener, archive_dir):
-    from agl.backends import ReplyStatus, Request
+    from agl.contracts.calls import ReplyStatus, Request
 
     reply = asyncio.run(_backend(listener).generate(Request("b", "", audio_path=archive_dir / BERLIN)))
     assert reply.status is ReplyStatus.REFUSED and reply.text.startswith("abstained")

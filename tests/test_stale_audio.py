@@ -24,12 +24,12 @@ from conftest import REPO
 from fake_llm import Answer, FakeServer, openai_completion
 from test_inference_api import GOOD, make_clips
 
+from agl.contracts.models import ModelSpec
 from agl.dataset.checksums import file_digest, read_lock, write_lock
 from agl.dataset.manifest import clips, load_manifest
 from agl.errors import AglError
 from agl.inference.model_run import run_inference
 from agl.inference.runner import Backoff, RunOptions
-from agl.inference.runspec import ModelSpec
 from agl.predictions.records import read_predictions
 from agl.prompts import load_prompt
 

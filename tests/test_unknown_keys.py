@@ -30,7 +30,7 @@ def _perturb(bad):
 
 
 def _models(bad):
-    from agl.inference.runspec import parse_models
+    from agl.contracts.models import parse_models
 
     parse_models({"m": {"backend": "random", **bad}})
 

@@ -10,7 +10,8 @@ import pytest
 from fake_llm import FakeServer
 from fake_vllm import check_request, vllm_answer
 
-from agl.backends.base import Request, get_backend
+from agl.backends.base import get_backend
+from agl.contracts.calls import Request
 from agl.inference.roster import load_roster
 from agl.predictions.parse import parse_reply
 

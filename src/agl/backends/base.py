@@ -15,50 +15,13 @@ import difflib
 import importlib
 import pkgutil
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
 import agl.backends as pkg
+from agl.contracts.calls import Reply, Request
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES
 from agl.errors import AglError
-
-
-@dataclass(frozen=True)
-class Request:
-    """One call: a prompt, optionally with a clip's audio (judges send text only)."""
-
-    sample_id: str
-    prompt: str
-    audio_path: Path | None = None
-    audio_sha256: str | None = None
-    system: str | None = None
-
-
-class ReplyStatus(StrEnum):
-    """How a call ended: a reply (ok), a structured refusal by the service, or no reply at all
-    (failed)."""
-    OK = "ok"
-    # The service declined in a structured way (a safety block, an API `refusal` field);
-    # `text` holds its explanation. A refusal written in prose comes back OK and the parser
-    # recognises it.
-    REFUSED = "refused"
-    FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What a backend answers for one request: a status, the reply text or the error, tokens and
-    latency; `extra` carries backend-specific fields (timings, attempts, a served prediction)."""
-    status: ReplyStatus
-    text: str | None = None
-    error: str | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    latency_s: float | None = None
-    # Local models: load/prefill/decode timings and tokens per second.
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class BackendError(Exception):
@@ -85,7 +48,7 @@ class Backend(abc.ABC):
     # whole dataset is unchanged (agl.inference.freshness).
     reads_dataset: bool = False
     # The largest reply body an HTTP backend reads, and the largest batch status or result
-    # file (agl.backends._http.client_args caps them while they stream); the runner sets
+    # file (agl.backends.service.client_args caps them while they stream); the runner sets
     # them from params.yaml infer.max_reply_bytes / max_batch_bytes.
     max_reply_bytes: int = MAX_REPLY_BYTES
     max_batch_bytes: int = MAX_BATCH_BYTES

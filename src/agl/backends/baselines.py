@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
+from agl.backends.base import Backend, register
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.checks import check_value
 from agl.errors import AglError
 

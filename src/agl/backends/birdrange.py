@@ -26,9 +26,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
+from agl.backends.base import Backend, register
 from agl.birds.birdnet import BirdConfig, Listener
 from agl.birds.range_model import SCORINGS, YEAR_ROUND, invert, load_or_build, reasoning, week_of
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.errors import AglError, reject_unknown_keys
 
 _KNOWN = {

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from agl.backends._http import UnreadableReply
+from agl.backends.service import UnreadableReply
 from agl.core.http import Refused
 from agl.core.secrets import strip_url_credentials
 from agl.errors import AglError

@@ -13,7 +13,7 @@ ACTIVE, deleted after the call). Settings:
 
 The SDK's own retries stay off (one attempt): the runner retries, with jitter and the
 server's Retry-After, and counts the attempts. Replies are read through a bounded httpx
-transport (`agl.backends._http.client_args`: a size cap after decoding, no HTML error pages,
+transport (`agl.backends.service.client_args`: a size cap after decoding, no HTML error pages,
 redirects on the host); a reply that is not JSON, or has no text and no block reason, is a
 failure to retry, never an answer to cache.
 """
@@ -24,7 +24,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from agl.backends._http import (
+from agl.backends.base import Backend, BackendError, register
+from agl.backends.service import (
     api_key,
     client_args,
     is_deterministic,
@@ -32,7 +33,7 @@ from agl.backends._http import (
     retry_after_s,
     retryable_status,
 )
-from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, register
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.audio import mime_type
 from agl.prompts import ANSWER_SCHEMA
 
@@ -51,7 +52,8 @@ class Gemini(Backend):
         self._key = api_key(settings, ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "gemini")
         self._client = None
 
-    def _get_client(self):
+    def get_client(self):
+        """The SDK client, made on first use (with the reply caps; the batch provider shares it)."""
         if self._client is None:
             from google import genai
             from google.genai import types
@@ -65,7 +67,8 @@ class Gemini(Backend):
             self._client = genai.Client(api_key=self._key, http_options=http)
         return self._client
 
-    def _config(self, request: Request):
+    def generation_config(self, request: Request):
+        """The generation config a request is sent with (a batch request carries the same)."""
         from google.genai import types
 
         s = self.settings
@@ -90,7 +93,7 @@ class Gemini(Backend):
             data = (path.read_bytes() if size < 1 << 20
                     else await asyncio.to_thread(path.read_bytes))
             return types.Part.from_bytes(data=data, mime_type=mime), None
-        client = self._get_client()
+        client = self.get_client()
         f = await client.aio.files.upload(file=str(path), config={"mime_type": mime})
         for _ in range(120):  # audio is usually ACTIVE within seconds
             if f.state is None or f.state.name != "PROCESSING":
@@ -104,7 +107,7 @@ class Gemini(Backend):
     async def generate(self, request: Request) -> Reply:
         from google.genai import errors
 
-        client = self._get_client()
+        client = self.get_client()
         uploaded = None
         try:
             contents: list[Any] = []
@@ -113,7 +116,7 @@ class Gemini(Backend):
                 contents.append(part)
             contents.append(request.prompt)
             resp = await client.aio.models.generate_content(
-                model=self.model, contents=contents, config=self._config(request))
+                model=self.model, contents=contents, config=self.generation_config(request))
         except errors.APIError as exc:
             headers = getattr(getattr(exc, "response", None), "headers", None)
             code = exc.code if isinstance(exc.code, int) else None
@@ -142,7 +145,7 @@ class Gemini(Backend):
                     await client.aio.files.delete(name=uploaded)
                 except Exception:  # noqa: BLE001 - the file expires on its own in 48 h
                     pass
-        return _to_reply(resp)
+        return to_reply(resp)
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -166,7 +169,8 @@ def _is_transport_error(exc: Exception) -> bool:
         return False
 
 
-def _to_reply(resp: Any) -> Reply:
+def to_reply(resp: Any) -> Reply:
+    """A Gemini response as a Reply (the synchronous and the batch path read it alike)."""
     usage = resp.usage_metadata
     tokens_in = getattr(usage, "prompt_token_count", None) if usage else None
     out = getattr(usage, "candidates_token_count", None) if usage else None

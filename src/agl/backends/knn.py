@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
+from agl.backends.base import Backend, register
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.audio import load_mono
 from agl.errors import AglError
 

@@ -34,7 +34,8 @@ import threading
 import time
 from typing import Any
 
-from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
+from agl.backends.base import Backend, register
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.errors import AglError
 from agl.speech.census import POINTS, census_identity, countries, country_probabilities, language_name
 from agl.speech.listen import Listener, SpeechConfig

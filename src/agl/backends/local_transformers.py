@@ -51,7 +51,8 @@ from typing import Any
 
 from agl.backends._families import family, window_seconds
 from agl.backends._transformers_loading import feature_extractor, load_checkpoint
-from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
+from agl.backends.base import Backend, register
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.audio import clip_seconds, load_mono
 from agl.errors import AglError
 
@@ -184,64 +185,25 @@ class LocalTransformers(Backend):
         import torch  # heavy: imported only when a local model runs
 
         fam = family(config.model_type)
-        fe = feature_extractor(processor)
         with self._lock:
-            texts = [processor.apply_chat_template(self._messages(req),
-                                                   add_generation_prompt=True, tokenize=False)
-                     for req, _, _, _ in items]
-            # Pad the texts (left); the audio is padded as each family's extractor does.
-            kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt",
-                                      "text_kwargs": {"padding": True}, **fam.processor}
-            waves = [w for _, w, _, _ in items if w is not None]
-            if waves:
-                kwargs["audio"] = waves
-                kwargs["sampling_rate"] = int(fe.sampling_rate)
-            inputs = processor(**kwargs)
-            device = next(model.parameters()).device
-            dtype = next(model.parameters()).dtype
-            # Audio features follow the model's dtype (bfloat16 on GPU); ids and masks stay.
-            inputs = {k: (v.to(device, dtype) if v.is_floating_point() else v.to(device))
-                      if hasattr(v, "to") else v for k, v in inputs.items()}
+            inputs, device, dtype = self._inputs(model, processor, fam, items)
             n_in = int(inputs["input_ids"].shape[1])
             clock = _FirstTokenClock(device)
-            gen = {"max_new_tokens": int(self.settings.get("max_new_tokens", 512)),
-                   "do_sample": bool(self.settings.get("do_sample", False)),
-                   "logits_processor": [clock]}
-            for k in ("temperature", "top_p", "top_k"):
-                if gen["do_sample"] and self.settings.get(k) is not None:
-                    gen[k] = self.settings[k]
-            if not gen["do_sample"]:
-                # Greedy: clear sampling knobs a checkpoint's generation_config may carry.
-                gen.update(temperature=None, top_p=None, top_k=None)
             tok = getattr(processor, "tokenizer", processor)
-            if getattr(tok, "pad_token_id", None) is not None:
-                gen["pad_token_id"] = tok.pad_token_id
-            gen.update(fam.generate)
-            if clock.cuda:
-                torch.cuda.reset_peak_memory_stats(device)
             generator = getattr(model, fam.generator) if fam.generator else model
             # Stop at any end token the checkpoint or its tokenizer names: a submodule
             # (the omni thinker) may carry a bare generation config of its own.
             eos = _eos_ids(model, tok) | _eos_ids(generator, tok)
-            if eos:
-                gen["eos_token_id"] = sorted(eos)
+            gen = self._generation_kwargs(fam, clock, tok, eos)
+            if clock.cuda:
+                torch.cuda.reset_peak_memory_stats(device)
             clock.start()
             with torch.inference_mode():
                 out = generator.generate(**inputs, **gen)
             end = clock.now()
             peak = _peak_memory_mb(device)
         seq = out if isinstance(out, torch.Tensor) else out.sequences
-        mask = inputs.get("attention_mask")
-        texts_out, n_outs = [], []
-        for row in range(seq.shape[0]):
-            new = seq[row, n_in:]
-            n_out = int(new.numel())
-            for i, t in enumerate(new.tolist()):
-                if t in eos:
-                    n_out = i + 1
-                    break
-            n_outs.append(n_out)
-            texts_out.append(tok.decode(new[:n_out], skip_special_tokens=True))
+        texts_out, n_outs = _decode(seq, n_in, eos, tok)
         prefill = (clock.first or end) - clock.t0
         decode = end - (clock.first or end)
         steps = max(n_outs) - 1
@@ -252,6 +214,7 @@ class LocalTransformers(Backend):
         # Batch composition depends on arrival order and peak memory on the machine: they
         # go to the efficiency log only, never into a prediction.
         self._log_efficiency({**figures, "batch": len(items), "peak_mem_mb": peak}, n_outs)
+        mask = inputs.get("attention_mask")
         replies = []
         for row, ((_, _, heard, _), text, n_out) in enumerate(zip(items, texts_out, n_outs,
                                                                  strict=True)):
@@ -260,6 +223,45 @@ class LocalTransformers(Backend):
                                  output_tokens=n_out, latency_s=end - clock.t0,
                                  extra={**figures, **heard}))
         return replies
+
+    def _inputs(self, model, processor, fam, items) -> tuple[dict[str, Any], Any, Any]:
+        """The batch's model inputs on the model's device, with that device and dtype."""
+        fe = feature_extractor(processor)
+        texts = [processor.apply_chat_template(self._messages(req),
+                                               add_generation_prompt=True, tokenize=False)
+                 for req, _, _, _ in items]
+        # Pad the texts (left); the audio is padded as each family's extractor does.
+        kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt",
+                                  "text_kwargs": {"padding": True}, **fam.processor}
+        waves = [w for _, w, _, _ in items if w is not None]
+        if waves:
+            kwargs["audio"] = waves
+            kwargs["sampling_rate"] = int(fe.sampling_rate)
+        inputs = processor(**kwargs)
+        device = next(model.parameters()).device
+        dtype = next(model.parameters()).dtype
+        # Audio features follow the model's dtype (bfloat16 on GPU); ids and masks stay.
+        inputs = {k: (v.to(device, dtype) if v.is_floating_point() else v.to(device))
+                  if hasattr(v, "to") else v for k, v in inputs.items()}
+        return inputs, device, dtype
+
+    def _generation_kwargs(self, fam, clock, tok, eos: set[int]) -> dict[str, Any]:
+        """`generate`'s settings: greedy unless `do_sample`, the first-token clock, end tokens."""
+        gen = {"max_new_tokens": int(self.settings.get("max_new_tokens", 512)),
+               "do_sample": bool(self.settings.get("do_sample", False)),
+               "logits_processor": [clock]}
+        for k in ("temperature", "top_p", "top_k"):
+            if gen["do_sample"] and self.settings.get(k) is not None:
+                gen[k] = self.settings[k]
+        if not gen["do_sample"]:
+            # Greedy: clear sampling knobs a checkpoint's generation_config may carry.
+            gen.update(temperature=None, top_p=None, top_k=None)
+        if getattr(tok, "pad_token_id", None) is not None:
+            gen["pad_token_id"] = tok.pad_token_id
+        gen.update(fam.generate)
+        if eos:
+            gen["eos_token_id"] = sorted(eos)
+        return gen
 
     def _log_efficiency(self, figures: dict[str, Any], n_outs: list[int]) -> None:
         path = self.settings.get("efficiency_log")
@@ -319,3 +321,18 @@ def _eos_ids(model: Any, tok: Any) -> set[int]:
         elif isinstance(value, list | tuple):
             ids.update(int(v) for v in value)
     return ids
+
+
+def _decode(seq, n_in: int, eos: set[int], tok) -> tuple[list[str], list[int]]:
+    """Each row's new tokens up to (and counting) its first end token, decoded."""
+    texts_out, n_outs = [], []
+    for row in range(seq.shape[0]):
+        new = seq[row, n_in:]
+        n_out = int(new.numel())
+        for i, t in enumerate(new.tolist()):
+            if t in eos:
+                n_out = i + 1
+                break
+        n_outs.append(n_out)
+        texts_out.append(tok.decode(new[:n_out], skip_special_tokens=True))
+    return texts_out, n_outs

@@ -18,7 +18,7 @@ key is sent the token "EMPTY" (the SDK refuses none), as vLLM documents. Setting
 
 The SDK's own retries are off (`max_retries=0`): the runner retries with jitter and honours
 Retry-After. A `refusal` in the reply, or finish reason `content_filter`, is a refusal.
-Replies are read through a bounded transport (`agl.backends._http.client_args`: a size cap
+Replies are read through a bounded transport (`agl.backends.service.client_args`: a size cap
 after decoding, no HTML error pages, redirects on the host). A success that is not a
 completion (an HTML page, not JSON, no choices) or carries no text (`content` null or "") is
 a failure to retry, never an answer to cache.
@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from agl.backends._http import (
+from agl.backends.base import Backend, BackendError, register
+from agl.backends.endpoints import pooled_client
+from agl.backends.service import (
     UnreadableReply,
     api_key,
     is_deterministic,
@@ -43,8 +45,7 @@ from agl.backends._http import (
     retry_after_s,
     retryable_status,
 )
-from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, register
-from agl.backends.endpoints import pooled_client
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.http import Refused
 from agl.errors import AglError
 from agl.prompts import ANSWER_SCHEMA
@@ -67,7 +68,8 @@ class OpenAIChat(Backend):
         self._base_url = base_url(settings, self.name)
         self._client = None
 
-    def _get_client(self):
+    def get_client(self):
+        """The SDK client, made on first use (with the reply caps; the batch provider shares it)."""
         if self._client is None:
             from openai import AsyncOpenAI
 
@@ -89,7 +91,7 @@ class OpenAIChat(Backend):
 
     async def chat_request(self, request: Request) -> dict[str, Any]:
         """The keyword arguments of `chat.completions.create` for `request`; the batch
-        path (agl.backends.batch_openai) sends the same body."""
+        path (agl.inference.batch.providers.openai) sends the same body."""
         content: list[dict[str, Any]] = [{"type": "text", "text": request.prompt}]
         if request.audio_path is not None:
             content.append(await self._audio_content(Path(request.audio_path)))
@@ -114,10 +116,10 @@ class OpenAIChat(Backend):
 
         kw = await self.chat_request(request)
         try:
-            resp = await self._get_client().chat.completions.create(**kw)
+            resp = await self.get_client().chat.completions.create(**kw)
         except openai.APIStatusError as exc:
             code = exc.status_code
-            raise BackendError(f"{self.name} {code}: {_message(exc)}",
+            raise BackendError(f"{self.name} {code}: {error_message(exc)}",
                                retryable=retryable_status(code),
                                retry_after=retry_after_s(exc.response.headers)) from None
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
@@ -137,7 +139,7 @@ class OpenAIChat(Backend):
         except (openai.OpenAIError, ValueError, TypeError) as exc:
             raise BackendError(f"{self.name} reply unreadable: {type(exc).__name__}: {exc}",
                                retryable=False) from None
-        return _to_reply(resp, self.name)
+        return to_reply(resp, self.name)
 
     async def aclose(self) -> None:
         if self._client is not None:
@@ -192,7 +194,8 @@ def client_url(url: str | None) -> dict[str, Any]:
             "default_query": dict(parse_qsl(parts.query, keep_blank_values=True))}
 
 
-def _message(exc: Any) -> str:
+def error_message(exc: Any) -> str:
+    """The service's own error message from an SDK exception (its body), else its text."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error", body)
@@ -201,7 +204,8 @@ def _message(exc: Any) -> str:
     return str(getattr(exc, "message", exc))
 
 
-def _to_reply(resp: Any, name: str) -> Reply:
+def to_reply(resp: Any, name: str) -> Reply:
+    """A chat completion as a Reply (the synchronous and the batch path read it alike)."""
     # A 200 whose body is not a completion (an HTML error page, a proxy's text) comes back
     # from the SDK as a string or a model without choices: a failure, never an answer.
     choices = getattr(resp, "choices", None)

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agl.backends.base import Backend, Reply, ReplyStatus, Request, register
+from agl.backends.base import Backend, register
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.errors import AglError
 from agl.predictions.importer import import_published
 

@@ -128,8 +128,9 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 def _from_flags(args: argparse.Namespace):
     """The model and how to run it from the command's flags (defaults filled in)."""
+    from agl.contracts.models import ModelSpec  # lazy: `agl --help` stays instant
     from agl.errors import AglError  # a command imports lazily: `agl --help` stays instant
-    from agl.inference.runspec import InferSettings, ModelSpec  # (lazy, as above)
+    from agl.inference.runspec import InferSettings  # (lazy, as above)
 
     if not args.backend:
         raise AglError("give --backend (with --model and the run flags) or --entry NAME "
@@ -160,8 +161,9 @@ def _from_flags(args: argparse.Namespace):
 
 def _from_entry(args: argparse.Namespace):
     """The entry as stage infer@NAME runs it: `models.NAME` and the `infer:` section."""
+    from agl.contracts.models import parse_models  # lazy: `agl --help` stays instant
     from agl.errors import AglError  # a command imports lazily: `agl --help` stays instant
-    from agl.inference.runspec import find_model, load_params, parse_infer, parse_models  # (lazy)
+    from agl.inference.runspec import find_model, load_params, parse_infer  # (lazy, as above)
 
     given = [f"--{k.replace('_', '-')}" for k in MODEL_FLAGS if getattr(args, k) not in (None, [], False)]
     if given:
@@ -177,17 +179,12 @@ def _from_entry(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from agl.core.outpaths import input_file, output_dir  # lazy: `agl --help` stays instant
-    from agl.inference.model_run import run_spec, summary_line  # (lazy, as above)
+    from agl.inference.entry import batch_control, finish_run  # (lazy, as above)
+    from agl.inference.model_run import RunTarget, run_spec, summary_line  # (lazy, as above)
 
     spec, infer = _from_entry(args) if args.entry else _from_flags(args)
     if args.batch_status or args.batch_cancel:
-        from agl.batch.control import cancel_lines, status_lines  # (lazy, as above)
-
-        act = cancel_lines if args.batch_cancel else status_lines
-        for line in act(spec.backend, spec.model, spec.settings, args.out,
-                        timeout_s=float(infer.timeout_s)):
-            print(line)
-        return 0
+        return batch_control(spec, infer, args.out, cancel=args.batch_cancel)
     input_file(args.manifest, "--manifest", "manifest CSV")
     output_dir(args.out, "--out")
     label = f"{spec.backend}:{spec.model or '-'}"
@@ -198,25 +195,13 @@ def run(args: argparse.Namespace) -> int:
         est = estimate_run(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                            out_dir=args.out, limit=args.limit, fetch=False)
         print(f"dry run: {label}: {est.line()}")
-        from agl.batch.options import price_line  # (lazy, as above)
+        from agl.inference.batch.options import price_line  # (lazy, as above)
 
         both = price_line(spec.backend, spec.settings, est.cost_usd)
         if both:
             print(f"dry run: {both}")
         return 0
-    summary = run_spec(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
-                       out_dir=args.out, limit=args.limit, progress=not args.no_progress)
+    summary = run_spec(spec, infer, RunTarget(args.manifest, args.audio_root, args.out),
+                       limit=args.limit, progress=not args.no_progress)
     print(summary_line(summary), file=sys.stderr)
-    from agl.batch.hook import pending  # lazy: `agl --help` imports every command module
-
-    if pending(summary):
-        # Not an error and not a finished run: 75 (EX_TEMPFAIL) tells a script to come back.
-        print(f"agl infer: {pending(summary)} clip(s) still with the batch API; rerun the same "
-              "command later to collect them", file=sys.stderr)
-        return 75
-    if summary["n_recorded"] and summary["n_failed"] == summary["n_recorded"]:
-        print(f"agl infer: error: no clip succeeded (all {summary['n_failed']} failed; the "
-              f"reasons are in the error field of {args.out}/predictions.jsonl)",
-              file=sys.stderr)
-        return 1
-    return 0
+    return finish_run(summary, who="agl infer", out_dir=args.out, rerun="the same command")

@@ -20,11 +20,21 @@ types, reflink and copy, and hardlink have no links to follow).
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from agl.errors import AglError
+
+_PLAIN_NAME = re.compile(r"^[^/\\\x00]+$")
+
+
+def is_plain_name(name: str) -> bool:
+    """True for a single path component: no separators, no `..`, not empty."""
+    return bool(name) and name not in (".", "..") and bool(_PLAIN_NAME.match(name)) and (
+        ".." not in name.split("/")
+    )
 
 
 class OutsideFolder(AglError):

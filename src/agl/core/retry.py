@@ -15,5 +15,5 @@ RETRY_AFTER_CAP_S = 120.0
 # while it streams, and the request retried: it is never stored.
 MAX_REPLY_BYTES = 1_000_000
 # The largest batch job status or result file read (infer.max_batch_bytes): one carries every
-# answer of a job (agl.batch), so its cap is the job's, not one reply's.
+# answer of a job (agl.inference.batch), so its cap is the job's, not one reply's.
 MAX_BATCH_BYTES = 1_000_000_000

@@ -12,7 +12,7 @@ file's text (pid, command, start time) is only for the refusal message.
 
 Re-entrant within one thread: `flock` locks belong to an open file, so a second
 `exclusive` on the same folder in the same process would refuse itself. An inference run
-holds its folder for the whole run, and batch mode (agl.batch.hook) asks for the same
+holds its folder for the whole run, and batch mode (agl.inference.executors.batch) asks for the same
 folder inside it: that is the same writer, one lock, never two nested ones.
 """
 

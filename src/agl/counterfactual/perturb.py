@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from agl.core.audio import resample
-from agl.dataset.manifest import is_plain_name
+from agl.core.paths import is_plain_name
 from agl.errors import AglError, reject_unknown_keys
 
 VAD_RATE = 16000

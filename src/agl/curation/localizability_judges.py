@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from agl.backends.base import ReplyStatus, Request
+from agl.contracts.calls import ReplyStatus, Request
 from agl.core.workspace import shared_path
 from agl.curation.localizability_params import LocalizabilityConfig
 from agl.dataset.manifest import CATEGORY_COLUMNS

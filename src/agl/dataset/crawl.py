@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote, urlencode
 
 from agl.core.jsonutil import dumps
+from agl.core.paths import is_plain_name
 from agl.dataset.fetch import get_json, make_client
-from agl.dataset.manifest import CATEGORY_COLUMNS, COLUMNS, is_plain_name
+from agl.dataset.manifest import CATEGORY_COLUMNS, COLUMNS
 from agl.errors import AglError
 
 if TYPE_CHECKING:

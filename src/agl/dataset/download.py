@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agl.core.paths import inside
+from agl.core.paths import inside, is_plain_name
 from agl.dataset.checksums import Entry, file_digest, merge_lock, read_lock
 from agl.dataset.clip_fetch import (
     ArchiveMetadata,
@@ -45,7 +45,7 @@ from agl.dataset.clip_fetch import (
     verify_part,
 )
 from agl.dataset.fetch import FinalError, Policy, RetryableError, make_client, with_retries
-from agl.dataset.manifest import Clip, is_plain_name
+from agl.dataset.manifest import Clip
 from agl.errors import AglError
 
 if TYPE_CHECKING:

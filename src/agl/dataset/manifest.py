@@ -67,7 +67,6 @@ COLUMNS: tuple[str, ...] = (
     *CATEGORY_COLUMNS,
 )
 NUMERIC_COLUMNS = ("latitude", "longitude", "mp3seconds", *CATEGORY_COLUMNS)
-_PLAIN_NAME = re.compile(r"^[^/\\\x00]+$")
 
 
 class ManifestWarning(UserWarning):
@@ -94,13 +93,6 @@ class Clip:
     def relpath(self) -> str:
         """Where the clip lives under an audio root: the Internet Archive's layout."""
         return f"{self.key}/{self.mp3name}"
-
-
-def is_plain_name(name: str) -> bool:
-    """True for a single path component: no separators, no `..`, not empty."""
-    return bool(name) and name not in (".", "..") and bool(_PLAIN_NAME.match(name)) and (
-        ".." not in name.split("/")
-    )
 
 
 def load_manifest(path: str | Path, *, columns: list[str] | None = None) -> pd.DataFrame:

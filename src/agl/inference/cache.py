@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from agl.backends.base import Reply, ReplyStatus, Request
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.jsonutil import dumps
 from agl.core.secrets import KEY_NAME
 
@@ -39,7 +39,7 @@ _NOT_GENERATION = frozenset(
      # transformers: where timings go and how long a partial batch waits; `batch_size`
      # stays in the key (bfloat16 kernels may round a padded batch differently).
      "efficiency_log", "batch_wait_s",
-     # batch mode (agl.batch): how requests travel, not what they ask.
+     # batch mode (agl.inference.batch): how requests travel, not what they ask.
      "mode", "batch"}
 )
 CACHE_VERSION = 2

@@ -1,4 +1,4 @@
-"""One model's benchmark run: every clip through the runner into a durable, resumable run folder.
+"""The run driver: one model's benchmark run into a durable, resumable run folder.
 
 `run_inference(spec, prompt, clips, out_dir=..., audio_root=..., options=...)` appends every
 result to `<out>/predictions.jsonl` (fsync'd) the moment it arrives; a rerun skips finished
@@ -6,9 +6,11 @@ clips and retries failed ones; `<out>/run_summary.json` holds the totals. At the
 folder is made canonical (`agl.inference.finalize`). `run_spec` runs one model of params.yaml
 (`agl.inference.runspec`) over a manifest.
 
-The requests themselves (concurrency, timeout, retries, cache) are the runner's
-(`agl.inference.runner`); here each reply becomes a prediction record (parsed, priced, without
-non-finite numbers or secrets) and the records become the run's summary.
+The driver plans the run (which records are kept, which clips are pending, their requests),
+hands the pending requests to an executor (`agl.inference.executors`: `local`, the async
+runner; `batch`, the provider's batch API), makes each answer a prediction record as it
+arrives (`agl.inference.sink`: parsed, priced, without non-finite numbers or secrets) and
+the records the run's summary (`agl.inference.summary`). Executors only answer.
 """
 
 from __future__ import annotations
@@ -16,37 +18,36 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import statistics
 import sys
 import time
 import warnings
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agl.backends.base import Backend, Reply, Request, get_backend
+from agl.backends.base import Backend, get_backend
 from agl.backends.endpoints import pool_capacity
-from agl.batch.hook import batch_session, batch_summary, summary_text
-from agl.core.secrets import known_secrets, scrub
+from agl.contracts.calls import Request
+from agl.contracts.models import ModelSpec
+from agl.core.secrets import scrub
 from agl.core.single_writer import exclusive
 from agl.core.workspace import shared_path
 from agl.dataset.manifest import ManifestWarning, load_manifest
 from agl.dataset.manifest import clips as manifest_clips
 from agl.errors import AglError
-from agl.inference.cache import ResponseCache, generation_settings, public_settings
+from agl.inference.batch.report import summary_text
+from agl.inference.cache import generation_settings
+from agl.inference.executors import Executor, executor_for
 from agl.inference.finalize import PREDICTIONS, write_canonical_run
 from agl.inference.freshness import current_audio, dataset_digest, hash_files, stale, stale_line
-from agl.inference.record import RunContext, make_prediction
-from agl.inference.runner import Backoff, RunOptions, progress_bar, stream
-from agl.inference.runspec import InferSettings, ModelSpec, prompt_source
-from agl.predictions.records import (
-    Prediction,
-    PredictionWriter,
-    Status,
-    iter_records,
-    write_predictions,
-)
+from agl.inference.record import RunContext
+from agl.inference.runner import Backoff, RunOptions, progress_bar
+from agl.inference.runspec import InferSettings, prompt_source
+from agl.inference.sink import RecordSink
+from agl.inference.summary import run_summary
+from agl.inference.work import Work
+from agl.predictions.records import PredictionWriter, iter_records, write_predictions
 from agl.prompts import Prompt, load_prompt
 
 _DEFAULT_OPTIONS = RunOptions()  # one shared default, as a default argument value would be
@@ -91,16 +92,52 @@ def run_inference(
                            options=options, backend=backend)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What a run has to do: its clips, the records kept from earlier runs, what is pending."""
+
+    all_clips: list[Any]
+    selected: list[Any]
+    pending: list[Any]
+    ctx: RunContext
+    finished: frozenset[str]  # clips holding a finished record (any of the kept ones)
+
+
 def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_dir: Path,
                 audio_root: Path | None, options: RunOptions,
                 backend: Backend | None) -> dict[str, Any]:
     settings = dict(spec.settings or {})
-    all_clips = list(clips)
-    selected = all_clips[: options.limit] if options.limit is not None else all_clips
-    out_dir = Path(out_dir)
-    pred_path = out_dir / PREDICTIONS
-    fingerprint = run_fingerprint(spec.backend, spec.model, settings, prompt.sha256)
     backend_cls = get_backend(spec.backend)
+    plan = _plan(spec, prompt, list(clips), out_dir, audio_root, options, backend_cls)
+    executor = executor_for(settings)  # mode: batch hands clips to the provider's batch API
+    t0 = time.perf_counter()
+    session = {"requests": 0, "cache_hits": 0, "cost_usd": 0.0}
+    report = None
+    if plan.pending:
+        backend = options.bound(backend or backend_cls(spec.model, **settings))
+        work = _work(plan, spec, options, out_dir, audio_root, backend)
+        executor.check(out_dir)
+        report = asyncio.run(_drive(executor, work, backend, plan.ctx, session))
+    wall = time.perf_counter() - t0
+
+    pred_path = plan.ctx.pred_path
+    latest = {p.sample_id: p for p in iter_records(pred_path)} if pred_path.exists() else {}
+    chosen = [latest[c.key] for c in plan.selected if c.key in latest]
+    summary = run_summary(chosen, len(plan.selected), plan.ctx, wall, session)
+    summary = executor.summarize(summary, chosen, settings, out_dir, report)
+    # The tracked files hold what data, params and code decide (canonical order and floats);
+    # latencies, attempts, cache hits and wall time go to a timings file DVC ignores.
+    write_canonical_run(out_dir, pred_path, latest, [c.key for c in plan.all_clips], summary)
+    return summary
+
+
+def _plan(spec: ModelSpec, prompt: Prompt, all_clips: list[Any], out_dir: Path,
+          audio_root: Path | None, options: RunOptions, backend_cls: type[Backend]) -> _Plan:
+    """Keep the records of this run's fingerprint whose audio is unchanged (rewriting the
+    file without the others, saying so), and list the selected clips still to answer."""
+    selected = all_clips[: options.limit] if options.limit is not None else all_clips
+    pred_path = out_dir / PREDICTIONS
+    fingerprint = run_fingerprint(spec.backend, spec.model, dict(spec.settings or {}), prompt.sha256)
     records = list(iter_records(pred_path)) if pred_path.exists() else []
     # Today's audio of every clip a kept record (or, for a backend that reads the whole
     # dataset, its answers) stands on (agl.inference.freshness).
@@ -116,14 +153,12 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
             f"{fingerprint}:{dataset_digest(all_clips, audio)}".encode()).hexdigest()[:16]
     ctx = RunContext(spec, prompt, fingerprint, pred_path, options.progress)
 
-    kept: dict[str, Any] = {}
     same = [p for p in records if p.meta.get("run_fingerprint") == fingerprint]
     if len(same) != len(records):
         print(f"{pred_path}: {len(records) - len(same)} record(s) from a different "
               "model/settings/prompt" + (" or dataset" if backend_cls.reads_dataset else "")
               + " dropped; they are requested again", file=sys.stderr)
-    for p in same:
-        kept[p.sample_id] = p
+    kept: dict[str, Any] = {p.sample_id: p for p in same}
     # A record made from audio that is gone or changed is never kept (never scored).
     reasons = stale(kept, audio) if audio is not None else {}
     if reasons:
@@ -132,57 +167,75 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
     if len(same) != len(records) or reasons:
         write_predictions(pred_path, [p for p in same if p.sample_id in kept])
     finished = {k for k, p in kept.items() if p.finished}
-    pending = [c for c in selected if c.key not in finished]
-
-    t0 = time.perf_counter()
-    session = {"requests": 0, "cache_hits": 0, "cost_usd": 0.0}
-    if pending:
-        backend = options.bound(backend or backend_cls(spec.model, **settings))
-        if backend.needs_audio:
-            _require_audio(pending, audio_root)
-        backend.prepare(all_clips, audio_root)
-        paths = [Path(audio_root) / c.relpath if backend.needs_audio else None for c in pending]
-        # The bytes each request carries, hashed once: the cache key, and the record's
-        # `audio_sha256` (what a rerun checks the audio against).
-        hashes = hash_files(paths) if backend.needs_audio else [None] * len(paths)
-        requests = [Request(sample_id=c.key, prompt=prompt.text, audio_path=path, audio_sha256=h)
-                    for c, path, h in zip(pending, paths, hashes, strict=True)]
-        cache = ResponseCache(options.cache_dir) if options.cache_dir is not None else None
-        # mode: batch hands clips to the provider's batch API (agl.batch); sync: a guard only
-        with batch_session(backend, requests, run=ctx, out_dir=out_dir, cache=cache,
-                           options=options) as batch:
-            requests = batch.requests
-            source = batch.tag(stream(backend, requests, cache=cache, concurrency=options.concurrency,
-                                      timeout_s=options.timeout_s, max_retries=options.max_retries,
-                                      backoff=options.backoff), requests)
-            asyncio.run(_consume(backend, requests, source, ctx, session))
-    wall = time.perf_counter() - t0
-
-    latest = {p.sample_id: p for p in iter_records(pred_path)} if pred_path.exists() else {}
-    chosen = [latest[c.key] for c in selected if c.key in latest]
-    summary = _summary(chosen, len(selected), ctx, wall, session)
-    summary = batch_summary(summary, chosen, settings, out_dir, batch.report if pending else None)
-    # The tracked files hold what data, params and code decide (canonical order and floats);
-    # latencies, attempts, cache hits and wall time go to a timings file DVC ignores.
-    write_canonical_run(out_dir, pred_path, latest, [c.key for c in all_clips], summary)
-    return summary
+    return _Plan(all_clips, selected, [c for c in selected if c.key not in finished], ctx,
+                 frozenset(p.sample_id for p in same if p.sample_id in kept and p.finished))
 
 
-def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
-             audio_root: str | Path | None, out_dir: str | Path, limit: int | None = None,
-             progress: bool = True, telemetry: str | Path | None = None,
-             sources: Any = None) -> dict[str, Any]:
-    """Run one model of params.yaml over a manifest; returns the run summary.
+def _work(plan: _Plan, spec: ModelSpec, options: RunOptions, out_dir: Path,
+          audio_root: Path | None, backend: Backend) -> Work:
+    """The pending clips as requests (the backend prepared with the whole manifest)."""
+    if backend.needs_audio:
+        _require_audio(plan.pending, audio_root)
+    backend.prepare(plan.all_clips, audio_root)
+    paths = [Path(audio_root) / c.relpath if backend.needs_audio else None for c in plan.pending]
+    # The bytes each request carries, hashed once: the cache key, and the record's
+    # `audio_sha256` (what a rerun checks the audio against).
+    hashes = hash_files(paths) if backend.needs_audio else [None] * len(paths)
+    requests = tuple(Request(sample_id=c.key, prompt=plan.ctx.prompt.text, audio_path=path,
+                             audio_sha256=h) for c, path, h in zip(plan.pending, paths, hashes, strict=True))
+    return Work(requests=requests, spec=spec, options=options, out_dir=out_dir,
+                fingerprint=plan.ctx.fingerprint, finished=plan.finished,
+                clips=tuple(plan.all_clips), audio_root=audio_root)
+
+
+async def _drive(executor: Executor, work: Work, backend: Backend, ctx: RunContext,
+                 session: dict[str, float]) -> Any:
+    """The executor answers; each answer becomes a durable record as it arrives."""
+    bar = progress_bar(len(work.requests), backend, enabled=ctx.progress)
+    try:
+        with PredictionWriter(ctx.pred_path) as writer:
+            sink = RecordSink(writer, backend, ctx, session, bar)
+            try:
+                return await executor.answer(work, backend, sink)
+            finally:
+                await sink.flush()
+    finally:
+        bar.close()
+        await backend.aclose()
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """Where a model run reads and writes: the manifest, its audio, the run folder, and where a
+    replica pool's per-endpoint telemetry goes (a timing: not a DVC output; None: nowhere)."""
+
+    manifest: Path
+    audio_root: Path | None
+    out_dir: Path
+    telemetry: Path | None = None
+
+    def __post_init__(self) -> None:
+        # Paths however given (a flag's text); an empty audio root is none, as a missing one.
+        object.__setattr__(self, "manifest", Path(self.manifest))
+        object.__setattr__(self, "out_dir", Path(self.out_dir))
+        object.__setattr__(self, "audio_root", Path(self.audio_root) if self.audio_root else None)
+        if self.telemetry is not None:
+            object.__setattr__(self, "telemetry", Path(self.telemetry))
+
+
+def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit: int | None = None,
+             progress: bool = True, sources: Any = None) -> dict[str, Any]:
+    """Run one model of params.yaml over `target.manifest`; returns the run summary.
 
     A model served by several replicas (`base_url` a list, see agl.backends.endpoints) runs with the
     replicas' total concurrency unless the entry sets its own; the returned summary (not the
     file) gains `endpoints` (requests, failures, latency per endpoint), also written to
-    `telemetry` when given: timings stay out of DVC's outputs. `sources` (a SourceConfig)
+    `target.telemetry` when given: timings stay out of DVC's outputs. `sources` (a SourceConfig)
     resolves a `paper:<name>` prompt source (default: params.yaml's `paper:` in the working
     directory; a stage passes the keys it declared)."""
     with warnings.catch_warnings():
         warnings.simplefilter("default", ManifestWarning)
-        frame = load_manifest(manifest)
+        frame = load_manifest(target.manifest)
     prompt = load_prompt(spec.prompt or infer.prompt, source=prompt_source(spec, infer),
                          sources=sources)
     capacity = pool_capacity(spec.settings) if spec.backend == "openai-compatible" else None
@@ -197,17 +250,15 @@ def run_spec(spec: ModelSpec, infer: InferSettings, *, manifest: str | Path,
         progress=progress, limit=limit if limit is not None else infer.limit,
         max_reply_bytes=int(infer.max_reply_bytes), max_batch_bytes=int(infer.max_batch_bytes),
     )
-    summary = run_inference(spec, prompt, manifest_clips(frame),
-                            out_dir=Path(out_dir), audio_root=Path(audio_root) if audio_root else None,
-                            options=options, backend=backend)
+    summary = run_inference(spec, prompt, manifest_clips(frame), out_dir=target.out_dir,
+                            audio_root=target.audio_root, options=options, backend=backend)
     if backend is not None:
         summary = {**summary, "endpoints": backend.endpoint_report()}
-        if telemetry is not None:
-            Path(telemetry).parent.mkdir(parents=True, exist_ok=True)
-
-            Path(telemetry).write_text(json.dumps(scrub({"run": spec.name,
-                                                         "endpoints": summary["endpoints"]}),
-                                                  indent=2) + "\n", encoding="utf-8")
+        if target.telemetry is not None:
+            target.telemetry.parent.mkdir(parents=True, exist_ok=True)
+            target.telemetry.write_text(json.dumps(scrub({"run": spec.name,
+                                                          "endpoints": summary["endpoints"]}),
+                                                   indent=2) + "\n", encoding="utf-8")
     return summary
 
 
@@ -220,103 +271,6 @@ def _require_audio(clips: Sequence[Any], audio_root: Path | None) -> None:
             f"{len(missing)} of {len(clips)} audio file(s) missing under {audio_root}, e.g. "
             f"{Path(audio_root) / missing[0].relpath}; download the audio first (agl download)"
         )
-
-
-async def _consume(backend: Backend, requests: list[Request],
-                   source: AsyncIterator[tuple[int, Reply]], ctx: RunContext,
-                   session: dict[str, float]) -> None:
-    """Consume (index, reply) pairs from `source` into durable prediction records."""
-    bar = progress_bar(len(requests), backend, enabled=ctx.progress)
-    tally = {"failures": 0}
-    secrets = known_secrets(backend.settings)
-    buffer: list[Any] = []
-    flushing: asyncio.Future | None = None
-
-    async def flush(writer: PredictionWriter) -> None:
-        # Group commit off the event loop: every record that arrived while the previous
-        # fsync ran goes out with the next one, so the disk's fsync rate never caps the
-        # request rate. A record counts (progress, session totals) once it is durable.
-        while buffer:
-            batch = buffer[:]
-            buffer.clear()
-            await asyncio.to_thread(writer.write_many, batch)
-            for pred in batch:
-                session["requests"] += pred.meta["attempts"]
-                session["cache_hits"] += pred.meta["cached"]
-                tally["failures"] += pred.status is Status.FAILED
-                session["cost_usd"] += 0.0 if pred.meta["cached"] else pred.meta["cost_usd"]
-            bar.set_postfix_str(f"failed={tally['failures']} spend=${session['cost_usd']:.4f}",
-                                refresh=False)
-            bar.update(len(batch))
-
-    try:
-        with PredictionWriter(ctx.pred_path) as writer:
-            try:
-                async for i, reply in source:
-                    if requests[i].audio_sha256:  # what the record answers for (freshness)
-                        reply = replace(reply, extra={**reply.extra,
-                                                      "audio_sha256": requests[i].audio_sha256})
-                    buffer.append(make_prediction(requests[i].sample_id, reply, backend, ctx, secrets))
-                    if flushing is None or flushing.done():
-                        if flushing is not None:
-                            flushing.result()  # a failed write stops the run
-                        flushing = asyncio.ensure_future(flush(writer))
-            finally:
-                if flushing is not None:
-                    await flushing
-                await flush(writer)
-    finally:
-        bar.close()
-        await backend.aclose()
-
-
-def _stats(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"mean": None, "p50": None, "p95": None, "max": None}
-    s = sorted(values)
-    return {"mean": statistics.fmean(s), "p50": statistics.median(s),
-            "p95": s[min(len(s) - 1, int(round(0.95 * (len(s) - 1))))], "max": s[-1]}
-
-
-def _summary(chosen: list[Prediction], n_selected: int, ctx: RunContext, wall: float,
-             session: dict[str, float]) -> dict[str, Any]:
-    counts = {s.value: 0 for s in Status}
-    for p in chosen:
-        counts[p.status.value] += 1
-
-    def total(field: str) -> float:
-        return sum(float(p.meta.get(field) or 0) for p in chosen)
-
-    spec, prompt = ctx.spec, ctx.prompt
-    fresh = [p for p in chosen if not p.meta.get("cached") and p.meta.get("latency_s") is not None]
-    local = {k: _stats([float(p.meta[k]) for p in chosen if p.meta.get(k) is not None])
-             for k in ("prefill_s", "decode_s", "tokens_per_s")}
-    return {
-        "backend": spec.backend,
-        "model": spec.model,
-        "settings": public_settings(dict(spec.settings or {})),
-        "prompt": prompt.name,
-        "prompt_sha256": prompt.sha256,
-        "prompt_source": str(prompt.source),
-        "run_fingerprint": ctx.fingerprint,
-        "price_in_per_m": spec.price_in_per_m,
-        "price_out_per_m": spec.price_out_per_m,
-        "n": n_selected,
-        "n_recorded": len(chosen),
-        "complete": len(chosen) == n_selected and counts["failed"] == 0,
-        **{f"n_{k}": v for k, v in counts.items()},
-        "input_tokens": int(total("input_tokens")),
-        "output_tokens": int(total("output_tokens")),
-        "cost_usd": total("cost_usd"),
-        "latency_s": _stats([float(p.meta["latency_s"]) for p in fresh]),
-        "cached": sum(1 for p in chosen if p.meta.get("cached")),
-        "attempts": int(total("attempts")),
-        **({f"local_{k}": v for k, v in local.items()} if local["decode_s"]["mean"] else {}),
-        "wall_s": wall,
-        "session_requests": session["requests"],
-        "session_cache_hits": session["cache_hits"],
-        "session_cost_usd": session["cost_usd"],
-    }
 
 
 def summary_line(summary: dict[str, Any], *,

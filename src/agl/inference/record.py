@@ -1,8 +1,8 @@
 """One reply as a durable prediction record: what every record of a run shares, and the
 conversion (parse, refusal, failure; costs; no secret and no non-finite number kept).
 
-Used by the synchronous runner (agl.inference.model_run) and the batch path (agl.batch), so a
-reply becomes the same record whichever way it came.
+Used by the run driver's sink (agl.inference.sink) for every executor's answers, so a reply
+becomes the same record whichever way it came (synchronous, cache, batch).
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agl.backends.base import Backend, Reply, ReplyStatus
+from agl.backends.base import Backend
+from agl.contracts.calls import Reply, ReplyStatus
+from agl.contracts.models import ModelSpec
 from agl.core.secrets import scrub
 from agl.inference.runner import cost_usd
-from agl.inference.runspec import ModelSpec
 from agl.predictions.parse import parse_reply
 from agl.predictions.records import Prediction, Status, without_non_finite
 from agl.prompts import Prompt

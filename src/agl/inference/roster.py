@@ -1,6 +1,6 @@
 """The paper's 16 models as `models:` entries (`src/agl/data/roster.yaml`), validated.
 
-Each entry is a `params.yaml` `models:` entry (checked by `agl.inference.runspec.parse_models`) plus
+Each entry is a `params.yaml` `models:` entry (checked by `agl.contracts.models.parse_models`) plus
 `needs`: what running it takes (an API key variable, GPU memory, a server to start).
 """
 
@@ -11,8 +11,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from agl.contracts.models import ModelSpec, parse_models
 from agl.errors import AglError, reject_unknown_keys
-from agl.inference.runspec import ModelSpec, parse_models
 from agl.prompts import PAPER
 
 PAPER_PROMPT_SOURCE = "paper:qwen25-omni"

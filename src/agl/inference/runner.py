@@ -4,8 +4,8 @@ Entry points:
 
 * `complete(backend, requests, ...)`: requests in, replies out (in request order). Judges and
   other text-only callers use it, or `complete_sync(backend_name, model, requests, ...)`.
-* `stream(backend, requests, ...)`: (index, reply) pairs as they arrive; a whole benchmark run
-  for one model (`agl.inference.model_run.run_inference`) consumes it.
+* `stream(backend, requests, ...)`: (index, reply) pairs as they arrive; the `local` executor
+  (`agl.inference.executors.local`) hands them to a model run's driver.
 
 Why the pieces are here and not in backends: a backend makes one call. Concurrency (an
 asyncio.Semaphore per backend), the request timeout, retries with exponential backoff and
@@ -26,7 +26,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agl.backends.base import Backend, BackendError, Reply, ReplyStatus, Request, get_backend
+from agl.backends.base import Backend, BackendError, get_backend
+from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.audio import probe
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import known_secrets, scrub
@@ -84,7 +85,8 @@ class RunOptions:
 _QUIET = RunOptions(progress=False)  # complete_sync's default: no progress bar
 
 
-def _hash_audio(request: Request) -> Request:
+def hash_audio(request: Request) -> Request:
+    """`request` with its audio's SHA-256 (the cache key's), read in 1 MiB blocks."""
     if request.audio_path is None or request.audio_sha256:
         return request
     h = hashlib.sha256()
@@ -111,17 +113,10 @@ async def _call(
     secrets = known_secrets(backend.settings)
     key = None
     if cache is not None and backend.deterministic:
-        if request.audio_path is not None and not request.audio_sha256:
-            try:
-                request = await asyncio.to_thread(_hash_audio, request)
-            except OSError as exc:
-                return Reply(ReplyStatus.FAILED, error=f"cannot read audio: {exc}",
-                             extra={"attempts": 0, "cached": False})
-        key = cache_key(backend.name, backend.model, backend.settings, request)
-        hit = cache.get(key)
-        if hit is not None:  # scrubbed again: an entry may predate a key's rotation
-            hit = _scrub_reply(hit, secrets)
-            return replace(hit, extra={**hit.extra, "attempts": 0, "cached": True})
+        found = await _from_cache(backend, request, cache, secrets)
+        if isinstance(found, Reply):
+            return found
+        request, key = found
     if request.audio_path is not None:
         # Probed before the first request (after a cache hit, which a probed clip earned):
         # a model given a zero-byte, text or undecodable file invents an answer for it. The
@@ -135,36 +130,13 @@ async def _call(
     attempt = 0
     while True:
         attempt += 1
-        retry_after: float | None = None
-        async with semaphore:
-            t0 = time.perf_counter()
-            try:
-                async with asyncio.timeout(timeout_s):  # no extra task, unlike wait_for
-                    reply = await backend.generate(request)
-                error, retryable = None, False
-            except TimeoutError:
-                reply, error, retryable = None, f"timed out after {timeout_s:g} s", True
-            except BackendError as exc:
-                reply, error, retryable = None, str(exc), exc.retryable
-                retry_after = exc.retry_after
-            except Exception as exc:  # a bug or an SDK surprise: recorded, never raised
-                reply, error, retryable = None, f"{type(exc).__name__}: {exc}", False
-            latency = time.perf_counter() - t0
+        reply, error, retryable, retry_after, latency = await _attempt(
+            backend, request, semaphore, timeout_s)
         if reply is not None:
-            reply = _scrub_reply(reply, secrets)
+            reply = scrub_reply(reply, secrets)
         error = scrub(error, secrets)
         if reply is not None and reply.status is not ReplyStatus.FAILED:
-            reply = replace(
-                reply,
-                latency_s=reply.latency_s if reply.latency_s is not None else latency,
-                extra={**reply.extra, "attempts": attempt, "cached": False},
-            )
-            # An answer without text is recorded (the parser calls it unparseable) but never
-            # cached: a rerun asks again rather than replaying an empty reply for ever.
-            if key is not None and cache is not None and (
-                    (reply.text or "").strip() or reply.extra.get("prediction") is not None):
-                await asyncio.to_thread(cache.put, key, reply)  # its fsync off the loop
-            return reply
+            return await _answered(reply, attempt, latency, cache, key)
         if reply is not None:  # the backend returned FAILED itself: not retried
             return replace(reply, extra={**reply.extra, "attempts": attempt, "cached": False})
         if not retryable or attempt > max_retries:
@@ -181,7 +153,64 @@ async def _call(
         await asyncio.sleep(backoff.delay(attempt - 1, retry_after))
 
 
-def _scrub_reply(reply: Reply, secrets: list[str]) -> Reply:
+async def _from_cache(backend: Backend, request: Request, cache: ResponseCache,
+                      secrets: list[str]) -> Reply | tuple[Request, str]:
+    """The cached reply (or a FAILED one for unreadable audio), else the request with its
+    audio hashed and its cache key."""
+    if request.audio_path is not None and not request.audio_sha256:
+        try:
+            request = await asyncio.to_thread(hash_audio, request)
+        except OSError as exc:
+            return Reply(ReplyStatus.FAILED, error=f"cannot read audio: {exc}",
+                         extra={"attempts": 0, "cached": False})
+    key = cache_key(backend.name, backend.model, backend.settings, request)
+    hit = cache.get(key)
+    if hit is not None:  # scrubbed again: an entry may predate a key's rotation
+        hit = scrub_reply(hit, secrets)
+        return replace(hit, extra={**hit.extra, "attempts": 0, "cached": True})
+    return request, key
+
+
+async def _attempt(backend: Backend, request: Request, semaphore: asyncio.Semaphore,
+                   timeout_s: float) -> tuple[Reply | None, str | None, bool, float | None, float]:
+    """One call under the semaphore and the timeout: (reply, error, retryable, retry_after,
+    latency); a raised error is caught and described, never raised."""
+    retry_after: float | None = None
+    async with semaphore:
+        t0 = time.perf_counter()
+        try:
+            async with asyncio.timeout(timeout_s):  # no extra task, unlike wait_for
+                reply = await backend.generate(request)
+            error, retryable = None, False
+        except TimeoutError:
+            reply, error, retryable = None, f"timed out after {timeout_s:g} s", True
+        except BackendError as exc:
+            reply, error, retryable = None, str(exc), exc.retryable
+            retry_after = exc.retry_after
+        except Exception as exc:  # a bug or an SDK surprise: recorded, never raised
+            reply, error, retryable = None, f"{type(exc).__name__}: {exc}", False
+        latency = time.perf_counter() - t0
+    return reply, error, retryable, retry_after, latency
+
+
+async def _answered(reply: Reply, attempt: int, latency: float, cache: ResponseCache | None,
+                    key: str | None) -> Reply:
+    """A successful reply with its latency and attempts, cached when it has an answer."""
+    reply = replace(
+        reply,
+        latency_s=reply.latency_s if reply.latency_s is not None else latency,
+        extra={**reply.extra, "attempts": attempt, "cached": False},
+    )
+    # An answer without text is recorded (the parser calls it unparseable) but never
+    # cached: a rerun asks again rather than replaying an empty reply for ever.
+    if key is not None and cache is not None and (
+            (reply.text or "").strip() or reply.extra.get("prediction") is not None):
+        await asyncio.to_thread(cache.put, key, reply)  # its fsync off the loop
+    return reply
+
+
+def scrub_reply(reply: Reply, secrets: list[str]) -> Reply:
+    """`reply` without any of `secrets` in its text, error or extra fields."""
     if not secrets:
         return reply
     return replace(reply, text=scrub(reply.text, secrets), error=scrub(reply.error, secrets),

@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from agl.backends.base import ReplyStatus, Request
+from agl.contracts.calls import ReplyStatus, Request
 from agl.core import canonical
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.errors import AglError

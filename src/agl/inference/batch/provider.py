@@ -1,6 +1,6 @@
-"""What a provider's batch API must do for a pass (`agl.batch.run`), whatever its shape.
+"""What a provider's batch API must do for a pass (`agl.inference.batch.run`), whatever its shape.
 
-A provider is one small class in `agl.backends.batch_<name>.py`, registered with
+A provider is one small class in `agl.inference.batch.providers.<name>`, registered with
 `@provider("<backend name>")`. It wraps the backend's own SDK client and builds each
 request with the backend's own code, so a batch request is the synchronous request.
 
@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import abc
 import importlib
+import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agl.backends.base import Backend, BackendError, Reply, Request
-from agl.batch.options import BatchOptions
-from agl.batch.state import BatchState, Job
+import agl.inference.batch.providers as providers_pkg
+from agl.backends.base import Backend, BackendError
+from agl.contracts.calls import Reply, Request
+from agl.errors import AglError
+from agl.inference.batch.options import BatchOptions
+from agl.inference.batch.state import BatchState, Job
 
 
 @dataclass
@@ -123,8 +127,11 @@ _PROVIDERS: dict[str, type[BatchProvider]] = {}
 
 
 def provider(name: str):
-    """Class decorator registering a BatchProvider under a backend's name."""
+    """Class decorator registering a BatchProvider under a backend's name. Duplicate names
+    are refused."""
     def deco(cls: type[BatchProvider]) -> type[BatchProvider]:
+        if name in _PROVIDERS and _PROVIDERS[name] is not cls:
+            raise ValueError(f"batch provider '{name}' is already registered by {_PROVIDERS[name]}")
         cls.name = name
         _PROVIDERS[name] = cls
         return cls
@@ -132,10 +139,20 @@ def provider(name: str):
     return deco
 
 
+def _load_all() -> None:
+    """Import every module of agl.inference.batch.providers: each registers itself."""
+    for info in pkgutil.iter_modules(providers_pkg.__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{providers_pkg.__name__}.{info.name}")
+
+
 def provider_class(backend_name: str) -> type[BatchProvider]:
+    """The batch provider registered for a backend, or an AglError naming those there are."""
     if backend_name not in _PROVIDERS:
-        module = {"openai": "batch_openai", "gemini": "batch_gemini"}[backend_name]
-        importlib.import_module(f"agl.backends.{module}")
+        _load_all()
+    if backend_name not in _PROVIDERS:
+        raise AglError(f"no batch provider for backend '{backend_name}'; batch providers: "
+                       f"{', '.join(sorted(_PROVIDERS))}")
     return _PROVIDERS[backend_name]
 
 

@@ -18,6 +18,7 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 
 
 def retryable_status(code: int | None) -> bool:
+    """Whether an HTTP status is worth retrying (429, 408, 409, 425, 529 and any 5xx)."""
     return code is not None and (code in RETRYABLE_STATUS or code >= 500)
 
 

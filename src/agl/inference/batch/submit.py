@@ -1,5 +1,5 @@
 """Submitting: screen the clips, write request files within the provider's limits, create
-one job per file. A job's record is saved before the job is created (see agl.batch.run)."""
+one job per file. A job's record is saved before the job is created (see agl.inference.batch.run)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from agl.backends.base import BackendError, Request
-from agl.batch import state as state_mod
-from agl.batch.context import PassContext, PassReport, quiet, to_sync
-from agl.batch.provider import BatchProvider, Chunk, SubmitError
-from agl.batch.state import BatchState, Job
+from agl.backends.base import BackendError
+from agl.contracts.calls import Request
 from agl.core.audio import probe
 from agl.core.secrets import known_secrets, scrub
+from agl.inference.batch import state as state_mod
+from agl.inference.batch.context import PassContext, PassReport, quiet, to_sync
+from agl.inference.batch.provider import BatchProvider, Chunk, SubmitError
+from agl.inference.batch.state import BatchState, Job
 from agl.inference.cache import cache_key
-from agl.inference.runner import PROBE_SECONDS, _hash_audio
+from agl.inference.runner import PROBE_SECONDS, hash_audio
 
 
 async def screen(ctx: PassContext, requests: list[Request], report: PassReport) -> list[Request]:
@@ -26,7 +27,7 @@ async def screen(ctx: PassContext, requests: list[Request], report: PassReport) 
     keep = []
     for r in requests:
         try:
-            r = await asyncio.to_thread(_hash_audio, r)
+            r = await asyncio.to_thread(hash_audio, r)
         except OSError:
             report.sync_now.append(r)
             continue

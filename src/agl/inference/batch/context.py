@@ -1,4 +1,5 @@
-"""What one pass carries (`PassContext`) and what it answers the runner (`PassReport`)."""
+"""What one pass carries (`PassContext`) and what it reports (`PassReport`): the clips left for
+the synchronous path, their reasons, and what it collected, submitted and left out."""
 
 from __future__ import annotations
 
@@ -6,23 +7,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agl.backends.base import Backend, Request
-from agl.batch.options import BatchOptions
+from agl.backends.base import Backend
+from agl.contracts.calls import Request
+from agl.inference.batch.options import BatchOptions
 
 
 @dataclass
 class PassContext:
     backend: Backend  # the run's backend: names the records, holds the settings
     out_dir: Path
-    pred_path: Path
     cache: Any  # agl.inference.cache.ResponseCache | None
-    prompt: Any
     fingerprint: str
-    price_in: float
-    price_out: float
     options: BatchOptions
     timeout_s: float
     concurrency: int
+    finished: frozenset[str] = frozenset()  # clips the run folder holds a finished record for
 
 
 @dataclass

@@ -1,8 +1,8 @@
-"""Gemini's Batch API (google-genai `batches`) for the `gemini` backend (see agl.batch).
+"""Gemini's Batch API (google-genai `batches`) for the `gemini` backend (see agl.inference.batch).
 
 Audio goes in through the Files API (one upload per distinct clip, referenced by URI; an
 uploaded file lives 48 h), the prompt and generation config exactly as the synchronous
-`Gemini.generate` sends them (`Gemini._config`, audio part first, then the prompt). A job's
+`Gemini.generate` sends them (`Gemini.generation_config`, audio part first, then the prompt). A job's
 requests go inline when they total at most `batch.inline_max_bytes` (the API takes up to
 20 MB inline; results then come back inline), otherwise as a JSONL file uploaded through
 the Files API (results come back as a file). Each request carries its sample id: `metadata:
@@ -20,10 +20,11 @@ import json
 import time
 from typing import Any
 
-from agl.backends._http import retryable_status
-from agl.backends.base import Reply, Request
-from agl.backends.gemini import _to_reply
-from agl.batch.provider import (
+from agl.backends.gemini import to_reply
+from agl.backends.service import retryable_status
+from agl.contracts.calls import Reply, Request
+from agl.core.audio import mime_type
+from agl.inference.batch.provider import (
     BatchProvider,
     Chunk,
     Created,
@@ -32,8 +33,7 @@ from agl.batch.provider import (
     provider,
     reply_or_error,
 )
-from agl.batch.state import Job
-from agl.core.audio import mime_type
+from agl.inference.batch.state import Job
 
 FILE_LIFETIME_S = 48 * 3600.0
 # An upload is reused only while it will outlive a job submitted now (the API expires a
@@ -52,7 +52,7 @@ class GeminiBatch(BatchProvider):
         self._inline: dict[str, Any] = {}  # sample id -> InlinedRequest (for inline jobs)
 
     def _client(self):
-        return self.backend._get_client()
+        return self.backend.get_client()
 
     # --- audio through the Files API ------------------------------------------------------
 
@@ -120,7 +120,7 @@ class GeminiBatch(BatchProvider):
             up = self.state.uploads[request.audio_sha256]
             contents.append(types.Part.from_uri(file_uri=up["uri"], mime_type=up["mime"]))
         contents.append(request.prompt)  # as Gemini.generate: the audio, then the prompt
-        inline = types.InlinedRequest(contents=contents, config=self.backend._config(request),
+        inline = types.InlinedRequest(contents=contents, config=self.backend.generation_config(request),
                                       metadata={"key": request.sample_id})
         self._inline[request.sample_id] = inline
         # The SDK's own conversion of an inline request, so a file line and an inline
@@ -192,7 +192,7 @@ class GeminiBatch(BatchProvider):
                 if not isinstance(key, str) or isinstance(out.get(key), Reply):
                     continue
                 if item.response is not None:
-                    out[key] = reply_or_error(_to_reply, item.response)
+                    out[key] = reply_or_error(to_reply, item.response)
                 else:
                     out[key] = _error_text(item.error)
         elif dest is not None and dest.file_name:
@@ -207,7 +207,7 @@ class GeminiBatch(BatchProvider):
                 if not isinstance(key, str) or isinstance(out.get(key), Reply):
                     continue
                 if isinstance(d.get("response"), dict):
-                    out[key] = reply_or_error(lambda r: _to_reply(_response(r)), d["response"])
+                    out[key] = reply_or_error(lambda r: to_reply(_response(r)), d["response"])
                 else:
                     out[key] = _error_text(d.get("error") or d.get("status"))
         return out

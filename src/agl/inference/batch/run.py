@@ -5,9 +5,10 @@ The order makes every kill recoverable with nothing lost and nothing paid twice:
 1. A job record with no provider id (the process died while creating it) is looked up by
    its tag: adopted if the provider has it, dropped (its clips back in the queue) if not.
 2. Each live job is polled once. A finished one (completed, expired, cancelled, failed) is
-   collected: its answers are cached and appended to predictions.jsonl (fsync'd) first,
-   then the job leaves the state file; a clip without an answer gets its reason in
-   `fallback`. A kill in between collects the job again; recorded clips are skipped.
+   collected: its answers are cached and handed to the driver's sink, which makes them
+   durable records (predictions.jsonl, fsync'd) first; then the job leaves the state file;
+   a clip without an answer gets its reason in `fallback`. A kill in between collects the
+   job again; recorded clips are skipped.
    A job unfinished after `max_age_h` is cancelled (collected on a later pass).
 3. The run's other unfinished clips are routed: a clip held by a live job waits for it;
    one with a fallback reason goes synchronous (or into a new job, `fallback: batch`);
@@ -21,23 +22,19 @@ The order makes every kill recoverable with nothing lost and nothing paid twice:
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from agl.backends.base import Reply, Request
-from agl.batch import state as state_mod
-from agl.batch.context import PassContext, PassReport, quiet, short, to_sync
-from agl.batch.provider import BatchProvider, JobStatus, provider_class
-from agl.batch.state import BatchState, Job
-from agl.batch.submit import screen, submit
+from agl.contracts.calls import Reply, Request
 from agl.core.secrets import known_secrets, scrub
-from agl.inference.record import RunContext, make_prediction
-from agl.inference.runner import _scrub_reply
-from agl.inference.runspec import ModelSpec
-from agl.predictions.records import PredictionWriter, iter_records
+from agl.inference.batch import state as state_mod
+from agl.inference.batch.context import PassContext, PassReport, quiet, short, to_sync
+from agl.inference.batch.provider import BatchProvider, JobStatus, provider_class
+from agl.inference.batch.state import BatchState, Job
+from agl.inference.batch.submit import screen, submit
+from agl.inference.runner import scrub_reply
+from agl.inference.work import Answer, Sink
 
 __all__ = ["FIND_GRACE_S", "PassContext", "PassReport", "run_pass"]
 
@@ -49,23 +46,16 @@ _LOST = {"completed": "the batch job finished without a result for this clip",
          "cancelled": "the batch job was cancelled before answering this clip"}
 
 
-def run_pass(ctx: PassContext, requests: list[Request]) -> PassReport:
-    """One pass for `requests` (the run's unfinished clips); see the module docstring."""
-    return asyncio.run(_pass(ctx, requests))
-
-
-def new_state(ctx: PassContext) -> BatchState:
-    return BatchState(backend=ctx.backend.name, model=ctx.backend.model,
-                      fingerprint=ctx.fingerprint)
-
-
-async def _pass(ctx: PassContext, requests: list[Request]) -> PassReport:
+async def run_pass(ctx: PassContext, requests: list[Request], sink: Sink) -> PassReport:
+    """One pass for `requests` (the run's unfinished clips); see the module docstring. The
+    answers of the jobs it collects go to `sink`; what is left for the synchronous path is
+    the report's `sync_now`."""
     state = state_mod.load(ctx.out_dir) or new_state(ctx)
     if (state.backend, state.model) != (ctx.backend.name, ctx.backend.model):
         state.probe, state.rejected = None, None  # another model: its own probe
         state.backend, state.model = ctx.backend.name, ctx.backend.model
     state.fingerprint = ctx.fingerprint
-    fresh = type(ctx.backend)(ctx.backend.model, **ctx.backend.settings)  # this loop's client
+    fresh = type(ctx.backend)(ctx.backend.model, **ctx.backend.settings)  # the pass's own client
     prov = provider_class(ctx.backend.name)(fresh, ctx.options, state, timeout_s=ctx.timeout_s,
                                             concurrency=ctx.concurrency)
     report = PassReport()
@@ -74,18 +64,7 @@ async def _pass(ctx: PassContext, requests: list[Request]) -> PassReport:
         state_mod.save(ctx.out_dir, state)
 
     try:
-        finished = _finished(ctx.pred_path)
-        for sid in [s for s in state.fallback if s in finished]:
-            del state.fallback[sid]
-        for sid in [s for s in state.attempts if s in finished]:
-            del state.attempts[sid]
-        await _resolve_unconfirmed(prov, state, report, save)
-        answered = await _collect(ctx, prov, state, finished, report, save)
-        for sid in answered:
-            state.fallback.pop(sid, None)
-            state.attempts.pop(sid, None)
-        todo = [r for r in requests if r.sample_id not in answered | finished]
-        await _route(ctx, prov, state, todo, report, save)
+        await _pass(ctx, prov, state, requests, report, save, sink)
     finally:
         save()
         await prov.aclose()
@@ -95,11 +74,25 @@ async def _pass(ctx: PassContext, requests: list[Request]) -> PassReport:
     return report
 
 
-def _finished(pred_path: Path) -> set[str]:
+def new_state(ctx: PassContext) -> BatchState:
+    return BatchState(backend=ctx.backend.name, model=ctx.backend.model,
+                      fingerprint=ctx.fingerprint)
 
-    if not pred_path.exists():
-        return set()
-    return {p.sample_id for p in iter_records(pred_path) if p.finished}
+
+async def _pass(ctx: PassContext, prov: BatchProvider, state: BatchState,
+                requests: list[Request], report: PassReport, save, sink: Sink) -> None:
+    finished = set(ctx.finished)
+    for sid in [s for s in state.fallback if s in finished]:
+        del state.fallback[sid]
+    for sid in [s for s in state.attempts if s in finished]:
+        del state.attempts[sid]
+    await _resolve_unconfirmed(prov, state, report, save)
+    answered = await _collect(ctx, prov, state, finished, report, save, sink)
+    for sid in answered:
+        state.fallback.pop(sid, None)
+        state.attempts.pop(sid, None)
+    todo = [r for r in requests if r.sample_id not in answered | finished]
+    await _route(ctx, prov, state, todo, report, save)
 
 
 async def _resolve_unconfirmed(prov: BatchProvider, state: BatchState, report: PassReport,
@@ -132,67 +125,64 @@ async def _resolve_unconfirmed(prov: BatchProvider, state: BatchState, report: P
 
 
 async def _collect(ctx: PassContext, prov: BatchProvider, state: BatchState,
-                   finished: set[str], report: PassReport, save) -> set[str]:
-    """Poll every live job once; record what the finished ones answered."""
+                   finished: set[str], report: PassReport, save, sink: Sink) -> set[str]:
+    """Poll every live job once; hand what the finished ones answered to `sink`."""
 
     answered: set[str] = set()
     now = time.time()
-    with PredictionWriter(ctx.pred_path) as writer:
-        for job in [j for j in state.jobs if j.job_id is not None]:
-            try:
-                st = await prov.status(job)
-            except Exception as exc:  # noqa: BLE001 - polled again next pass
-                report.messages.append(f"could not poll job {job.job_id} ({short(exc)}); "
-                                       "rerun later")
-                continue
-            job.provider_state, job.last_poll = st.state, now
-            job.expires_at = st.expires_at or job.expires_at
-            if st.outcome is None:
-                if (now - job.created > ctx.options.max_age_h * 3600
-                        and not job.cancel_requested):
-                    try:
-                        await prov.cancel(job)
-                        job.cancel_requested = True
-                        report.messages.append(
-                            f"job {job.job_id} unfinished after {ctx.options.max_age_h:g} h: "
-                            "cancelled; a later run collects it and falls back")
-                    except Exception as exc:  # noqa: BLE001
-                        report.messages.append(f"could not cancel job {job.job_id} "
-                                               f"({short(exc)})")
-                continue
-            try:
-                results = await prov.results(job, st)
-            except Exception as exc:  # noqa: BLE001 - the job stays; the next pass retries
-                report.messages.append(f"could not read the results of job {job.job_id} "
-                                       f"({short(exc)}); rerun later")
-                continue
-            preds = _job_records(ctx, state, job, st, results, finished | answered)
-            writer.write_many(preds)  # durable before the job leaves the state file
-            answered |= {p.sample_id for p in preds}
-            report.collected += len(preds)
-            _after_job(state, job, st, results, report, ctx.backend.settings)
-            state.jobs.remove(job)
-            save()
-            await quiet(prov.cleanup(job, st))
-            save()
+    for job in [j for j in state.jobs if j.job_id is not None]:
+        try:
+            st = await prov.status(job)
+        except Exception as exc:  # noqa: BLE001 - polled again next pass
+            report.messages.append(f"could not poll job {job.job_id} ({short(exc)}); "
+                                   "rerun later")
+            continue
+        job.provider_state, job.last_poll = st.state, now
+        job.expires_at = st.expires_at or job.expires_at
+        if st.outcome is None:
+            if (now - job.created > ctx.options.max_age_h * 3600
+                    and not job.cancel_requested):
+                try:
+                    await prov.cancel(job)
+                    job.cancel_requested = True
+                    report.messages.append(
+                        f"job {job.job_id} unfinished after {ctx.options.max_age_h:g} h: "
+                        "cancelled; a later run collects it and falls back")
+                except Exception as exc:  # noqa: BLE001
+                    report.messages.append(f"could not cancel job {job.job_id} "
+                                           f"({short(exc)})")
+            continue
+        try:
+            results = await prov.results(job, st)
+        except Exception as exc:  # noqa: BLE001 - the job stays; the next pass retries
+            report.messages.append(f"could not read the results of job {job.job_id} "
+                                   f"({short(exc)}); rerun later")
+            continue
+        answers = _job_answers(ctx, state, job, st, results, finished | answered)
+        for a in answers:
+            await sink.put(a)
+        await sink.flush()  # durable records before the job leaves the state file
+        answered |= {a.request.sample_id for a in answers}
+        report.collected += len(answers)
+        _after_job(state, job, st, results, report, ctx.backend.settings)
+        state.jobs.remove(job)
+        save()
+        await quiet(prov.cleanup(job, st))
+        save()
     return answered
 
 
-def _job_records(ctx: PassContext, state: BatchState, job: Job, st: JobStatus,
-                 results: dict[str, Reply | str], done: set[str]) -> list[Any]:
-
+def _job_answers(ctx: PassContext, state: BatchState, job: Job, st: JobStatus,
+                 results: dict[str, Reply | str], done: set[str]) -> list[Answer]:
+    """The answers of a finished job this run records (its fingerprint's, not recorded yet);
+    a clip it did not answer gets its reason in `state.fallback`."""
     secrets = known_secrets(ctx.backend.settings)
     mine = job.fingerprint == ctx.fingerprint
-    factor = ctx.options.price_factor
-    # The records' cost at the batch price: the run's context with the discounted prices.
-    priced = ModelSpec(name="", backend=ctx.backend.name, model=ctx.backend.model,
-                       price_in_per_m=ctx.price_in * factor, price_out_per_m=ctx.price_out * factor)
-    run_ctx = RunContext(priced, ctx.prompt, ctx.fingerprint, ctx.pred_path, False)
-    preds = []
+    answers = []
     for sid, info in job.clips.items():
         res = results.get(sid)
         if isinstance(res, Reply):
-            reply = _scrub_reply(res, secrets)
+            reply = scrub_reply(res, secrets)
             if (ctx.cache is not None and info.get("key") and ctx.backend.deterministic):
                 # The entry a synchronous call would have left (its reply, one attempt).
                 ctx.cache.put(info["key"], replace(reply, extra={
@@ -203,7 +193,11 @@ def _job_records(ctx: PassContext, state: BatchState, job: Job, st: JobStatus,
                                           "answered_by": "batch", "batch_job": job.job_id,
                                           **({"audio_sha256": info["audio_sha256"]}
                                              if info.get("audio_sha256") else {})})
-            preds.append(make_prediction(sid, reply, ctx.backend, run_ctx, secrets))
+            # Priced at the batch discount; an earlier run requested it. The record needs only
+            # the request's id and audio hash (the job's own).
+            request = Request(sample_id=sid, prompt="", audio_sha256=info.get("audio_sha256"))
+            answers.append(Answer(request, reply, price_factor=ctx.options.price_factor,
+                                  requested_now=False))
         elif mine and sid not in done:
             if isinstance(res, str):
                 reason = f"batch request failed: {res}"
@@ -212,7 +206,7 @@ def _job_records(ctx: PassContext, state: BatchState, job: Job, st: JobStatus,
             else:
                 reason = _LOST[st.outcome]
             state.fallback[sid] = scrub(reason[:500], secrets)
-    return preds
+    return answers
 
 
 def _after_job(state: BatchState, job: Job, st: JobStatus, results: dict[str, Reply | str],

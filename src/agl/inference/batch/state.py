@@ -32,9 +32,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agl.batch.options import STATE_FILE
 from agl.core.secrets import scrub
 from agl.errors import AglError
+from agl.inference.batch.options import STATE_FILE
 
 VERSION = 1
 
@@ -132,3 +132,16 @@ def save(out_dir: str | Path, state: BatchState) -> None:
 def new_tag() -> str:
     """A job's local name, unique across runs and machines: `agl-<time>-<random>`."""
     return f"agl-{int(time.time())}-{os.urandom(6).hex()}"
+
+
+def refuse_while_live(out_dir: str | Path) -> None:
+    """Refuse a synchronous run while batch jobs of the run are live: their clips would be
+    paid twice (an AglError saying how to collect or cancel them)."""
+    state = load(out_dir)
+    if state is None or not state.jobs:
+        return
+    n = sum(len(j.clips) for j in state.jobs)
+    raise AglError(f"{state_path(out_dir)}: {len(state.jobs)} batch job(s) holding "
+                   f"{n} clip(s) are live; a synchronous run would pay for them twice. Rerun "
+                   "with --batch (settings.mode: batch) to collect them, or cancel them first "
+                   "(agl infer ... --batch-cancel)")

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from agl.backends.base import get_backend
-from agl.batch import state as state_mod
-from agl.batch.options import batch_options
-from agl.batch.provider import provider_class
-from agl.batch.state import BatchState
 from agl.core.single_writer import exclusive
+from agl.inference.batch import state as state_mod
+from agl.inference.batch.options import batch_options
+from agl.inference.batch.provider import provider_class
+from agl.inference.batch.state import BatchState
 
 
 def _provider(backend_name: str, model: str, settings: dict[str, Any], state: BatchState,

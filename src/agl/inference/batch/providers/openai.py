@@ -1,4 +1,4 @@
-"""OpenAI's Batch API for the `openai` backend (see agl.batch and docs/batch.md).
+"""OpenAI's Batch API for the `openai` backend (see agl.inference.batch and docs/batch.md).
 
 A job is a JSONL file of `/v1/chat/completions` requests (`{custom_id, method, url, body}`,
 the body exactly what `OpenAIChat.chat_request` gives the synchronous call, audio inline as
@@ -17,11 +17,10 @@ import asyncio
 import json
 from typing import Any
 
-from agl.backends._http import retryable_status
-from agl.backends.base import Reply, Request
-from agl.backends.openai_chat import _message as message
-from agl.backends.openai_chat import _to_reply
-from agl.batch.provider import (
+from agl.backends.openai_chat import error_message, to_reply
+from agl.backends.service import retryable_status
+from agl.contracts.calls import Reply, Request
+from agl.inference.batch.provider import (
     BatchProvider,
     Chunk,
     Created,
@@ -30,7 +29,7 @@ from agl.batch.provider import (
     provider,
     reply_or_error,
 )
-from agl.batch.state import Job
+from agl.inference.batch.state import Job
 
 ENDPOINT = "/v1/chat/completions"
 _OUTCOME = {"completed": "completed", "failed": "failed", "expired": "expired",
@@ -43,7 +42,7 @@ _NOT_RUN = ("batch_expired", "batch_cancelled")
 @provider("openai")
 class OpenAIBatch(BatchProvider):
     def _client(self):
-        return self.backend._get_client()
+        return self.backend.get_client()
 
     async def line(self, request: Request) -> bytes:
         kw = await self.backend.chat_request(request)
@@ -61,7 +60,7 @@ class OpenAIBatch(BatchProvider):
                 f = await self._client().files.create(
                     file=(chunk.path.name, data, "application/jsonl"), purpose="batch")
         except openai.APIStatusError as exc:
-            raise SubmitError(f"request file upload: openai {exc.status_code}: {_message(exc)}",
+            raise SubmitError(f"request file upload: openai {exc.status_code}: {error_message(exc)}",
                               rejected=not retryable_status(exc.status_code)) from None
         except (openai.APIError, TimeoutError, OSError) as exc:
             raise SubmitError(f"request file upload: {type(exc).__name__}: {exc}") from None
@@ -76,7 +75,7 @@ class OpenAIBatch(BatchProvider):
                     input_file_id=input_ref, endpoint=ENDPOINT, completion_window="24h",
                     metadata={"agl_job": tag})
         except openai.APIStatusError as exc:
-            raise SubmitError(f"openai {exc.status_code}: {_message(exc)}",
+            raise SubmitError(f"openai {exc.status_code}: {error_message(exc)}",
                               rejected=not retryable_status(exc.status_code)) from None
         except (openai.APIError, TimeoutError, OSError) as exc:
             raise SubmitError(f"{type(exc).__name__}: {exc}", ambiguous=True) from None
@@ -162,9 +161,5 @@ def _one(d: dict[str, Any]) -> Reply | str:
             message = inner.get("message", inner) if isinstance(inner, dict) else inner
         return f"openai {code}: {str(message)[:300]}"
     return reply_or_error(
-        lambda b: _to_reply(construct_type(type_=ChatCompletion, value=b), "openai"), body)
+        lambda b: to_reply(construct_type(type_=ChatCompletion, value=b), "openai"), body)
 
-
-def _message(exc: Any) -> str:
-
-    return message(exc)

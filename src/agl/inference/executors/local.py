@@ -1,0 +1,35 @@
+"""The `local` executor: the async runner in this process (`agl.inference.runner.stream`).
+
+Concurrency, the per-request timeout, retries with backoff and the response cache are the
+runner's; this only hands each reply to the driver's sink as it arrives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from agl.backends.base import Backend
+from agl.inference.cache import ResponseCache
+from agl.inference.executors import Executor, register_executor
+from agl.inference.runner import stream
+from agl.inference.work import Answer, Sink, Work
+
+
+@register_executor("local")
+class LocalExecutor(Executor):
+    """Every request through the runner, at most `work.options.concurrency` in flight."""
+
+    async def answer(self, work: Work, backend: Backend, sink: Sink) -> Any:
+        """Stream the replies of `work.requests` into `sink` in the order they arrive."""
+        o = work.options
+        cache = ResponseCache(o.cache_dir) if o.cache_dir is not None else None
+        requests = list(work.requests)
+        replies = stream(backend, requests, cache=cache, concurrency=o.concurrency,
+                         timeout_s=o.timeout_s, max_retries=o.max_retries, backoff=o.backoff)
+        # Closed at once when the sink fails (a write error stops the run): the requests
+        # still in flight are cancelled, not left running.
+        async with contextlib.aclosing(replies):
+            async for i, reply in replies:
+                await sink.put(Answer(requests[i], reply))
+        return None
