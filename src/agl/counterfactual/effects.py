@@ -28,8 +28,8 @@ from agl.counterfactual.perturb import KINDS, Intervention, apply, speech_segmen
 from agl.dataset.checksums import file_digest, read_source, write_lock
 from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest, write_manifest
 from agl.errors import AglError
-from agl.report.analysis import paired_test
 from agl.scoring.evaluate import evaluate_frames, load_predictions_any
+from agl.scoring.paired import paired_test
 
 SPEECH_THRESHOLD = 0.1  # the paper's "has speech": human_sounds >= 0.1 (agl.scoring.score_table)
 MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
