@@ -19,6 +19,7 @@ from agl.dataset.paper import fetch, resolve, run_source
 from agl.dataset.sources import SourceConfig
 from agl.predictions.importer import import_with_report
 from agl.predictions.records import write_predictions
+from agl.scoring.config import EvaluateConfig
 from agl.scoring.evaluate import evaluate_run
 
 
@@ -29,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     OUT = args.out
     p = _params.load("paper", "evaluate", "mlflow")
     cfg, ev = p["paper"], p["evaluate"]
+    # The authors' runs are scored under their own protocol only.
+    evaluation = EvaluateConfig(protocols=("paper",), metric_bootstrap=ev["metric_bootstrap"], seed=ev["seed"],
+                                experiment=p["mlflow"].get("experiment"))
     OUT.mkdir(parents=True, exist_ok=True)
     cache = shared_path(cfg.get("cache_dir", "cache/paper"))
     runs = cfg.get("runs") or []
@@ -60,12 +64,9 @@ def main(argv: list[str] | None = None) -> int:
             write_predictions(out_dir / "predictions.jsonl", predictions)
             print(f"paper/{name}: {report.line()}")
             doc = evaluate_run(
-                run=f"paper/{name}", predictions_path=out_dir / "predictions.jsonl",
-                manifest_path=manifest, out_dir=out_dir,
-                protocols=["paper"], bootstrap=int(ev["metric_bootstrap"]), seed=int(ev["seed"]),
+                f"paper/{name}", out_dir / "predictions.jsonl", manifest, out_dir, evaluation,
                 info={"model": item.get("model", name), "backend": "replay", "source": "published",
                       "paper_name": item.get("model", name), "published_path": path},
-                experiment=p["mlflow"].get("experiment"),
             )
             res = doc["protocols"]["paper"]
             summary["runs"][name] = {k: res[k] for k in
