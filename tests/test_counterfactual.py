@@ -23,7 +23,8 @@ import pytest
 from fake_llm import Answer, FakeServer, openai_completion
 
 from agl.counterfactual import perturb
-from agl.counterfactual.effects import Subset, derive_dataset, paired_effects, score_level
+from agl.counterfactual.effects import Subset, derive_dataset, paired_effects
+from agl.counterfactual.listen import ListenConfig, score_level
 
 SR = 16000
 PLACES = [
@@ -153,10 +154,10 @@ def experiment(dataset, tmp_path_factory):
         _run(server, root, work / "runs" / "original")
         for name in levels:
             _run(server, work / "perturb" / name / "default", work / "runs" / name)
-    scores = {"original": score_level(root, work / "runs" / "original", bootstrap=50)}
+    scores = {"original": score_level(root, work / "runs" / "original", ListenConfig(level_bootstrap=50))}
     effects = {}
     for name in levels:
-        score_level(work / "perturb" / name / "default", work / "runs" / name, bootstrap=50)
+        score_level(work / "perturb" / name / "default", work / "runs" / name, ListenConfig(level_bootstrap=50))
         effects[name] = paired_effects(
             __import__("pandas").read_csv(work / "runs" / "original" / "scores_paper.csv"),
             __import__("pandas").read_csv(work / "runs" / name / "scores_paper.csv"),
@@ -247,7 +248,7 @@ def test_dry_run_prints_requests_minutes_and_cost(dataset, tmp_path, capsys):
 
 
 def test_listen_run_is_linked_in_mlflow(dataset, experiment, tmp_path, monkeypatch):
-    from agl.counterfactual.effects import log_listen_run
+    from agl.counterfactual.listen import log_listen_run
     from agl.inference.runspec import ModelSpec
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -261,8 +262,7 @@ def test_listen_run_is_linked_in_mlflow(dataset, experiment, tmp_path, monkeypat
         work / "runs" / "mask",
         scores["original"],
         {"n": 12},
-        protocol="paper",
-        experiment="cf-test",
+        ListenConfig(experiment="cf-test"),
     )
     import mlflow
 

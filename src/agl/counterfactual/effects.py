@@ -23,12 +23,10 @@ import pandas as pd
 from agl.core import canonical
 from agl.core.audio import decode_or_reason, resample
 from agl.core.paths import remove
-from agl.core.tracking import DEFAULT_EXPERIMENT, _mlflow, log_run
 from agl.counterfactual.perturb import KINDS, Intervention, apply, speech_segments
 from agl.dataset.checksums import file_digest, read_source, write_lock
 from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest, write_manifest
 from agl.errors import AglError
-from agl.scoring.evaluate import evaluate_frames, load_predictions_any
 from agl.scoring.paired import paired_test
 
 SPEECH_THRESHOLD = 0.1  # the paper's "has speech": human_sounds >= 0.1 (agl.scoring.score_table)
@@ -294,89 +292,6 @@ def read_scores(path: Path) -> pd.DataFrame:
     if not Path(path).exists():
         raise AglError(f"{path}: no scores; run the evaluate stage of that model first")
     return pd.read_csv(path)
-
-
-# --- one level's run: score it, log it -----------------------------------------------------------
-
-
-def score_level(
-    data: Path, run_dir: Path, *, protocol: str = "paper", bootstrap: int = 1000, seed: int = 0
-) -> dict[str, Any]:
-    """Score `run_dir/predictions.jsonl` against the derived manifest; writes
-    `run_dir/scores_<protocol>.csv` (rounded, sorted) and returns the headline metrics."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ManifestWarning)
-        manifest = load_manifest(Path(data) / "manifest.csv", columns=["title"])
-    preds = load_predictions_any(Path(run_dir) / "predictions.jsonl")
-    result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=bootstrap, seed=seed)
-    scored = scored.sort_values("sample_id").round(
-        {"distance_km": 3, "pred_lat": 6, "pred_lon": 6, "true_lat": 6, "true_lon": 6}
-    )
-    canonical.write_csv(scored, Path(run_dir) / f"scores_{protocol}.csv")
-    return result
-
-
-def _find_run_id(key: str, experiment: str | None) -> str | None:
-    mlflow = _mlflow()
-    client = mlflow.tracking.MlflowClient()
-    exp = client.get_experiment_by_name(experiment or DEFAULT_EXPERIMENT)
-    if exp is None:
-        return None
-    found = client.search_runs([exp.experiment_id], f"tags.`agl.run_key` = '{key}'", max_results=1)
-    return found[0].info.run_id if found else None
-
-
-def log_listen_run(
-    spec: Any,
-    intervention: str,
-    level: str,
-    data: Path,
-    run_dir: Path,
-    result: dict[str, Any],
-    run: dict[str, Any],
-    *,
-    protocol: str,
-    experiment: str | None,
-) -> str:
-    """One MLflow run per (model, intervention, level), tagged with its parent dataset and
-    intervention and nested under the model's run on the original data when it exists."""
-    source = read_source(Path(data) / "lock.json") or {}
-    iv = dict(source.get("intervention") or {})
-    parent_version = str(source.get("parent_manifest_sha256", ""))
-    version = content_hash(Path(data) / "manifest.csv")
-    parent_run = _find_run_id(f"{spec.name}@{parent_version[:16]}", experiment)
-    metrics = {k: v for k, v in result.items() if isinstance(v, int | float)}
-    metrics.update(
-        {f"ci95.{k}.{i}": b for k, (lo, hi) in result.get("ci95", {}).items() for i, b in (("lo", lo), ("hi", hi))}
-    )
-    metrics.update({f"run.{k}": v for k, v in run.items() if isinstance(v, int | float) and not isinstance(v, bool)})
-    tags = {
-        "data_version": version,
-        "parent_data_version": parent_version,
-        "intervention": intervention,
-        "intervention_kind": str(iv.get("kind", "")),
-        "intervention_level": level,
-        "model": spec.model,
-        "backend": spec.backend,
-        "parent_model_run": spec.name,
-    }
-    if parent_run:
-        tags["mlflow.parentRunId"] = parent_run
-    return log_run(
-        run_key=f"listen/{spec.name}/{intervention}/{level}@{version[:16]}",
-        run_name=f"{spec.name} x {intervention}/{level}",
-        params={
-            "model": spec.name,
-            "backend": spec.backend,
-            "protocol": protocol,
-            **{f"intervention.{k}": v for k, v in iv.items()},
-            "subset": source.get("subset"),
-        },
-        metrics=metrics,
-        tags=tags,
-        experiment=experiment,
-        artifacts=[Path(run_dir) / "predictions.jsonl", Path(run_dir) / f"scores_{protocol}.csv"],
-    )
 
 
 def collect_effects(
