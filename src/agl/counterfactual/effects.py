@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from agl.counterfactual.perturb import KINDS, Intervention, apply, speech_segmen
 from agl.dataset.checksums import file_digest, read_source, write_lock
 from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest, write_manifest
 from agl.errors import AglError
+from agl.scoring.config import BOOTSTRAP, check_fields, knob
 from agl.scoring.paired import paired_test
 
 SPEECH_THRESHOLD = 0.1  # the paper's "has speech": human_sounds >= 0.1 (agl.scoring.score_table)
@@ -294,24 +295,38 @@ def read_scores(path: Path) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def collect_effects(
-    *,
-    runs: Path,
-    listen: Path,
-    perturb: Path,
-    models: list[str],
-    interventions: list[str],
-    protocol: str = "paper",
-    n_boot: int = 2000,
-    n_perm: int = 10000,
-    seed: int = 0,
-    min_support: int = 1,
-) -> pd.DataFrame:
+@dataclass(frozen=True)
+class EffectsConfig:
+    """params.yaml `counterfactual:` as the counterfactual stage reads it."""
+
+    models: tuple[str, ...] = ()
+    interventions: tuple[str, ...] = ()
+    protocol: str = "paper"
+    effect_bootstrap: int = knob("count", BOOTSTRAP)  # paired bootstrap resamples per effect
+    permutations: int = knob("count", 2000)  # sign-flip permutations per p-value
+    seed: int = knob("seed", 0)
+    min_support: int = knob("count", 10)  # fewer paired clips: n and a note, no estimate
+
+    def __post_init__(self) -> None:
+        check_fields(self, "counterfactual")
+        for name, kind in (("models", tuple), ("interventions", tuple), ("protocol", str),
+                           ("effect_bootstrap", int), ("permutations", int), ("seed", int), ("min_support", int)):
+            object.__setattr__(self, name, kind(getattr(self, name)))
+
+    @classmethod
+    def from_params(cls, section: dict[str, Any] | None) -> EffectsConfig:
+        """From `counterfactual:` (its other keys belong to perturb@* and listen@*)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (section or {}).items() if k in names})
+
+
+def collect_effects(runs: Path, listen: Path, perturb: Path, config: EffectsConfig) -> pd.DataFrame:
     """Every (model, intervention, level) against the model's run on the original clips."""
     frames = []
-    for model in models:
+    protocol = config.protocol
+    for model in config.models:
         original = read_scores(Path(runs) / model / f"scores_{protocol}.csv")
-        for name in interventions:
+        for name in config.interventions:
             folder = Path(listen) / model / name
             levels = sorted(d for d in folder.iterdir() if d.is_dir()) if folder.is_dir() else []
             if not levels:
@@ -321,10 +336,10 @@ def collect_effects(
                 table = paired_effects(
                     original,
                     read_scores(level_dir / f"scores_{protocol}.csv"),
-                    n_boot=n_boot,
-                    n_perm=n_perm,
-                    seed=seed,
-                    min_support=min_support,
+                    n_boot=config.effect_bootstrap,
+                    n_perm=config.permutations,
+                    seed=config.seed,
+                    min_support=config.min_support,
                 )
                 value = iv.get("value")
                 table.insert(0, "value", float("nan") if value is None else float(value))
@@ -338,3 +353,20 @@ def collect_effects(
     with warnings.catch_warnings():  # an all-NaN `value` (ungraded) is a float column as meant
         warnings.simplefilter("ignore", FutureWarning)
         return pd.concat(frames, ignore_index=True)
+
+
+def effects_summary(effects: pd.DataFrame) -> tuple[dict[str, Any], list[str]]:
+    """The headline rows (all / speech / non-speech, mean km) keyed model/intervention/level/group,
+    and one line per row to print."""
+    head = effects[effects["group"].isin(["all", "speech", "non_speech"]) & (effects["metric"] == "distance_km")]
+    summary: dict[str, Any] = {}
+    lines = []
+    for r in head.itertuples(index=False):
+        key = f"{r.model}/{r.intervention}/{r.level}/{r.group}"
+        if r.note:
+            summary[key] = {"n": int(r.n), "insufficient": r.note}
+            lines.append(f"{key}: {r.note}")
+            continue
+        summary[key] = {"n": int(r.n), "delta_km": r.diff, "ci95": [r.ci_lo, r.ci_hi], "p_value": r.p_value}
+        lines.append(f"{key}: n={r.n} delta {r.diff:+.1f} km [{r.ci_lo:+.1f}, {r.ci_hi:+.1f}] p={r.p_value:.4f}")
+    return summary, lines
