@@ -18,8 +18,8 @@ from _params import load, run_main
 
 from agl.birds.birdnet import BirdConfig, detections_jsonl, frame, listen_clips, summary
 from agl.core import canonical
-from agl.curation.filtering import passed_keys
-from agl.dataset.manifest import clips, load_manifest
+from agl.dataset.manifest import load_manifest
+from agl.dataset.passed import clips_to_listen
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,12 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     section = load("birds", **({"path": args.params} if args.params else {}))["birds"]
     cfg = BirdConfig.from_params(section)
-    items = [(c.key, args.audio_root / c.relpath) for c in clips(load_manifest(args.manifest))]
-    skipped = 0
-    if cfg.only_passed:
-        keep = set(passed_keys(args.filter))
-        skipped = sum(k not in keep for k, _ in items)
-        items = [(k, p) for k, p in items if k in keep]
+    items, skipped = clips_to_listen(load_manifest(args.manifest), args.audio_root, args.filter, cfg.only_passed)
     t0 = time.perf_counter()
     results = listen_clips(items, cfg)
     wall = time.perf_counter() - t0

@@ -19,8 +19,8 @@ from pathlib import Path
 from _params import load, run_main
 
 from agl.core import canonical
-from agl.curation.filtering import passed_keys
-from agl.dataset.manifest import clips, load_manifest
+from agl.dataset.manifest import load_manifest
+from agl.dataset.passed import clips_to_listen
 from agl.speech.listen import Listener, SpeechConfig, listen_clips
 from agl.speech.tables import frame, summary, timings, windows_jsonl
 
@@ -39,12 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     section = load("speech", **({"path": args.params} if args.params else {}))["speech"]
     cfg = SpeechConfig.from_params(section)
-    items = [(c.key, args.audio_root / c.relpath) for c in clips(load_manifest(args.manifest))]
-    skipped = 0
-    if cfg.only_passed:
-        keep = set(passed_keys(args.filter))
-        skipped = sum(k not in keep for k, _ in items)
-        items = [(k, p) for k, p in items if k in keep]
+    items, skipped = clips_to_listen(load_manifest(args.manifest), args.audio_root, args.filter, cfg.only_passed)
     t0 = time.perf_counter()
     listener = Listener(cfg) if cfg.enabled else None
     results = listen_clips(items, cfg, listener)

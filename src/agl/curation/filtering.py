@@ -286,16 +286,3 @@ def filter_manifest(manifest: Path, audio_root: Path, cfg: FilterConfig,
     items = [(c.key, Path(audio_root) / c.relpath, c.seconds)
              for c in clips(load_manifest(manifest))]
     return run_filter(items, cfg, jobs)
-
-
-def passed_keys(filter_csv: Path) -> list[str]:
-    """Keys of the clips that passed, from a filter table, in table order."""
-    import pandas as pd
-
-    try:
-        frame = pd.read_csv(filter_csv, dtype={"key": str}, keep_default_na=False)
-    except FileNotFoundError:
-        raise AglError(f"{filter_csv}: filter table not found; run the filter stage first") from None
-    if "passed" not in frame or "key" not in frame:
-        raise AglError(f"{filter_csv}: not a filter table (needs 'key' and 'passed' columns)")
-    return [k for k, p in zip(frame["key"], frame["passed"], strict=True) if str(p) == "True"]
