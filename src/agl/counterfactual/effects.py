@@ -121,14 +121,44 @@ def derive_dataset(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Write `out/<level>/` for every level; returns a summary (deterministic values only)."""
-    from tqdm import tqdm
-
     parent, out = Path(parent), Path(out)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
         frame = stratified_subset(load_manifest(parent / "manifest.csv"), subset)
     remove(out)  # made again from scratch; a link there is removed, never followed
     parent_version = content_hash(parent / "manifest.csv")
+    per_level, locks, failed = _perturb_clips(parent, out, frame, levels, fmt, progress)
+    iv0 = levels[0]
+    summary: dict[str, Any] = {
+        "intervention": iv0.name,
+        "kind": iv0.kind,
+        "parent_manifest_sha256": parent_version,
+        "clips": len(frame),
+        "subset": {"size": subset.size, "seed": subset.seed},
+        "format": fmt,
+        "levels": {},
+    }
+    if failed:  # only then: a dataset where every clip decodes keeps its summary's bytes
+        summary["failed"] = dict(sorted(failed.items()))
+    if len(failed) == len(frame):
+        key, why = next(iter(sorted(failed.items())))
+        raise AglError(f"{parent / 'audio'}: none of the {len(frame)} clip(s) decodes (first: "
+                       f"{key}: {why}); fill {parent} again (agl download)")
+    frame = frame[~frame["key"].isin(failed)].reset_index(drop=True)
+    source = {"parent_manifest_sha256": parent_version, "subset": {"size": subset.size, "seed": subset.seed},
+              "format": fmt}
+    for iv in levels:
+        summary["levels"][iv.level] = _write_level(out / iv.level, frame, iv, per_level[iv.level],
+                                                   locks[iv.level], source)
+    return summary
+
+
+def _perturb_clips(parent: Path, out: Path, frame: pd.DataFrame, levels: list[Intervention], fmt: str,
+                   progress: bool) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]], dict[str, str]]:
+    """Every level's audio of every clip: (measurements per level, lock entries per level,
+    clips that do not decode with the reason)."""
+    from tqdm import tqdm  # a progress bar only where a stage runs
+
     failed: dict[str, str] = {}  # clips that do not decode: left out, with the reason
     per_level: dict[str, list[dict[str, Any]]] = {iv.level: [] for iv in levels}
     locks: dict[str, dict[str, Any]] = {iv.level: {} for iv in levels}
@@ -164,48 +194,36 @@ def derive_dataset(
                     **info,
                 }
             )
-    summary: dict[str, Any] = {
-        "intervention": iv0.name,
-        "kind": iv0.kind,
-        "parent_manifest_sha256": parent_version,
-        "clips": len(frame),
-        "subset": {"size": subset.size, "seed": subset.seed},
-        "format": fmt,
-        "levels": {},
+    return per_level, locks, failed
+
+
+def _write_level(folder: Path, frame: pd.DataFrame, iv: Intervention, rows: list[dict[str, Any]],
+                 lock: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
+    """One level's manifest, perturb.csv and lock.json; returns its summary entry."""
+    fmt = source["format"]
+    folder.mkdir(parents=True, exist_ok=True)
+    measured = pd.DataFrame(rows)
+    derived = frame.copy()
+    if not measured.empty:
+        derived["mp3seconds"] = measured["seconds_out"].to_numpy()
+        derived["mp3name"] = [file_name(n, fmt) for n in derived["mp3name"]]
+        canonical.write_csv(measured, folder / "perturb.csv")
+    write_manifest(derived, folder / "manifest.csv")
+    write_lock(
+        folder / "lock.json",
+        lock,
+        source={
+            "parent_manifest_sha256": source["parent_manifest_sha256"],
+            "intervention": iv.describe(),
+            "subset": source["subset"],
+            "format": fmt,
+        },
+    )
+    return {
+        "value": iv.value,
+        "manifest_sha256": content_hash(folder / "manifest.csv"),
+        "audio_minutes": round(float(measured["seconds_out"].sum()) / 60, 3) if not measured.empty else 0.0,
     }
-    if failed:  # only then: a dataset where every clip decodes keeps its summary's bytes
-        summary["failed"] = dict(sorted(failed.items()))
-    if len(failed) == len(frame):
-        key, why = next(iter(sorted(failed.items())))
-        raise AglError(f"{parent / 'audio'}: none of the {len(frame)} clip(s) decodes (first: "
-                       f"{key}: {why}); fill {parent} again (agl download)")
-    frame = frame[~frame["key"].isin(failed)].reset_index(drop=True)
-    for iv in levels:
-        folder = out / iv.level
-        folder.mkdir(parents=True, exist_ok=True)
-        measured = pd.DataFrame(per_level[iv.level])
-        derived = frame.copy()
-        if not measured.empty:
-            derived["mp3seconds"] = measured["seconds_out"].to_numpy()
-            derived["mp3name"] = [file_name(n, fmt) for n in derived["mp3name"]]
-            canonical.write_csv(measured, folder / "perturb.csv")
-        write_manifest(derived, folder / "manifest.csv")
-        write_lock(
-            folder / "lock.json",
-            locks[iv.level],
-            source={
-                "parent_manifest_sha256": parent_version,
-                "intervention": iv.describe(),
-                "subset": {"size": subset.size, "seed": subset.seed},
-                "format": fmt,
-            },
-        )
-        summary["levels"][iv.level] = {
-            "value": iv.value,
-            "manifest_sha256": content_hash(folder / "manifest.csv"),
-            "audio_minutes": round(float(measured["seconds_out"].sum()) / 60, 3) if not measured.empty else 0.0,
-        }
-    return summary
 
 
 # --- paired analysis -----------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from agl.core import http
 from agl.dataset.manifest import CATEGORY_COLUMNS
-from agl.dataset.sources import ONTOLOGY_SHA256, ONTOLOGY_URL
+from agl.dataset.ontology_pin import ONTOLOGY_SHA256, ONTOLOGY_URL
 from agl.errors import AglError
 
 CEB_ROOT = "/t/dd00123"  # Channel, environment and background

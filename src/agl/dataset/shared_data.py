@@ -19,14 +19,8 @@ from pathlib import Path
 
 from agl.dataset.checksums import file_digest
 from agl.dataset.fetch import Policy, fetch_to_file, make_client
-from agl.dataset.sources import (
-    MANIFEST_PATH,
-    MANIFEST_SHA256,
-    ONTOLOGY_SHA256,
-    ONTOLOGY_URL,
-    PINNED_BASE_URL,
-    paper_values_path,
-)
+from agl.dataset.ontology_pin import ONTOLOGY_SHA256, ONTOLOGY_URL
+from agl.dataset.sources import MANIFEST_PATH, MANIFEST_SHA256, PINNED_BASE_URL, paper_values_path
 from agl.errors import AglError
 
 ARCHIVE_URL = "https://archive.org/download"

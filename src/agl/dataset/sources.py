@@ -37,13 +37,6 @@ PINNED_COMMIT = "ab53ad0a78ec4306f2d9437aae3da6984f45403f"
 PINNED_BASE_URL = f"https://raw.githubusercontent.com/Rising0321/AGL1K/{PINNED_COMMIT}"
 MANIFEST_PATH = "data/geoLocalization_schema.csv"
 MANIFEST_SHA256 = "4f5c09b9336b5cfe689cc76f04eb8eabb794e53763ef6d81eb150bfce08b4f3b"
-# The AudioSet ontology at a pinned commit (agl.curation.ontology reads it; `agl shared` fetches
-# it): here, on the dataset floor, so both can name it without dataset importing curation.
-ONTOLOGY_URL = (
-    "https://raw.githubusercontent.com/audioset/ontology/"
-    "d417d32bf59c711abb5910fd2f76a0eb44697991/ontology.json"
-)
-ONTOLOGY_SHA256 = "9c685f4403eecc3ca9be37fd7285cf212feaaea6ff7229d3e7ca89e0d1f2d15d"
 DEFAULT_CACHE = "cache/sources"
 PAPER_VALUES = "paper_values.csv"  # in agl/data: the paper's leaderboard, public numbers
 SCHEME = "paper:"
