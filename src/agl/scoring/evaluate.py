@@ -210,21 +210,26 @@ def evaluate_run(
         scores_path = out_dir / f"scores_{protocol}.csv"
         canonical.write_csv(scored, scores_path)
         artifacts.append(scores_path)
-    metrics_path = out_dir / "metrics.json"
-    canonical.write_json(metrics_path, doc)
-    artifacts.append(metrics_path)
+    canonical.write_json(out_dir / "metrics.json", doc)
+    artifacts.append(out_dir / "metrics.json")
+    run_summary = _with_timings(summary_path, run_summary, artifacts)
+    if config.track:
+        doc["mlflow_run_id"] = _log_evaluation(doc, config, info, run_summary, artifacts,
+                                               (manifest, manifest_path))
+    return doc
+
+
+def _with_timings(summary_path: Path, run_summary: dict[str, Any], artifacts: list[Path]) -> dict[str, Any]:
+    """The run's summary and timings files join the artifacts; the timings (latency, wall
+    time, cache hits: not in the tracked summary, but worth logging) join the summary."""
     if summary_path.exists():
         artifacts.append(summary_path)
-    # Latency, wall time, cache hits: not in the tracked summary, but worth logging.
     timings_path = canonical.timings_path(summary_path)
     if timings_path.exists():
         artifacts.append(timings_path)
         timings = json.loads(timings_path.read_text())
         run_summary = {**run_summary, **{k: v for k, v in timings.items() if k != "clips"}}
-    if config.track:
-        doc["mlflow_run_id"] = _log_evaluation(doc, config, info, run_summary, artifacts,
-                                               (manifest, manifest_path))
-    return doc
+    return run_summary
 
 
 def _run_metrics(doc: dict[str, Any], run_summary: dict[str, Any]) -> dict[str, Any]:
