@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from _params import load, run_main
 
-from agl.birds.birdnet import BirdConfig, detections_jsonl, frame, listen_clips, summary
+from agl.birds.birdnet import BirdConfig, detections_jsonl, frame, run_birds
 from agl.core import canonical
 from agl.dataset.manifest import load_manifest
 from agl.dataset.passed import clips_to_listen
@@ -37,10 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     section = load("birds", **({"path": args.params} if args.params else {}))["birds"]
     cfg = BirdConfig.from_params(section)
     items, skipped = clips_to_listen(load_manifest(args.manifest), args.audio_root, args.filter, cfg.only_passed)
-    t0 = time.perf_counter()
-    results = listen_clips(items, cfg)
-    wall = time.perf_counter() - t0
-    info = {**summary(results, cfg), "skipped_by_filter": skipped}
+    results, info, wall = run_birds(items, cfg)
+    info = {**info, "skipped_by_filter": skipped}
     for path in (args.out, args.detections, args.summary):
         path.parent.mkdir(parents=True, exist_ok=True)
     canonical.write_csv(frame(results), args.out)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from _params import load, run_main
@@ -21,8 +20,8 @@ from _params import load, run_main
 from agl.core import canonical
 from agl.dataset.manifest import load_manifest
 from agl.dataset.passed import clips_to_listen
-from agl.speech.listen import Listener, SpeechConfig, listen_clips
-from agl.speech.tables import frame, summary, timings, windows_jsonl
+from agl.speech.listen import SpeechConfig
+from agl.speech.tables import frame, run_speech, timings, windows_jsonl
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,12 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     section = load("speech", **({"path": args.params} if args.params else {}))["speech"]
     cfg = SpeechConfig.from_params(section)
     items, skipped = clips_to_listen(load_manifest(args.manifest), args.audio_root, args.filter, cfg.only_passed)
-    t0 = time.perf_counter()
-    listener = Listener(cfg) if cfg.enabled else None
-    results = listen_clips(items, cfg, listener)
-    wall = time.perf_counter() - t0
-    identity = listener.identity.as_dict() if listener else None
-    info = {**summary(results, cfg, identity, listener.vad if listener else None), "skipped_by_filter": skipped}
+    results, info, wall = run_speech(items, cfg)
+    info = {**info, "skipped_by_filter": skipped}
     for path in (args.out, args.windows, args.summary):
         path.parent.mkdir(parents=True, exist_ok=True)
     canonical.write_csv(frame(results), args.out)
