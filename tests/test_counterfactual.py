@@ -346,3 +346,34 @@ def test_groups_below_minimum_support_are_not_estimated(experiment):
         assert pd.isna(row["diff"]) and pd.isna(row["ci_lo"]) and pd.isna(row["p_value"])
     everything = _row(effects, "all")
     assert everything["n"] == 12 and everything["note"] == "" and everything["diff"] > 0
+
+
+def test_listen_levels_runs_scores_and_refuses_in_process(experiment, tmp_path):
+    """The listen stage's one call, with a stand-in for the model run: every level scored and
+    summarised, the run's accounting in the timings; a level where every clip failed refused."""
+    import shutil
+    from types import SimpleNamespace
+
+    from agl.counterfactual.listen import ListenConfig, listen_levels
+    from agl.errors import AglError
+
+    work, _, _ = experiment
+    spec = SimpleNamespace(name="listener")
+    config = ListenConfig(level_bootstrap=20, track=False)
+
+    def run_model(data, out, failed=0):
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copy(work / "runs" / "mask" / "predictions.jsonl", out / "predictions.jsonl")
+        run = {"n_recorded": 12, "n_failed": failed, "session_requests": 3, "session_cache_hits": 9,
+               "cost_usd": 0.0}
+        return run, {"requests": 3}
+
+    summary, timings = listen_levels(spec, "mask", work / "perturb" / "mask", tmp_path / "out", config, run_model)
+    assert summary["model"] == "listener" and summary["protocol"] == "paper"
+    assert list(summary["levels"]) == ["default"] and summary["levels"]["default"]["n"] > 0
+    assert timings["levels"]["default"] == {"estimate_before_run": {"requests": 3}, "requests": 3,
+                                            "cache_hits": 9, "cost_usd": 0.0}
+    assert (tmp_path / "out" / "default" / "scores_paper.csv").is_file()
+    with pytest.raises(AglError, match="no clip succeeded"):
+        listen_levels(spec, "mask", work / "perturb" / "mask", tmp_path / "again", config,
+                      lambda data, out: run_model(data, out, failed=12))
