@@ -172,7 +172,7 @@ class _Parts:
 
 def _clips_table(parts: _Parts, cfg: LocalizabilityConfig):
     """clips.csv: one row per tagged clip: l_k, split, the reference error, the features."""
-    import pandas as pd
+    import pandas as pd  # heavy: the module's method code runs without it
 
     keys, ref, l_k, rated, x_of = parts.keys, parts.ref, parts.l_k, parts.rated, parts.x_of
     fit_keys, held = parts.fit
@@ -191,7 +191,7 @@ def _clips_table(parts: _Parts, cfg: LocalizabilityConfig):
 
 def _summary(parts: _Parts, cfg: LocalizabilityConfig) -> dict[str, Any]:
     """The stage's summary: counts, the judges' agreement, weights, selection, rank checks."""
-    import pandas as pd
+    import pandas as pd  # heavy: the module's method code runs without it
 
     keys, ref, reasoning, ratings, weights, l_k = (parts.keys, parts.ref, parts.reasoning, parts.ratings,
                                                      parts.weights, parts.l_k)
