@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from _params import load, run_main
 
-from agl.birds.birdnet import BirdConfig, detections_jsonl, frame, listen_clips, summary
+from agl.birds.birdnet import BirdConfig, detections_jsonl, frame, run_birds
 from agl.core import canonical
-from agl.curation.filtering import passed_keys
-from agl.dataset.manifest import clips, load_manifest
+from agl.dataset.manifest import load_manifest
+from agl.dataset.passed import clips_to_listen
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,16 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     section = load("birds", **({"path": args.params} if args.params else {}))["birds"]
     cfg = BirdConfig.from_params(section)
-    items = [(c.key, args.audio_root / c.relpath) for c in clips(load_manifest(args.manifest))]
-    skipped = 0
-    if cfg.only_passed:
-        keep = set(passed_keys(args.filter))
-        skipped = sum(k not in keep for k, _ in items)
-        items = [(k, p) for k, p in items if k in keep]
-    t0 = time.perf_counter()
-    results = listen_clips(items, cfg)
-    wall = time.perf_counter() - t0
-    info = {**summary(results, cfg), "skipped_by_filter": skipped}
+    items, skipped = clips_to_listen(load_manifest(args.manifest), args.audio_root, args.filter, cfg.only_passed)
+    results, info, wall = run_birds(items, cfg)
+    info = {**info, "skipped_by_filter": skipped}
     for path in (args.out, args.detections, args.summary):
         path.parent.mkdir(parents=True, exist_ok=True)
     canonical.write_csv(frame(results), args.out)

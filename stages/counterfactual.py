@@ -17,7 +17,7 @@ from pathlib import Path
 import _params
 
 from agl.core import canonical
-from agl.counterfactual.effects import collect_effects
+from agl.counterfactual.effects import EffectsConfig, collect_effects, effects_summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,35 +29,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--headline", type=Path, default=None,
                     help="headline metrics (JSON, tracked in git; what dvc exp show lists)")
     args = ap.parse_args(argv)
-    cfg = _params.load("counterfactual")["counterfactual"]
+    config = EffectsConfig.from_params(_params.load("counterfactual")["counterfactual"])
+    effects = collect_effects(args.runs, args.listen, args.perturb, config)
     out = args.out
-    effects = collect_effects(
-        runs=args.runs,
-        listen=args.listen,
-        perturb=args.perturb,
-        models=list(cfg["models"]),
-        interventions=list(cfg["interventions"]),
-        protocol=str(cfg.get("protocol", "paper")),
-        n_boot=int(cfg["effect_bootstrap"]),
-        n_perm=int(cfg["permutations"]),
-        seed=int(cfg["seed"]),
-        min_support=int(cfg.get("min_support", 10)),
-    )
     out.mkdir(parents=True, exist_ok=True)
     canonical.write_csv(effects, out / "effects.csv")
-    head = effects[effects["group"].isin(["all", "speech", "non_speech"]) & (effects["metric"] == "distance_km")]
-    summary = {}
-    for r in head.itertuples(index=False):
-        key = f"{r.model}/{r.intervention}/{r.level}/{r.group}"
-        if r.note:
-            summary[key] = {"n": int(r.n), "insufficient": r.note}
-            print(f"{key}: {r.note}", file=sys.stderr)
-            continue
-        summary[key] = {"n": int(r.n), "delta_km": r.diff, "ci95": [r.ci_lo, r.ci_hi], "p_value": r.p_value}
-        print(
-            f"{key}: n={r.n} delta {r.diff:+.1f} km [{r.ci_lo:+.1f}, {r.ci_hi:+.1f}] p={r.p_value:.4f}",
-            file=sys.stderr,
-        )
+    summary, lines = effects_summary(effects)
+    for line in lines:
+        print(line, file=sys.stderr)
     canonical.write_json(out / "summary.json", summary)
     if args.headline:
         from agl.core.headline import counterfactual_headline, write_headline

@@ -15,6 +15,7 @@ import _params
 
 from agl.contracts.models import parse_models
 from agl.core.headline import run_headline, write_headline
+from agl.scoring.config import EvaluateConfig
 from agl.scoring.evaluate import evaluate_run
 from agl.scoring.text import run_lines
 
@@ -29,18 +30,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     p = _params.load("evaluate", "mlflow")
     entry = _params.load(f"models.{args.run}", required=False)[f"models.{args.run}"]
-    cfg = p["evaluate"]
     # A run outside `models:` (a human player's, say) is described by its run_summary.json.
     spec = asdict(parse_models({args.run: entry})[0]) if entry is not None else {}
     info = {k: v for k, v in spec.items() if isinstance(v, str | int | float) and k != "name"}
 
-    doc = evaluate_run(
-        run=args.run, predictions_path=args.predictions, manifest_path=args.manifest, out_dir=args.out_dir,
-        protocols=list(cfg["protocols"]), bootstrap=int(cfg["metric_bootstrap"]), seed=int(cfg["seed"]),
-        strict_refusal_km=float(cfg["strict_refusal_km"]), info=info,
-        experiment=p["mlflow"].get("experiment"),
-        retry=f"`dvc repro -f infer@{args.run}` retries them",
-    )
+    doc = evaluate_run(args.run, args.predictions, args.manifest, args.out_dir,
+                       EvaluateConfig.from_params(p["evaluate"], p["mlflow"]), info=info,
+                       retry=f"`dvc repro -f infer@{args.run}` retries them")
     if args.headline:
         write_headline(args.headline, run_headline(doc, args.run))
     for line in run_lines(doc):  # each with its coverage: clips predicted / the dataset's

@@ -28,7 +28,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     section = load("filter", **({"path": args.params} if args.params else {}))["filter"]
     cfg = FilterConfig.from_params(section)
-    _refuse_damaged(args.manifest, args.audio_root)
     run = filter_manifest(args.manifest, args.audio_root, cfg)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     canonical.write_csv(run.frame(), args.out)
@@ -43,20 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"filter: {summary['passed']} of {summary['clips']} clip(s) pass; failed: {reasons}",
           file=sys.stderr)
     return 0
-
-
-def _refuse_damaged(manifest: Path, audio_root: Path) -> None:
-    """A clip the dataset's lock lists whose file is gone is damage, not a "missing" row
-    (DVC re-pins data.dvc to whatever data/ holds, so nothing else would say it)."""
-    from agl.dataset.checksums import locked_but_missing
-    from agl.dataset.manifest import clips, load_manifest
-    from agl.errors import AglError
-
-    lock, gone = locked_but_missing(audio_root, [c.relpath for c in clips(load_manifest(manifest))])
-    if gone:
-        raise AglError(f"{len(gone)} clip(s) that {lock} lists have no audio file (e.g. "
-                       f"{audio_root / gone[0]}): the dataset is damaged; run `agl download` "
-                       "to restore them")
 
 
 if __name__ == "__main__":

@@ -8,14 +8,11 @@ values come from) and the bounds on that fetch (`paper.timeout_s`, `deadline_s`,
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import _params
 
-from agl.dataset.paper import fetch, read_paper_leaderboard, resolve
-from agl.dataset.sources import SourceConfig, paper_values
-from agl.errors import AglError
+from agl.dataset.sources import SourceConfig
 from agl.scoring import leaderboard
 
 
@@ -33,23 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         {"paper": {k.split(".", 1)[1]: v for k, v in bounds.items()}}).limits()
     cfg = p["leaderboard"]
     files = sorted(args.runs.glob("*/metrics.json")) + sorted(args.paper.glob("*/metrics.json"))
-    board = leaderboard.collect(files, cfg["protocol"], full_coverage=float(cfg.get("full_coverage", 1.0)),
-                                refusal_note=float(cfg.get("refusal_note", leaderboard.REFUSAL_NOTE_SHARE)))
-    note = ""
-    if not board.empty and (board["paper_name"] != "").any():
-        try:
-            url = resolve(p["paper.base_url"], cfg["paper_values"])
-            src = fetch(url, cache_dir, limits=limits,
-                        url_from="paper.base_url and leaderboard.paper_values in params.yaml")
-            board = leaderboard.attach_paper(board, read_paper_leaderboard(src))
-        except AglError as exc:
-            # A mirror without the authors' README: the paper's numbers shipped with agl.
-            note = (f"paper values from agl's shipped copy (src/agl/data/paper_values.csv), "
-                    f"because {exc}")
-            print(f"warning: {note}", file=sys.stderr)
-            board = leaderboard.attach_paper(board, paper_values())
-    else:
-        board = leaderboard.attach_paper(board, None)
+    board, note = leaderboard.build(files, cfg, base_url=p["paper.base_url"], cache_dir=cache_dir, limits=limits)
     # Each dataset gets its own table and header (the synthetic demo is labelled there).
     written = leaderboard.write(board, args.out_dir, protocol=cfg["protocol"], note=note)
     print((args.out_dir / "leaderboard.md").read_text())

@@ -14,65 +14,21 @@ from pathlib import Path
 import _params
 
 from agl.core import canonical
-from agl.core.workspace import shared_path
-from agl.dataset.paper import fetch, resolve, run_source
-from agl.dataset.sources import SourceConfig
-from agl.predictions.importer import import_with_report
-from agl.predictions.records import write_predictions
-from agl.scoring.evaluate import evaluate_run
+from agl.scoring.config import EvaluateConfig
+from agl.scoring.paper_runs import reproduce_paper
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("out", type=Path, help="build/paper: one folder per run and summary.json")
     args = ap.parse_args(argv)
-    OUT = args.out
     p = _params.load("paper", "evaluate", "mlflow")
-    cfg, ev = p["paper"], p["evaluate"]
-    OUT.mkdir(parents=True, exist_ok=True)
-    cache = shared_path(cfg.get("cache_dir", "cache/paper"))
-    runs = cfg.get("runs") or []
-    summary: dict = {"base_url": cfg["base_url"], "runs": {}}
-    if not runs:
-        summary["note"] = "no published runs selected (params.yaml paper.runs is empty)"
-        print("paper: no published runs selected; set paper.runs in params.yaml to reproduce")
-    else:
-        # Files pinned by SHA-256 (the manifest, paper.published entries) are checked;
-        # every read is bounded by paper.timeout_s / deadline_s / max_bytes / redirect_hosts.
-        sources_cfg = SourceConfig.from_params({"paper": cfg})
-        pins, limits = sources_cfg.pinned(), sources_cfg.limits()
-        # Every entry is checked before anything is downloaded: a typo fails at once.
-        sources = [(item, *run_source(item, cfg.get("published") or {})) for item in runs]
-        url = resolve(cfg["base_url"], cfg["manifest"])
-        manifest = fetch(url, cache, sha256=pins.get(url), limits=limits,
-                         url_from="paper.base_url and paper.manifest in params.yaml",
-                         sha256_from="the pinned SHA-256 of the AGL1K manifest")
-        for item, name, path in sources:
-            url = resolve(cfg["base_url"], path)
-            src = fetch(url, cache, sha256=pins.get(url), limits=limits,
-                        url_from=f"paper.base_url and paper.runs ({name}) in params.yaml",
-                        sha256_from=f"paper.published.{item.get('published', name)}.sha256 in "
-                                    "params.yaml")
-            out_dir = OUT / name
-            # The import keeps the authors' fields verbatim (`original`), so scoring the
-            # converted file is scoring theirs; the report's judges read it from here.
-            predictions, report = import_with_report(src)
-            write_predictions(out_dir / "predictions.jsonl", predictions)
-            print(f"paper/{name}: {report.line()}")
-            doc = evaluate_run(
-                run=f"paper/{name}", predictions_path=out_dir / "predictions.jsonl",
-                manifest_path=manifest, out_dir=out_dir,
-                protocols=["paper"], bootstrap=int(ev["metric_bootstrap"]), seed=int(ev["seed"]),
-                info={"model": item.get("model", name), "backend": "replay", "source": "published",
-                      "paper_name": item.get("model", name), "published_path": path},
-                experiment=p["mlflow"].get("experiment"),
-            )
-            res = doc["protocols"]["paper"]
-            summary["runs"][name] = {k: res[k] for k in
-                                     ("n", "distance_error_km", "continent_acc", "country_acc", "city_acc")}
-            print(f"paper/{name}: mean {res['distance_error_km']:.2f} km, continent "
-                  f"{res['continent_acc']:.2f}, country {res['country_acc']:.2f}, city {res['city_acc']:.2f}")
-    canonical.write_json(OUT / "summary.json", summary)
+    ev = p["evaluate"]
+    # The authors' runs are scored under their own protocol only.
+    evaluation = EvaluateConfig(protocols=("paper",), metric_bootstrap=ev["metric_bootstrap"], seed=ev["seed"],
+                                experiment=p["mlflow"].get("experiment"))
+    summary = reproduce_paper(p["paper"], evaluation, args.out)
+    canonical.write_json(args.out / "summary.json", summary)
     return 0
 
 

@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from _params import load, run_main
 
 from agl.core import canonical
-from agl.curation.filtering import passed_keys
-from agl.dataset.manifest import clips, load_manifest
-from agl.speech.listen import Listener, SpeechConfig, listen_clips
-from agl.speech.tables import frame, summary, timings, windows_jsonl
+from agl.dataset.manifest import load_manifest
+from agl.dataset.passed import clips_to_listen
+from agl.speech.listen import SpeechConfig
+from agl.speech.tables import frame, run_speech, timings, windows_jsonl
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,18 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     section = load("speech", **({"path": args.params} if args.params else {}))["speech"]
     cfg = SpeechConfig.from_params(section)
-    items = [(c.key, args.audio_root / c.relpath) for c in clips(load_manifest(args.manifest))]
-    skipped = 0
-    if cfg.only_passed:
-        keep = set(passed_keys(args.filter))
-        skipped = sum(k not in keep for k, _ in items)
-        items = [(k, p) for k, p in items if k in keep]
-    t0 = time.perf_counter()
-    listener = Listener(cfg) if cfg.enabled else None
-    results = listen_clips(items, cfg, listener)
-    wall = time.perf_counter() - t0
-    identity = listener.identity.as_dict() if listener else None
-    info = {**summary(results, cfg, identity, listener.vad if listener else None), "skipped_by_filter": skipped}
+    items, skipped = clips_to_listen(load_manifest(args.manifest), args.audio_root, args.filter, cfg.only_passed)
+    results, info, wall = run_speech(items, cfg)
+    info = {**info, "skipped_by_filter": skipped}
     for path in (args.out, args.windows, args.summary):
         path.parent.mkdir(parents=True, exist_ok=True)
     canonical.write_csv(frame(results), args.out)

@@ -14,9 +14,9 @@ from pathlib import Path
 from _params import load, run_main
 
 from agl.core import canonical
-from agl.curation.filtering import passed_keys
 from agl.curation.tagging import TagConfig, tag_clips
-from agl.dataset.manifest import clips, load_manifest
+from agl.dataset.manifest import load_manifest
+from agl.dataset.passed import clips_to_listen
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,12 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     section = load("tag", **({"path": args.params} if args.params else {}))["tag"]
     cfg = TagConfig.from_params(section)
     manifest = load_manifest(args.manifest)
-    items = [(c.key, args.audio_root / c.relpath) for c in clips(manifest)]
-    skipped = 0
-    if cfg.only_passed:
-        keep = set(passed_keys(args.filter))
-        skipped = sum(k not in keep for k, _ in items)
-        items = [(k, p) for k, p in items if k in keep]
+    items, skipped = clips_to_listen(manifest, args.audio_root, args.filter, cfg.only_passed)
     run = tag_clips(items, cfg, manifest)
     for path in (args.out, args.classes, args.summary):
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,8 @@ import pytest
 from fake_llm import Answer, FakeServer, openai_completion
 
 from agl.counterfactual import perturb
-from agl.counterfactual.effects import Subset, derive_dataset, paired_effects, score_level
+from agl.counterfactual.effects import Subset, derive_dataset, paired_effects
+from agl.counterfactual.listen import ListenConfig, score_level
 
 SR = 16000
 PLACES = [
@@ -152,10 +153,10 @@ def experiment(dataset, tmp_path_factory):
         _run(server, root, work / "runs" / "original")
         for name in levels:
             _run(server, work / "perturb" / name / "default", work / "runs" / name)
-    scores = {"original": score_level(root, work / "runs" / "original", bootstrap=50)}
+    scores = {"original": score_level(root, work / "runs" / "original", ListenConfig(level_bootstrap=50))}
     effects = {}
     for name in levels:
-        score_level(work / "perturb" / name / "default", work / "runs" / name, bootstrap=50)
+        score_level(work / "perturb" / name / "default", work / "runs" / name, ListenConfig(level_bootstrap=50))
         effects[name] = paired_effects(
             __import__("pandas").read_csv(work / "runs" / "original" / "scores_paper.csv"),
             __import__("pandas").read_csv(work / "runs" / name / "scores_paper.csv"),
@@ -247,7 +248,7 @@ def test_dry_run_prints_requests_minutes_and_cost(dataset, tmp_path, capsys):
 
 def test_listen_run_is_linked_in_mlflow(dataset, experiment, tmp_path, monkeypatch):
     from agl.contracts.models import ModelSpec
-    from agl.counterfactual.effects import log_listen_run
+    from agl.counterfactual.listen import log_listen_run
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     work, scores, _ = experiment
@@ -260,8 +261,7 @@ def test_listen_run_is_linked_in_mlflow(dataset, experiment, tmp_path, monkeypat
         work / "runs" / "mask",
         scores["original"],
         {"n": 12},
-        protocol="paper",
-        experiment="cf-test",
+        ListenConfig(experiment="cf-test"),
     )
     import mlflow
 
@@ -344,3 +344,34 @@ def test_groups_below_minimum_support_are_not_estimated(experiment):
         assert pd.isna(row["diff"]) and pd.isna(row["ci_lo"]) and pd.isna(row["p_value"])
     everything = _row(effects, "all")
     assert everything["n"] == 12 and everything["note"] == "" and everything["diff"] > 0
+
+
+def test_listen_levels_runs_scores_and_refuses_in_process(experiment, tmp_path):
+    """The listen stage's one call, with a stand-in for the model run: every level scored and
+    summarised, the run's accounting in the timings; a level where every clip failed refused."""
+    import shutil
+    from types import SimpleNamespace
+
+    from agl.counterfactual.listen import ListenConfig, listen_levels
+    from agl.errors import AglError
+
+    work, _, _ = experiment
+    spec = SimpleNamespace(name="listener")
+    config = ListenConfig(level_bootstrap=20, track=False)
+
+    def run_model(data, out, failed=0):
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copy(work / "runs" / "mask" / "predictions.jsonl", out / "predictions.jsonl")
+        run = {"n_recorded": 12, "n_failed": failed, "session_requests": 3, "session_cache_hits": 9,
+               "cost_usd": 0.0}
+        return run, {"requests": 3}
+
+    summary, timings = listen_levels(spec, "mask", work / "perturb" / "mask", tmp_path / "out", config, run_model)
+    assert summary["model"] == "listener" and summary["protocol"] == "paper"
+    assert list(summary["levels"]) == ["default"] and summary["levels"]["default"]["n"] > 0
+    assert timings["levels"]["default"] == {"estimate_before_run": {"requests": 3}, "requests": 3,
+                                            "cache_hits": 9, "cost_usd": 0.0}
+    assert (tmp_path / "out" / "default" / "scores_paper.csv").is_file()
+    with pytest.raises(AglError, match="no clip succeeded"):
+        listen_levels(spec, "mask", work / "perturb" / "mask", tmp_path / "again", config,
+                      lambda data, out: run_model(data, out, failed=12))

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from agl.curation.filtering import FilterConfig, filter_clip, passed_keys, run_filter
+from agl.curation.filtering import FilterConfig, filter_clip, run_filter
+from agl.dataset.passed import passed_keys
 from agl.errors import AglError
 
 REPO = Path(__file__).resolve().parents[1]

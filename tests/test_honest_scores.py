@@ -11,6 +11,7 @@ from factories import manifest, prediction
 from agl.cli import main
 from agl.dataset.manifest import write_manifest
 from agl.predictions.records import PredictionWriter, Status
+from agl.scoring.config import EvaluateConfig
 from agl.scoring.evaluate import evaluate_run
 
 
@@ -125,8 +126,8 @@ def test_the_evaluate_stage_line_carries_the_coverage(tmp_path, small):
     preds.write_text("".join(lines[:6]))
     with pytest.warns(UserWarning, match="predictions for 6 of 10 clips"):
         doc = evaluate_run(run="r", predictions_path=preds, manifest_path=m,
-                           out_dir=tmp_path / "o", protocols=["paper", "strict"], bootstrap=10,
-                           track=False)
+                           out_dir=tmp_path / "o",
+                           config=EvaluateConfig(protocols=["paper", "strict"], metric_bootstrap=10, track=False))
     assert (doc["clips_predicted"], doc["dataset_clips"]) == (6, 10)
     out = run_lines(doc)
     assert len(out) == 2 and all("6/10 clips predicted" in line for line in out)
@@ -140,7 +141,7 @@ def test_evaluate_run_refuses_a_torn_file(tmp_path, small):
     preds.write_bytes(preds.read_bytes()[:-15])
     with pytest.raises(AglError, match="cut off"):
         evaluate_run(run="r", predictions_path=preds, manifest_path=m, out_dir=tmp_path / "o",
-                     protocols=["paper"], bootstrap=10, track=False)
+                     config=EvaluateConfig(protocols=["paper"], metric_bootstrap=10, track=False))
 
 
 def test_failed_clips_are_counted_where_a_score_is_printed(tmp_path, small, capfd):
@@ -228,7 +229,7 @@ def test_a_file_whose_every_record_is_a_failure_is_not_scored(tmp_path, small, c
     assert "all 10 records are failures" in line
     with pytest.raises(Exception, match="all 10 records are failures"):
         evaluate_run(run="r", predictions_path=preds, manifest_path=m, out_dir=tmp_path / "o",
-                     protocols=["paper"], bootstrap=10, track=False)
+                     config=EvaluateConfig(protocols=["paper"], metric_bootstrap=10, track=False))
 
 
 def test_an_empty_protocol_list_is_refused(tmp_path, small):
@@ -237,7 +238,7 @@ def test_an_empty_protocol_list_is_refused(tmp_path, small):
     m, preds = small
     with pytest.raises(AglError, match="evaluate.protocols"):
         evaluate_run(run="r", predictions_path=preds, manifest_path=m, out_dir=tmp_path / "o",
-                     protocols=[], bootstrap=10, track=False)
+                     config=EvaluateConfig(protocols=[], metric_bootstrap=10, track=False))
 
 
 def test_a_fractional_infer_limit_is_refused(tmp_path):

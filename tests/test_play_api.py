@@ -293,6 +293,7 @@ def test_a_human_run_is_evaluated_and_tracked_like_a_model_run(
     tmp_path, game_manifest, archive_dir, monkeypatch
 ):
     from agl.core.tracking import _mlflow
+    from agl.scoring.config import EvaluateConfig
     from agl.scoring.evaluate import evaluate_run
 
     session = _open(game_manifest, archive_dir, tmp_path / "runs" / "human-ada")
@@ -304,7 +305,7 @@ def test_a_human_run_is_evaluated_and_tracked_like_a_model_run(
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     doc = evaluate_run(run="human-ada", predictions_path=session.predictions_path,
                        manifest_path=game_manifest, out_dir=session.run_dir,
-                       protocols=["paper"], bootstrap=20, experiment="human-baseline")
+                       config=EvaluateConfig(protocols=["paper"], metric_bootstrap=20, experiment="human-baseline"))
     paper = doc["protocols"]["paper"]
     berlin_km = float(geodesic_km(52.52, 13.40, *_truth(game_manifest, BERLIN)))
     # The paper counts the skip as a refusal at 10,000 km.

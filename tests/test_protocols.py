@@ -115,10 +115,10 @@ def test_geoscore_and_thresholds():
 def test_bootstrap_ci_is_seeded_and_covers_the_mean():
     rng = np.random.default_rng(1)
     v = rng.exponential(1000, size=500)
-    lo, hi = bootstrap_ci(v, n=500, seed=3)
-    assert lo < v.mean() < hi and (lo, hi) == bootstrap_ci(v, n=500, seed=3)
+    lo, hi = bootstrap_ci(v, "mean", n=500, seed=3)
+    assert lo < v.mean() < hi and (lo, hi) == bootstrap_ci(v, "mean", n=500, seed=3)
     binary = (rng.random(400) < 0.3).astype(float)
-    blo, bhi = bootstrap_ci(binary, n=2000, seed=0)
+    blo, bhi = bootstrap_ci(binary, "mean", n=2000, seed=0)
     se = math.sqrt(0.3 * 0.7 / 400)
     assert blo == pytest.approx(binary.mean() - 1.96 * se, abs=0.012)
     assert bhi == pytest.approx(binary.mean() + 1.96 * se, abs=0.012)

@@ -23,6 +23,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
 def run_dirs(tmp_path_factory, qwen_published, agl1k_manifest) -> Path:
     """Two evaluated runs: the authors' Qwen2.5-Omni and a copy moved 3 degrees east."""
     from agl.predictions.importer import import_published
+    from agl.scoring.config import EvaluateConfig
     from agl.scoring.evaluate import evaluate_run
 
     root = tmp_path_factory.mktemp("runs")
@@ -35,8 +36,8 @@ def run_dirs(tmp_path_factory, qwen_published, agl1k_manifest) -> Path:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             evaluate_run(run=name, predictions_path=path, manifest_path=agl1k_manifest,
-                         out_dir=root / "runs" / name, protocols=["paper"], bootstrap=50,
-                         track=False)
+                         out_dir=root / "runs" / name,
+                         config=EvaluateConfig(protocols=["paper"], metric_bootstrap=50, track=False))
         shutil.copy(path, root / "runs" / name / "predictions.jsonl")
     return root
 

@@ -49,6 +49,7 @@ def _dataset(root: Path, name: str, n: int, title: str) -> Path:
 
 def _run(root: Path, name: str, manifest_path: Path, keys: list[str], shift: float) -> None:
     from agl.dataset.manifest import load_manifest
+    from agl.scoring.config import EvaluateConfig
     from agl.scoring.evaluate import evaluate_run
 
     m = load_manifest(manifest_path).set_index("key")
@@ -72,9 +73,7 @@ def _run(root: Path, name: str, manifest_path: Path, keys: list[str], shift: flo
             predictions_path=out / "predictions.jsonl",
             manifest_path=manifest_path,
             out_dir=out,
-            protocols=["paper"],
-            bootstrap=20,
-            track=False,
+            config=EvaluateConfig(protocols=["paper"], metric_bootstrap=20, track=False),
         )
 
 

@@ -27,6 +27,7 @@ from agl.report.sections.counterfactual import listen_section
 from agl.report.tables import breakdown_table, paired_table
 from agl.scoring import leaderboard
 from agl.scoring.evaluate import score_run
+from agl.scoring.paired import paired_test
 from agl.scoring.wording import NOT_APPLICABLE, NOT_APPLICABLE_LEGEND
 
 OPTS = ReportOptions(group_bootstrap=20, factor_bootstrap=5, paired_bootstrap=20, paired_permutations=20,
@@ -96,8 +97,8 @@ def test_not_applicable_and_insufficient_read_one_way():
     few = "<td colspan='2' class='insufficient'>insufficient data (n = 6, needs 10)</td>"
     assert rows[1][2:] == [few, na3, few]
     # The same n = 0 in a paired comparison is "—", not "not scored on any common clip".
-    assert analysis.paired_test([np.nan] * 4, [1.0] * 4, min_n=10).note == NOT_APPLICABLE
-    assert analysis.paired_test([1.0] * 4, [0.0] * 4, min_n=10).note == (
+    assert paired_test([np.nan] * 4, [1.0] * 4, min_n=10).note == NOT_APPLICABLE
+    assert paired_test([1.0] * 4, [0.0] * 4, min_n=10).note == (
         "insufficient data (n = 4, needs 10)")
 
 

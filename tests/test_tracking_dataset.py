@@ -9,6 +9,7 @@ import mlflow
 
 
 def test_evaluated_run_logs_its_dataset_once(tmp_path, monkeypatch, qwen_published, agl1k_manifest):
+    from agl.scoring.config import EvaluateConfig
     from agl.scoring.evaluate import evaluate_run
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -21,8 +22,7 @@ def test_evaluated_run_logs_its_dataset_once(tmp_path, monkeypatch, qwen_publish
                 predictions_path=qwen_published,
                 manifest_path=agl1k_manifest,
                 out_dir=tmp_path / "out",
-                protocols=["paper"],
-                bootstrap=10,
+                config=EvaluateConfig(protocols=["paper"], metric_bootstrap=10),
             )
     assert (doc["dataset_clips"], doc["clips_predicted"]) == (1444, 1442)
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")

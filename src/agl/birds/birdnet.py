@@ -352,6 +352,14 @@ def detections_jsonl(results: Sequence[ClipBirds]) -> str:
     )
 
 
+def run_birds(items: Sequence[tuple[str, Path]], cfg: BirdConfig) -> tuple[list[ClipBirds], dict[str, Any], float]:
+    """The birds stage's one call: every (key, audio path) listened to (nothing loaded with
+    `enabled: false`); returns the results, the summary and the wall seconds."""
+    t0 = time.perf_counter()
+    results = listen_clips(items, cfg)
+    return results, summary(results, cfg), time.perf_counter() - t0
+
+
 def summary(results: Sequence[ClipBirds], cfg: BirdConfig) -> dict[str, Any]:
     """Counts for the stage's metrics file (a DVC output: no timings, see benchmarks/)."""
     ok = [r for r in results if r.status == "ok"]

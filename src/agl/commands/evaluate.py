@@ -20,8 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="manifest CSV (AGL1K layout): a path, an http(s) URL, or paper:manifest")
     p.add_argument("--protocol", choices=["paper", "strict"], default="paper")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--bootstrap", type=arg_type("count0"), default=1000,
-                   help="bootstrap resamples per 95%% CI (0: no intervals)")
+    p.add_argument("--bootstrap", type=arg_type("count0"), default=None,
+                   help="bootstrap resamples per 95%% CI (0: no intervals; default: "
+                   "agl.scoring.config.BOOTSTRAP, 1000)")
     p.add_argument("--seed", type=arg_type("seed"), default=0, help="bootstrap seed (0 or more)")
     p.add_argument("--reparse", action="store_true",
                    help="for published files: reparse the raw replies with this project's parser")
@@ -67,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     from agl.core.jsonutil import dumps  # lazy: `agl --help` imports every command module
     from agl.core.outpaths import input_file, output_file  # lazy: `agl --help` imports every command module
     from agl.dataset.sources import resolve_source  # lazy: `agl --help` imports every command module
+    from agl.scoring.config import BOOTSTRAP  # lazy: `agl --help` imports every command module
     from agl.scoring.evaluate import evaluate_files  # lazy: `agl --help` imports every command module
     from agl.scoring.text import metrics_table  # lazy: `agl --help` imports every command module
 
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     input_file(manifest, "--manifest", "manifest CSV")
     result, scored = evaluate_files(
         predictions, manifest, args.protocol,
-        bootstrap=args.bootstrap, seed=args.seed, reparse=args.reparse,
+        bootstrap=BOOTSTRAP if args.bootstrap is None else args.bootstrap, seed=args.seed, reparse=args.reparse,
     )
     for w in result.pop("warnings", []):
         print(f"warning: {w}", file=sys.stderr)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +23,12 @@ import pandas as pd
 from agl.core import canonical
 from agl.core.audio import decode_or_reason, resample
 from agl.core.paths import remove
-from agl.core.tracking import DEFAULT_EXPERIMENT, _mlflow, log_run
 from agl.counterfactual.perturb import KINDS, Intervention, apply, speech_segments
 from agl.dataset.checksums import file_digest, read_source, write_lock
 from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest, write_manifest
 from agl.errors import AglError
-from agl.report.analysis import paired_test
-from agl.scoring.evaluate import evaluate_frames, load_predictions_any
+from agl.scoring.config import BOOTSTRAP, check_fields, knob
+from agl.scoring.paired import paired_test
 
 SPEECH_THRESHOLD = 0.1  # the paper's "has speech": human_sounds >= 0.1 (agl.scoring.score_table)
 MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
@@ -122,14 +121,44 @@ def derive_dataset(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Write `out/<level>/` for every level; returns a summary (deterministic values only)."""
-    from tqdm import tqdm
-
     parent, out = Path(parent), Path(out)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
         frame = stratified_subset(load_manifest(parent / "manifest.csv"), subset)
     remove(out)  # made again from scratch; a link there is removed, never followed
     parent_version = content_hash(parent / "manifest.csv")
+    per_level, locks, failed = _perturb_clips(parent, out, frame, levels, fmt, progress)
+    iv0 = levels[0]
+    summary: dict[str, Any] = {
+        "intervention": iv0.name,
+        "kind": iv0.kind,
+        "parent_manifest_sha256": parent_version,
+        "clips": len(frame),
+        "subset": {"size": subset.size, "seed": subset.seed},
+        "format": fmt,
+        "levels": {},
+    }
+    if failed:  # only then: a dataset where every clip decodes keeps its summary's bytes
+        summary["failed"] = dict(sorted(failed.items()))
+    if len(failed) == len(frame):
+        key, why = next(iter(sorted(failed.items())))
+        raise AglError(f"{parent / 'audio'}: none of the {len(frame)} clip(s) decodes (first: "
+                       f"{key}: {why}); fill {parent} again (agl download)")
+    frame = frame[~frame["key"].isin(failed)].reset_index(drop=True)
+    source = {"parent_manifest_sha256": parent_version, "subset": {"size": subset.size, "seed": subset.seed},
+              "format": fmt}
+    for iv in levels:
+        summary["levels"][iv.level] = _write_level(out / iv.level, frame, iv, per_level[iv.level],
+                                                   locks[iv.level], source)
+    return summary
+
+
+def _perturb_clips(parent: Path, out: Path, frame: pd.DataFrame, levels: list[Intervention], fmt: str,
+                   progress: bool) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]], dict[str, str]]:
+    """Every level's audio of every clip: (measurements per level, lock entries per level,
+    clips that do not decode with the reason)."""
+    from tqdm import tqdm  # a progress bar only where a stage runs
+
     failed: dict[str, str] = {}  # clips that do not decode: left out, with the reason
     per_level: dict[str, list[dict[str, Any]]] = {iv.level: [] for iv in levels}
     locks: dict[str, dict[str, Any]] = {iv.level: {} for iv in levels}
@@ -165,48 +194,36 @@ def derive_dataset(
                     **info,
                 }
             )
-    summary: dict[str, Any] = {
-        "intervention": iv0.name,
-        "kind": iv0.kind,
-        "parent_manifest_sha256": parent_version,
-        "clips": len(frame),
-        "subset": {"size": subset.size, "seed": subset.seed},
-        "format": fmt,
-        "levels": {},
+    return per_level, locks, failed
+
+
+def _write_level(folder: Path, frame: pd.DataFrame, iv: Intervention, rows: list[dict[str, Any]],
+                 lock: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
+    """One level's manifest, perturb.csv and lock.json; returns its summary entry."""
+    fmt = source["format"]
+    folder.mkdir(parents=True, exist_ok=True)
+    measured = pd.DataFrame(rows)
+    derived = frame.copy()
+    if not measured.empty:
+        derived["mp3seconds"] = measured["seconds_out"].to_numpy()
+        derived["mp3name"] = [file_name(n, fmt) for n in derived["mp3name"]]
+        canonical.write_csv(measured, folder / "perturb.csv")
+    write_manifest(derived, folder / "manifest.csv")
+    write_lock(
+        folder / "lock.json",
+        lock,
+        source={
+            "parent_manifest_sha256": source["parent_manifest_sha256"],
+            "intervention": iv.describe(),
+            "subset": source["subset"],
+            "format": fmt,
+        },
+    )
+    return {
+        "value": iv.value,
+        "manifest_sha256": content_hash(folder / "manifest.csv"),
+        "audio_minutes": round(float(measured["seconds_out"].sum()) / 60, 3) if not measured.empty else 0.0,
     }
-    if failed:  # only then: a dataset where every clip decodes keeps its summary's bytes
-        summary["failed"] = dict(sorted(failed.items()))
-    if len(failed) == len(frame):
-        key, why = next(iter(sorted(failed.items())))
-        raise AglError(f"{parent / 'audio'}: none of the {len(frame)} clip(s) decodes (first: "
-                       f"{key}: {why}); fill {parent} again (agl download)")
-    frame = frame[~frame["key"].isin(failed)].reset_index(drop=True)
-    for iv in levels:
-        folder = out / iv.level
-        folder.mkdir(parents=True, exist_ok=True)
-        measured = pd.DataFrame(per_level[iv.level])
-        derived = frame.copy()
-        if not measured.empty:
-            derived["mp3seconds"] = measured["seconds_out"].to_numpy()
-            derived["mp3name"] = [file_name(n, fmt) for n in derived["mp3name"]]
-            canonical.write_csv(measured, folder / "perturb.csv")
-        write_manifest(derived, folder / "manifest.csv")
-        write_lock(
-            folder / "lock.json",
-            locks[iv.level],
-            source={
-                "parent_manifest_sha256": parent_version,
-                "intervention": iv.describe(),
-                "subset": {"size": subset.size, "seed": subset.seed},
-                "format": fmt,
-            },
-        )
-        summary["levels"][iv.level] = {
-            "value": iv.value,
-            "manifest_sha256": content_hash(folder / "manifest.csv"),
-            "audio_minutes": round(float(measured["seconds_out"].sum()) / 60, 3) if not measured.empty else 0.0,
-        }
-    return summary
 
 
 # --- paired analysis -----------------------------------------------------------------------------
@@ -296,107 +313,38 @@ def read_scores(path: Path) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-# --- one level's run: score it, log it -----------------------------------------------------------
+@dataclass(frozen=True)
+class EffectsConfig:
+    """params.yaml `counterfactual:` as the counterfactual stage reads it."""
+
+    models: tuple[str, ...] = ()
+    interventions: tuple[str, ...] = ()
+    protocol: str = "paper"
+    effect_bootstrap: int = knob("count", BOOTSTRAP)  # paired bootstrap resamples per effect
+    permutations: int = knob("count", 2000)  # sign-flip permutations per p-value
+    seed: int = knob("seed", 0)
+    min_support: int = knob("count", 10)  # fewer paired clips: n and a note, no estimate
+
+    def __post_init__(self) -> None:
+        check_fields(self, "counterfactual")
+        for name, kind in (("models", tuple), ("interventions", tuple), ("protocol", str),
+                           ("effect_bootstrap", int), ("permutations", int), ("seed", int), ("min_support", int)):
+            object.__setattr__(self, name, kind(getattr(self, name)))
+
+    @classmethod
+    def from_params(cls, section: dict[str, Any] | None) -> EffectsConfig:
+        """From `counterfactual:` (its other keys belong to perturb@* and listen@*)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (section or {}).items() if k in names})
 
 
-def score_level(
-    data: Path, run_dir: Path, *, protocol: str = "paper", bootstrap: int = 1000, seed: int = 0
-) -> dict[str, Any]:
-    """Score `run_dir/predictions.jsonl` against the derived manifest; writes
-    `run_dir/scores_<protocol>.csv` (rounded, sorted) and returns the headline metrics."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ManifestWarning)
-        manifest = load_manifest(Path(data) / "manifest.csv", columns=["title"])
-    preds = load_predictions_any(Path(run_dir) / "predictions.jsonl")
-    result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=bootstrap, seed=seed)
-    scored = scored.sort_values("sample_id").round(
-        {"distance_km": 3, "pred_lat": 6, "pred_lon": 6, "true_lat": 6, "true_lon": 6}
-    )
-    canonical.write_csv(scored, Path(run_dir) / f"scores_{protocol}.csv")
-    return result
-
-
-def _find_run_id(key: str, experiment: str | None) -> str | None:
-    mlflow = _mlflow()
-    client = mlflow.tracking.MlflowClient()
-    exp = client.get_experiment_by_name(experiment or DEFAULT_EXPERIMENT)
-    if exp is None:
-        return None
-    found = client.search_runs([exp.experiment_id], f"tags.`agl.run_key` = '{key}'", max_results=1)
-    return found[0].info.run_id if found else None
-
-
-def log_listen_run(
-    spec: Any,
-    intervention: str,
-    level: str,
-    data: Path,
-    run_dir: Path,
-    result: dict[str, Any],
-    run: dict[str, Any],
-    *,
-    protocol: str,
-    experiment: str | None,
-) -> str:
-    """One MLflow run per (model, intervention, level), tagged with its parent dataset and
-    intervention and nested under the model's run on the original data when it exists."""
-    source = read_source(Path(data) / "lock.json") or {}
-    iv = dict(source.get("intervention") or {})
-    parent_version = str(source.get("parent_manifest_sha256", ""))
-    version = content_hash(Path(data) / "manifest.csv")
-    parent_run = _find_run_id(f"{spec.name}@{parent_version[:16]}", experiment)
-    metrics = {k: v for k, v in result.items() if isinstance(v, int | float)}
-    metrics.update(
-        {f"ci95.{k}.{i}": b for k, (lo, hi) in result.get("ci95", {}).items() for i, b in (("lo", lo), ("hi", hi))}
-    )
-    metrics.update({f"run.{k}": v for k, v in run.items() if isinstance(v, int | float) and not isinstance(v, bool)})
-    tags = {
-        "data_version": version,
-        "parent_data_version": parent_version,
-        "intervention": intervention,
-        "intervention_kind": str(iv.get("kind", "")),
-        "intervention_level": level,
-        "model": spec.model,
-        "backend": spec.backend,
-        "parent_model_run": spec.name,
-    }
-    if parent_run:
-        tags["mlflow.parentRunId"] = parent_run
-    return log_run(
-        run_key=f"listen/{spec.name}/{intervention}/{level}@{version[:16]}",
-        run_name=f"{spec.name} x {intervention}/{level}",
-        params={
-            "model": spec.name,
-            "backend": spec.backend,
-            "protocol": protocol,
-            **{f"intervention.{k}": v for k, v in iv.items()},
-            "subset": source.get("subset"),
-        },
-        metrics=metrics,
-        tags=tags,
-        experiment=experiment,
-        artifacts=[Path(run_dir) / "predictions.jsonl", Path(run_dir) / f"scores_{protocol}.csv"],
-    )
-
-
-def collect_effects(
-    *,
-    runs: Path,
-    listen: Path,
-    perturb: Path,
-    models: list[str],
-    interventions: list[str],
-    protocol: str = "paper",
-    n_boot: int = 2000,
-    n_perm: int = 10000,
-    seed: int = 0,
-    min_support: int = 1,
-) -> pd.DataFrame:
+def collect_effects(runs: Path, listen: Path, perturb: Path, config: EffectsConfig) -> pd.DataFrame:
     """Every (model, intervention, level) against the model's run on the original clips."""
     frames = []
-    for model in models:
+    protocol = config.protocol
+    for model in config.models:
         original = read_scores(Path(runs) / model / f"scores_{protocol}.csv")
-        for name in interventions:
+        for name in config.interventions:
             folder = Path(listen) / model / name
             levels = sorted(d for d in folder.iterdir() if d.is_dir()) if folder.is_dir() else []
             if not levels:
@@ -406,10 +354,10 @@ def collect_effects(
                 table = paired_effects(
                     original,
                     read_scores(level_dir / f"scores_{protocol}.csv"),
-                    n_boot=n_boot,
-                    n_perm=n_perm,
-                    seed=seed,
-                    min_support=min_support,
+                    n_boot=config.effect_bootstrap,
+                    n_perm=config.permutations,
+                    seed=config.seed,
+                    min_support=config.min_support,
                 )
                 value = iv.get("value")
                 table.insert(0, "value", float("nan") if value is None else float(value))
@@ -423,3 +371,20 @@ def collect_effects(
     with warnings.catch_warnings():  # an all-NaN `value` (ungraded) is a float column as meant
         warnings.simplefilter("ignore", FutureWarning)
         return pd.concat(frames, ignore_index=True)
+
+
+def effects_summary(effects: pd.DataFrame) -> tuple[dict[str, Any], list[str]]:
+    """The headline rows (all / speech / non-speech, mean km) keyed model/intervention/level/group,
+    and one line per row to print."""
+    head = effects[effects["group"].isin(["all", "speech", "non_speech"]) & (effects["metric"] == "distance_km")]
+    summary: dict[str, Any] = {}
+    lines = []
+    for r in head.itertuples(index=False):
+        key = f"{r.model}/{r.intervention}/{r.level}/{r.group}"
+        if r.note:
+            summary[key] = {"n": int(r.n), "insufficient": r.note}
+            lines.append(f"{key}: {r.note}")
+            continue
+        summary[key] = {"n": int(r.n), "delta_km": r.diff, "ci95": [r.ci_lo, r.ci_hi], "p_value": r.p_value}
+        lines.append(f"{key}: n={r.n} delta {r.diff:+.1f} km [{r.ci_lo:+.1f}, {r.ci_hi:+.1f}] p={r.p_value:.4f}")
+    return summary, lines

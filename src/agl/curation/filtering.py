@@ -43,6 +43,7 @@ from typing import Any
 from agl.core import canonical
 from agl.core.audio import decode, duration_problem
 from agl.curation import acoustics
+from agl.dataset.checksums import locked_but_missing
 from agl.dataset.manifest import clips, load_manifest
 from agl.errors import AglError, reject_unknown_keys
 
@@ -281,21 +282,15 @@ def _map(fn, args: list, jobs: int) -> Iterable:
 
 def filter_manifest(manifest: Path, audio_root: Path, cfg: FilterConfig,
                     jobs: int | None = None) -> FilterRun:
-    """Filter every clip of a manifest, audio at `<audio_root>/<key>/<mp3name>`."""
+    """Filter every clip of a manifest, audio at `<audio_root>/<key>/<mp3name>`.
 
-    items = [(c.key, Path(audio_root) / c.relpath, c.seconds)
-             for c in clips(load_manifest(manifest))]
+    A clip the dataset's lock lists whose file is gone is damage, not a "missing" row (DVC
+    re-pins data.dvc to whatever data/ holds, so nothing else would say it): refused."""
+    listed = clips(load_manifest(manifest))
+    lock, gone = locked_but_missing(audio_root, [c.relpath for c in listed])
+    if gone:
+        raise AglError(f"{len(gone)} clip(s) that {lock} lists have no audio file (e.g. "
+                       f"{Path(audio_root) / gone[0]}): the dataset is damaged; run `agl download` "
+                       "to restore them")
+    items = [(c.key, Path(audio_root) / c.relpath, c.seconds) for c in listed]
     return run_filter(items, cfg, jobs)
-
-
-def passed_keys(filter_csv: Path) -> list[str]:
-    """Keys of the clips that passed, from a filter table, in table order."""
-    import pandas as pd
-
-    try:
-        frame = pd.read_csv(filter_csv, dtype={"key": str}, keep_default_na=False)
-    except FileNotFoundError:
-        raise AglError(f"{filter_csv}: filter table not found; run the filter stage first") from None
-    if "passed" not in frame or "key" not in frame:
-        raise AglError(f"{filter_csv}: not a filter table (needs 'key' and 'passed' columns)")
-    return [k for k, p in zip(frame["key"], frame["passed"], strict=True) if str(p) == "True"]

@@ -147,30 +147,68 @@ def run_localizability(manifest, tags, predictions: dict, cfg: LocalizabilityCon
         has_speech = tags["human_sounds"].to_numpy(dtype=float) >= cfg.human_sounds_min
     selected, sel_info = select(keys, l_k, has_speech, cfg.theta, cfg.target_size, cfg.speech_share)
 
+    parts = _Parts(keys, ref, reasoning, ratings, rated, (fit_keys, held), weights, l_k, sel_info,
+                   has_speech, selected, x_of)
+    return LocalizabilityResult(weights, _clips_table(parts, cfg), ratings, selected, _summary(parts, cfg))
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """What `run_localizability` computed, for its summary."""
+
+    keys: list[str]
+    ref: dict
+    reasoning: dict
+    ratings: list
+    rated: dict
+    fit: tuple[list[str], set]  # (fit keys, held-out keys)
+    weights: Any
+    l_k: np.ndarray
+    selection: dict
+    has_speech: np.ndarray
+    selected: list[str]
+    x_of: dict  # key -> feature vector
+
+
+def _clips_table(parts: _Parts, cfg: LocalizabilityConfig):
+    """clips.csv: one row per tagged clip: l_k, split, the reference error, the features."""
+    import pandas as pd  # heavy: the module's method code runs without it
+
+    keys, ref, l_k, rated, x_of = parts.keys, parts.ref, parts.l_k, parts.rated, parts.x_of
+    fit_keys, held = parts.fit
     split = ["holdout" if k in held else "fit" if k in set(fit_keys) else "unused" for k in keys]
-    error = [ref[k][0] if k in ref else None for k in keys]
-    chosen = set(selected)
+    chosen = set(parts.selected)
     clips = pd.DataFrame({
-        "key": keys, "l_k": l_k, "highly_localizable": l_k > cfg.theta, "has_speech": has_speech,
+        "key": keys, "l_k": l_k, "highly_localizable": l_k > cfg.theta, "has_speech": parts.has_speech,
         "selected": [k in chosen for k in keys], "split": split,
         "reference_status": [ref[k][2] if k in ref else "absent" for k in keys],
-        "error_km": error, "rated": [k in rated for k in keys],
+        "error_km": [ref[k][0] if k in ref else None for k in keys], "rated": [k in rated for k in keys],
     })
     for j, c in enumerate(CATEGORY_COLUMNS):
         clips[f"x_{c}"] = [x_of[k][j] if k in x_of else np.nan for k in keys]
+    return clips
 
+
+def _summary(parts: _Parts, cfg: LocalizabilityConfig) -> dict[str, Any]:
+    """The stage's summary: counts, the judges' agreement, weights, selection, rank checks."""
+    import pandas as pd  # heavy: the module's method code runs without it
+
+    keys, ref, reasoning, ratings, weights, l_k = (parts.keys, parts.ref, parts.reasoning, parts.ratings,
+                                                     parts.weights, parts.l_k)
+    fit_keys, held = parts.fit
+    error = [ref[k][0] if k in ref else None for k in keys]
     held_idx = [i for i, k in enumerate(keys) if k in held]
     fit_idx = [i for i, k in enumerate(keys) if k in set(fit_keys)]
     statuses = pd.Series([ref[k][2] if k in ref else "absent" for k in keys]).value_counts()
     rating_status = pd.Series([f"{r.judge}:{r.status}" for r in ratings]).value_counts()
-    summary = {
+    return {
         "clips": len(keys),
         "reference": {"answered": int(sum(k in ref for k in keys)),
                       "status": {str(k): int(v) for k, v in statuses.items()},
                       "with_reasoning": len(reasoning),
                       "failed_calls_left_out": int(sum(k in ref and ref[k][0] is None for k in keys))},
         "judges": {"names": [j.name for j in cfg.judges],
-                   "clips_rated": len(rated),
+                   "clips_rated": len(parts.rated),
                    "ratings": {str(k): int(v) for k, v in rating_status.items()},
                    "note": None if reasoning else "the reference run has no reasoning text: "
                                                   "the judges rated nothing",
@@ -182,11 +220,10 @@ def run_localizability(manifest, tags, predictions: dict, cfg: LocalizabilityCon
                     zip(CATEGORY_COLUMNS, weights.a, weights.a_bar, weights.sets, strict=True)},
         "P": [c for c, s in zip(CATEGORY_COLUMNS, weights.sets, strict=True) if s == "P"],
         "N": [c for c, s in zip(CATEGORY_COLUMNS, weights.sets, strict=True) if s == "N"],
-        "selection": sel_info,
+        "selection": parts.selection,
         "check_holdout": rank_check(l_k[held_idx], np.asarray([error[i] for i in held_idx], float)),
         "check_fit": rank_check(l_k[fit_idx], np.asarray([error[i] for i in fit_idx], float)),
     }
-    return LocalizabilityResult(weights, clips, ratings, selected, summary)
 
 
 def ratings_frame(ratings: Sequence[Rating]):

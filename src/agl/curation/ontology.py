@@ -37,13 +37,8 @@ from pathlib import Path
 
 from agl.core import http
 from agl.dataset.manifest import CATEGORY_COLUMNS
+from agl.dataset.ontology_pin import ONTOLOGY_SHA256, ONTOLOGY_URL
 from agl.errors import AglError
-
-PINNED_URL = (
-    "https://raw.githubusercontent.com/audioset/ontology/"
-    "d417d32bf59c711abb5910fd2f76a0eb44697991/ontology.json"
-)
-PINNED_SHA256 = "9c685f4403eecc3ca9be37fd7285cf212feaaea6ff7229d3e7ca89e0d1f2d15d"
 
 CEB_ROOT = "/t/dd00123"  # Channel, environment and background
 ROOT_COLUMNS: dict[str, str] = {
@@ -153,8 +148,8 @@ def load_ontology(path: str | Path) -> Ontology:
     return Ontology(classes, source=str(path))
 
 
-def fetch_ontology(cache_dir: str | Path, url: str = PINNED_URL,
-                   sha256: str | None = PINNED_SHA256, timeout_s: float = 60.0) -> Path:
+def fetch_ontology(cache_dir: str | Path, url: str = ONTOLOGY_URL,
+                   sha256: str | None = ONTOLOGY_SHA256, timeout_s: float = 60.0) -> Path:
     """The pinned ontology.json in `cache_dir`, downloaded once and checked by SHA-256."""
     cache_dir = Path(cache_dir)
     target = cache_dir / "ontology.json"

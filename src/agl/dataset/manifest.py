@@ -135,6 +135,33 @@ def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
     if dupes:
         raise AglError(f"{source}: header names {', '.join(dupes)} more than once")
     numeric = [c for c in NUMERIC_COLUMNS if c in header]
+    frame = _read_frame(text, header, numeric, source)
+    # The parser cannot tell a missing trailing field from an empty one; the layout's last
+    # column is empty only in an untagged pool (`agl crawl` leaves the categories to the tag
+    # stage), so where it is empty the csv module counts that row's fields.
+    short = frame[header[-1]].isna()
+    if short.any() and header[-1] in CATEGORY_COLUMNS:
+        records = [r for r in csv_records(text, source) if r][1:]
+        if len(records) == len(frame):
+            short &= pd.Series([len(r) < len(header) for r in records], index=frame.index)
+    if short.any():
+        i = int(short.idxmax())
+        raise AglError(f"{source}: row {i + 1}: fewer than {len(header)} fields (the last, "
+                       f"'{header[-1]}', is empty); fix the quoting or the number of commas")
+    text_cols = [c for c in header if c not in numeric or frame[c].dtype == object]
+    frame[text_cols] = frame[text_cols].fillna("")
+    too_long = long_field(frame, text_cols, len(text))
+    if too_long:
+        raise long_field_error(source, *too_long)
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise AglError(f"{source}: missing required column(s) {', '.join(missing)}")
+    _validate(frame, source)
+    return frame
+
+
+def _read_frame(text: str, header: list[str], numeric: list[str], source: str) -> pd.DataFrame:
+    """Every row by pandas' C parser; a row of another width is one line naming it."""
     read = dict(names=header, skiprows=1, keep_default_na=False, na_values=["\x00"],
                 skip_blank_lines=True)
     try:
@@ -158,27 +185,6 @@ def parse_manifest(text: str, source: str = "<manifest>") -> pd.DataFrame:
         row = next((i for i, r in enumerate(records) if len(r) > len(header)), 0)
         raise AglError(f"{source}: row {row + 1}: more fields than the header's "
                        f"{len(header)} names; fix the quoting or the number of commas")
-    # The parser cannot tell a missing trailing field from an empty one; the layout's last
-    # column is empty only in an untagged pool (`agl crawl` leaves the categories to the tag
-    # stage), so where it is empty the csv module counts that row's fields.
-    short = frame[header[-1]].isna()
-    if short.any() and header[-1] in CATEGORY_COLUMNS:
-        records = [r for r in csv_records(text, source) if r][1:]
-        if len(records) == len(frame):
-            short &= pd.Series([len(r) < len(header) for r in records], index=frame.index)
-    if short.any():
-        i = int(short.idxmax())
-        raise AglError(f"{source}: row {i + 1}: fewer than {len(header)} fields (the last, "
-                       f"'{header[-1]}', is empty); fix the quoting or the number of commas")
-    text_cols = [c for c in header if c not in numeric or frame[c].dtype == object]
-    frame[text_cols] = frame[text_cols].fillna("")
-    too_long = long_field(frame, text_cols, len(text))
-    if too_long:
-        raise long_field_error(source, *too_long)
-    missing = [c for c in REQUIRED_COLUMNS if c not in header]
-    if missing:
-        raise AglError(f"{source}: missing required column(s) {', '.join(missing)}")
-    _validate(frame, source)
     return frame
 
 
@@ -215,25 +221,9 @@ def _read_arrow(raw: bytes, text: str, source: str,
                 null_values=[""],
             ),
         )
-        # Names checked in Arrow (vectorised): a bad one sends us to the exact-message path.
-        import pyarrow.compute as pc
-
-        for col in ("key", "mp3name"):
-            names = table[col]
-            bad = pc.or_(pc.match_substring_regex(names, r"[/\\\x00]|^\s|\s$"),
-                         pc.is_in(names, pa.array(["", ".", ".."])))
-            if pc.any(bad).as_py():
-                return None
-        if pc.count_distinct(table["key"]).as_py() != table.num_rows:
+        table = _arrow_checked(table)
+        if table is None:
             return None
-        for col in ("city", "country", "continent"):
-            i = table.schema.get_field_index(col)
-            table = table.set_column(i, col, pc.utf8_trim_whitespace(table[col]))
-        # Every column is read (a runaway field in one not asked for is still one), then
-        # only those asked for are converted. Bytes >= characters: the exact check is later.
-        for col in table.columns:
-            if pa.types.is_string(col.type) and (pc.max(pc.binary_length(col)).as_py() or 0) > MAX_FIELD_CHARS:
-                return None
         if columns is not None:
             table = table.select([c for c in header if c in set(columns) | set(REQUIRED_COLUMNS)])
     except (AglError, pa.ArrowException):
@@ -248,6 +238,32 @@ def _read_arrow(raw: bytes, text: str, source: str,
     for w in caught:
         warnings.warn(w.message, ManifestWarning, stacklevel=3)
     return frame
+
+
+def _arrow_checked(table):
+    """The Arrow table with its place names trimmed, or None where the exact-message path must
+    read it: a bad key or file name, a repeated key, a runaway field."""
+    import pyarrow as pa  # optional: only where pyarrow reads the manifest
+    import pyarrow.compute as pc  # (as above)
+
+    # Names checked in Arrow (vectorised): a bad one sends us to the exact-message path.
+    for col in ("key", "mp3name"):
+        names = table[col]
+        bad = pc.or_(pc.match_substring_regex(names, r"[/\\\x00]|^\s|\s$"),
+                     pc.is_in(names, pa.array(["", ".", ".."])))
+        if pc.any(bad).as_py():
+            return None
+    if pc.count_distinct(table["key"]).as_py() != table.num_rows:
+        return None
+    for col in ("city", "country", "continent"):
+        i = table.schema.get_field_index(col)
+        table = table.set_column(i, col, pc.utf8_trim_whitespace(table[col]))
+    # Every column is read (a runaway field in one not asked for is still one), then
+    # only those asked for are converted. Bytes >= characters: the exact check is later.
+    for col in table.columns:
+        if pa.types.is_string(col.type) and (pc.max(pc.binary_length(col)).as_py() or 0) > MAX_FIELD_CHARS:
+            return None
+    return table
 
 
 def _repair_header(header: list[str], first: list[str], source: str) -> list[str]:

@@ -23,6 +23,7 @@ USER_AGENT = "agl/0.1 (AGL1K benchmark reproduction; +https://github.com/)"
 
 
 def resolve(base_url: str, relpath: str) -> str:
+    """`relpath` under `base_url`: a URL, or a local folder given as a path (as a file:// URL)."""
     if "://" not in base_url:  # a local folder
         return (Path(base_url) / relpath).resolve().as_uri()
     return base_url.rstrip("/") + "/" + relpath.lstrip("/")

@@ -256,7 +256,25 @@ def from_params(
     """
 
     data = params.get("data") or {}
-    section = dict(params.get("download") or {})
+    section = _checked_download(params.get("download"), overrides, source)
+    dataset = dataset or data.get("dataset", "demo")
+    if not isinstance(dataset, str) or not dataset:
+        raise AglError(f"{source}: data.dataset must be demo, agl1k or a manifest path")
+    spec = DatasetSpec(
+        dataset=dataset,
+        out=Path(section.get("out", "data")),
+        manifest_url=section.get("manifest_url", AGL1K_MANIFEST_URL),
+        manifest_sha256=section.get("manifest_sha256", AGL1K_MANIFEST_SHA256),
+        demo_seed=section.get("demo_seed"),
+        prune=section.get("prune", True),
+    )
+    summary = section.get("summary")
+    return spec, _policy(section, progress), Path(summary) if summary else None
+
+
+def _checked_download(download: dict | None, overrides: dict, source: str) -> dict:
+    """params.yaml `download:` with the command's overrides, each key checked (type, range)."""
+    section = dict(download or {})
     for key, value in overrides.items():
         if value is not None:
             section[key] = value
@@ -283,19 +301,13 @@ def from_params(
     if not all(isinstance(h, str) and h.strip(".") for h in hosts):
         raise AglError(f"{source}: download.redirect_hosts must be a list of host names "
                        f"(\".example.org\" for its subdomains too), not {hosts!r}")
-    dataset = dataset or data.get("dataset", "demo")
-    if not isinstance(dataset, str) or not dataset:
-        raise AglError(f"{source}: data.dataset must be demo, agl1k or a manifest path")
-    spec = DatasetSpec(
-        dataset=dataset,
-        out=Path(section.get("out", "data")),
-        manifest_url=section.get("manifest_url", AGL1K_MANIFEST_URL),
-        manifest_sha256=section.get("manifest_sha256", AGL1K_MANIFEST_SHA256),
-        demo_seed=section.get("demo_seed"),
-        prune=section.get("prune", True),
-    )
+    return section
+
+
+def _policy(section: dict, progress: bool) -> Policy:
+    """How the download runs, from the checked `download:` section (defaults: Policy's)."""
     defaults = Policy()
-    policy = Policy(
+    return Policy(
         base_url=section.get("base_url", defaults.base_url),
         metadata_url=section.get("metadata_url", defaults.metadata_url),
         jobs=section.get("jobs", defaults.jobs),
@@ -303,7 +315,7 @@ def from_params(
         deadline_s=float(section.get("deadline_s", defaults.deadline_s)),
         max_document_bytes=section.get("max_document_bytes", defaults.max_document_bytes),
         max_clip_bytes=section.get("max_clip_bytes", defaults.max_clip_bytes),
-        redirect_hosts=tuple(hosts),
+        redirect_hosts=tuple(section.get("redirect_hosts", [])),
         retries=section.get("retries", defaults.retries),
         backoff_s=float(section.get("backoff_s", defaults.backoff_s)),
         max_backoff_s=float(section.get("max_backoff_s", defaults.max_backoff_s)),
@@ -311,8 +323,6 @@ def from_params(
         duration_tolerance=section.get("duration_tolerance", defaults.duration_tolerance),
         progress=progress,
     )
-    summary = section.get("summary")
-    return spec, policy, Path(summary) if summary else None
 
 
 def write_summary(path: Path, summary: dict) -> None:

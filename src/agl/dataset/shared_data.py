@@ -17,10 +17,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from agl.curation.ontology import PINNED_SHA256 as ONTOLOGY_SHA256
-from agl.curation.ontology import PINNED_URL as ONTOLOGY_URL
 from agl.dataset.checksums import file_digest
 from agl.dataset.fetch import Policy, fetch_to_file, make_client
+from agl.dataset.ontology_pin import ONTOLOGY_SHA256, ONTOLOGY_URL
 from agl.dataset.sources import MANIFEST_PATH, MANIFEST_SHA256, PINNED_BASE_URL, paper_values_path
 from agl.errors import AglError
 

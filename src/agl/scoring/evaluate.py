@@ -18,6 +18,7 @@ from agl.dataset.manifest_cache import load_manifest_cached
 from agl.errors import AglError
 from agl.predictions.importer import import_with_report, is_published_file, published_frame
 from agl.predictions.records import Prediction, TornLineWarning, prediction_frame
+from agl.scoring.config import EvaluateConfig
 from agl.scoring.coverage import Coverage, check_run_summary, torn_error
 from agl.scoring.metrics import SUMMARY_COLUMNS, summarize_later
 from agl.scoring.protocols import PROTOCOLS
@@ -98,7 +99,7 @@ def evaluate_frames(
     predictions: pd.DataFrame,
     protocol: str = "paper",
     *,
-    bootstrap: int = 1000,
+    bootstrap: int,
     seed: int = 0,
     strict_refusal_km: float = EARTH_MAX_KM,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
@@ -164,18 +165,13 @@ def evaluate_files(
 
 
 def evaluate_run(
-    *,
     run: str,
     predictions_path: str | Path,
     manifest_path: str | Path,
     out_dir: str | Path,
-    protocols: list[str],
-    bootstrap: int = 1000,
-    seed: int = 0,
-    strict_refusal_km: float = EARTH_MAX_KM,
+    config: EvaluateConfig,
+    *,
     info: dict[str, Any] | None = None,
-    track: bool = True,
-    experiment: str | None = None,
     retry: str = "rerun the inference to retry them",
 ) -> dict[str, Any]:
     """Score one run under each protocol, write metrics.json + scores, log one MLflow run.
@@ -199,9 +195,6 @@ def evaluate_run(
             **(info or {})}
     # Coverage: clips of the dataset that have a prediction record, of all its clips, so the
     # leaderboard can tell a subset run from a full one.
-    if not protocols:
-        raise AglError(f"{run}: no protocol to score under (evaluate.protocols is empty); list "
-                       "paper and/or strict")
     cover = Coverage.of(manifest, preds)
     cover.refuse_without_answers(f"{run} ({predictions_path})")
     for line in cover.warnings(f"{run} ({predictions_path})", retry=retry):
@@ -210,68 +203,86 @@ def evaluate_run(
                            "dataset": dataset_label(manifest), "dataset_clips": cover.clips,
                            "clips_predicted": cover.predicted, "protocols": {}}
     artifacts = [Path(predictions_path)]
-    for protocol in protocols:
-        result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=bootstrap,
-                                         seed=seed, strict_refusal_km=strict_refusal_km)
+    for protocol in config.protocols:
+        result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=config.metric_bootstrap,
+                                         seed=config.seed, strict_refusal_km=config.strict_refusal_km)
         doc["protocols"][protocol] = result
         scores_path = out_dir / f"scores_{protocol}.csv"
         canonical.write_csv(scored, scores_path)
         artifacts.append(scores_path)
-    metrics_path = out_dir / "metrics.json"
-    canonical.write_json(metrics_path, doc)
-    artifacts.append(metrics_path)
+    canonical.write_json(out_dir / "metrics.json", doc)
+    artifacts.append(out_dir / "metrics.json")
+    run_summary = _with_timings(summary_path, run_summary, artifacts)
+    if config.track:
+        doc["mlflow_run_id"] = _log_evaluation(doc, config, info, run_summary, artifacts,
+                                               (manifest, manifest_path))
+    return doc
+
+
+def _with_timings(summary_path: Path, run_summary: dict[str, Any], artifacts: list[Path]) -> dict[str, Any]:
+    """The run's summary and timings files join the artifacts; the timings (latency, wall
+    time, cache hits: not in the tracked summary, but worth logging) join the summary."""
     if summary_path.exists():
         artifacts.append(summary_path)
-    # Latency, wall time, cache hits: not in the tracked summary, but worth logging.
     timings_path = canonical.timings_path(summary_path)
     if timings_path.exists():
         artifacts.append(timings_path)
         timings = json.loads(timings_path.read_text())
         run_summary = {**run_summary, **{k: v for k, v in timings.items() if k != "clips"}}
-    if track:
+    return run_summary
 
-        metrics: dict[str, Any] = {}
-        for protocol, res in doc["protocols"].items():
-            for k, v in res.items():
-                if k in ("ci95", "notes"):
-                    continue
-                if k == "by_speech":
-                    for part, sub in v.items():
-                        for kk, vv in sub.items():
-                            if kk != "ci95":
-                                metrics[f"{protocol}.{part}.{kk}"] = vv
-                else:
-                    metrics[f"{protocol}.{k}"] = v
-            for k, (lo, hi) in res["ci95"].items():
-                metrics[f"{protocol}.ci95_lo.{k}"] = lo
-                metrics[f"{protocol}.ci95_hi.{k}"] = hi
-        # The inference run's accounting (run_summary.json): cost, tokens, latency, outcomes.
-        for k, v in run_summary.items():
-            if isinstance(v, int | float) and not isinstance(v, bool) and k not in (
-                "price_in_per_m", "price_out_per_m"
-            ):
-                metrics[f"run.{k}"] = v
-            elif isinstance(v, dict) and k == "latency_s":
-                metrics.update({f"run.latency_s.{q}": x for q, x in v.items()})
-        params = {"run": run, "protocols": ",".join(protocols), "bootstrap": bootstrap,
-                  "seed": seed, "strict_refusal_km": strict_refusal_km,
-                  **{k: v for k, v in info.items() if k not in ("run",)}}
-        doc["mlflow_run_id"] = log_run(
-            run_key=f"{run}@{doc['data_version'][:16]}",
-            run_name=run,
-            params=params,
-            metrics=metrics,
-            artifacts=artifacts,
-            experiment=experiment,
-            tags={"data_version": doc["data_version"], "dataset": doc["dataset"],
-                  "model": str(info.get("model", run)),
-                  "backend": str(info.get("backend", "")),
-                  "prompt_hash": str(info.get("prompt_sha256") or info.get("prompt_hash") or ""),
-                  "prompt": str(info.get("prompt", ""))},
-            dataset={"name": doc["dataset"], "digest": data_version,
-                     "source": Path(manifest_path).resolve().as_uri(),
-                     "frame": manifest[[c for c in ("key", "latitude", "longitude", "country",
-                                                    "continent") if c in manifest]]},
-        )
-    return doc
 
+def _run_metrics(doc: dict[str, Any], run_summary: dict[str, Any]) -> dict[str, Any]:
+    """The flat MLflow metrics of a metrics.json document and the inference run's accounting."""
+    metrics: dict[str, Any] = {}
+    for protocol, res in doc["protocols"].items():
+        for k, v in res.items():
+            if k in ("ci95", "notes"):
+                continue
+            if k == "by_speech":
+                for part, sub in v.items():
+                    for kk, vv in sub.items():
+                        if kk != "ci95":
+                            metrics[f"{protocol}.{part}.{kk}"] = vv
+            else:
+                metrics[f"{protocol}.{k}"] = v
+        for k, (lo, hi) in res["ci95"].items():
+            metrics[f"{protocol}.ci95_lo.{k}"] = lo
+            metrics[f"{protocol}.ci95_hi.{k}"] = hi
+    # The inference run's accounting (run_summary.json): cost, tokens, latency, outcomes.
+    for k, v in run_summary.items():
+        if isinstance(v, int | float) and not isinstance(v, bool) and k not in (
+            "price_in_per_m", "price_out_per_m"
+        ):
+            metrics[f"run.{k}"] = v
+        elif isinstance(v, dict) and k == "latency_s":
+            metrics.update({f"run.latency_s.{q}": x for q, x in v.items()})
+    return metrics
+
+
+def _log_evaluation(doc: dict[str, Any], config: EvaluateConfig, info: dict[str, Any],
+                    run_summary: dict[str, Any], artifacts: list[Path],
+                    data: tuple[pd.DataFrame, str | Path]) -> str:
+    """One MLflow run for the scored run, keyed by its name and data version."""
+    run = doc["run"]
+    manifest, manifest_path = data
+    params = {"run": run, "protocols": ",".join(config.protocols), "bootstrap": config.metric_bootstrap,
+              "seed": config.seed, "strict_refusal_km": config.strict_refusal_km,
+              **{k: v for k, v in info.items() if k not in ("run",)}}
+    return log_run(
+        run_key=f"{run}@{doc['data_version'][:16]}",
+        run_name=run,
+        params=params,
+        metrics=_run_metrics(doc, run_summary),
+        artifacts=artifacts,
+        experiment=config.experiment,
+        tags={"data_version": doc["data_version"], "dataset": doc["dataset"],
+              "model": str(info.get("model", run)),
+              "backend": str(info.get("backend", "")),
+              "prompt_hash": str(info.get("prompt_sha256") or info.get("prompt_hash") or ""),
+              "prompt": str(info.get("prompt", ""))},
+        dataset={"name": doc["dataset"], "digest": doc["data_version"],
+                 "source": Path(manifest_path).resolve().as_uri(),
+                 "frame": manifest[[c for c in ("key", "latitude", "longitude", "country",
+                                                "continent") if c in manifest]]},
+    )

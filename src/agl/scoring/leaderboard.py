@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -270,3 +271,29 @@ def write(board: pd.DataFrame, out_dir: Path, *, protocol: str, note: str = "") 
         encoding="utf-8",
     )
     return [csv_path, md_path, html_path]
+
+
+def build(files: list[Path], cfg: dict[str, Any], *, base_url: str, cache_dir: str | Path,
+          limits: Any) -> tuple[pd.DataFrame, str]:
+    """The leaderboard stage's table: every run's metrics.json (`files`) ranked under params
+    `leaderboard:` (`cfg`), with the paper's own values where a run names its paper model.
+    Those come from the authors' README under `base_url` (bounded by `limits`), else from the
+    copy agl ships; the returned note says when the copy was used."""
+    from agl.dataset.paper import fetch, read_paper_leaderboard, resolve  # only with a paper run
+    from agl.dataset.sources import paper_values  # (as above)
+
+    board = collect(files, cfg["protocol"], full_coverage=float(cfg.get("full_coverage", 1.0)),
+                    refusal_note=float(cfg.get("refusal_note", REFUSAL_NOTE_SHARE)))
+    if board.empty or not (board["paper_name"] != "").any():
+        return attach_paper(board, None), ""
+    try:
+        url = resolve(base_url, cfg["paper_values"])
+        src = fetch(url, cache_dir, limits=limits,
+                    url_from="paper.base_url and leaderboard.paper_values in params.yaml")
+        return attach_paper(board, read_paper_leaderboard(src)), ""
+    except AglError as exc:
+        # A mirror without the authors' README: the paper's numbers shipped with agl.
+        note = (f"paper values from agl's shipped copy (src/agl/data/paper_values.csv), "
+                f"because {exc}")
+        print(f"warning: {note}", file=sys.stderr)
+        return attach_paper(board, paper_values()), note

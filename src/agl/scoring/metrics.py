@@ -78,13 +78,13 @@ def _point(values: np.ndarray, stat: str) -> float:
     return float(np.mean(v) if stat == "mean" else np.median(v))
 
 
-def summarize(scored: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0) -> dict:
+def summarize(scored: pd.DataFrame, *, bootstrap: int, seed: int = 0) -> dict:
     """All headline metrics of one score table, their CIs and the counts behind them."""
     return summarize_later(scored, bootstrap=bootstrap, seed=seed)()
 
 
 def summarize_later(
-    scored: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0
+    scored: pd.DataFrame, *, bootstrap: int, seed: int = 0
 ) -> Callable[[], dict]:
     """`summarize`, with the bootstrap intervals started now (in threads for a large table);
     calling the result waits for them. Lets a caller summarise several tables at once."""
@@ -131,7 +131,7 @@ def _intervals_later(columns: dict[str, tuple[np.ndarray, str]], n: int, seed: i
 
 
 def bootstrap_ci(
-    values, stat: str = "mean", n: int = 1000, seed: int = 0
+    values, stat: str, n: int, seed: int = 0
 ) -> tuple[float, float]:
     """Percentile 95% interval of `stat` over the non-NaN values, rows resampled with NaNs."""
     values = np.asarray(values, dtype=float)

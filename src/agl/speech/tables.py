@@ -22,6 +22,7 @@ milliseconds) can move only where a frame's speech probability sits at `vad_thre
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any
 
 from agl.core.canonical import jsonl_line
 from agl.speech.census import language_name
-from agl.speech.listen import ClipSpeech, SpeechConfig
+from agl.speech.listen import ClipSpeech, Listener, SpeechConfig, listen_clips
 
 PROB_DECIMALS = 3
 COLUMNS = [
@@ -81,6 +82,17 @@ def windows_jsonl(results: Sequence[ClipSpeech]) -> str:
             doc["transcript"] = r.transcript
         out.append(jsonl_line(doc))
     return "".join(out)
+
+
+def run_speech(items: Sequence[tuple[str, Path]], cfg: SpeechConfig) -> tuple[list[ClipSpeech], dict[str, Any], float]:
+    """The speech stage's one call: every (key, audio path) listened to (no model loaded with
+    `enabled: false`); returns the results, the summary (a DVC output) and the wall seconds."""
+    t0 = time.perf_counter()
+    listener = Listener(cfg) if cfg.enabled else None
+    results = listen_clips(items, cfg, listener)
+    wall = time.perf_counter() - t0
+    identity = listener.identity.as_dict() if listener else None
+    return results, summary(results, cfg, identity, listener.vad if listener else None), wall
 
 
 def summary(results: Sequence[ClipSpeech], cfg: SpeechConfig, identity: dict[str, Any] | None,

@@ -1,0 +1,64 @@
+"""Frozen run configs whose fields carry their rule (agl.core.checks): built from a params
+section by `from_params`, checked on construction, so a bad knob is one line naming its key."""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+from agl.core.checks import check_value
+from agl.core.geo import EARTH_MAX_KM
+from agl.errors import AglError
+
+# The one default bootstrap count (params.yaml sets its own per section).
+BOOTSTRAP = 1000
+
+
+def knob(rule: str, default: Any = MISSING) -> Any:
+    """A config field checked by `rule` (a name of agl.core.checks.RULES)."""
+    return field(default=default, metadata={"rule": rule})
+
+
+def check_fields(config: Any, where: str) -> None:
+    """Refuse the first field that breaks its rule, naming `where` and the field."""
+    for f in fields(config):
+        if "rule" in f.metadata:
+            check_value(f.name, getattr(config, f.name), where, rule=f.metadata["rule"])
+
+
+def known(section: dict[str, Any] | None, cls: type, where: str) -> dict[str, Any]:
+    """The section's keys that `cls` has; an unknown key is one line naming it."""
+    section = dict(section or {})
+    names = {f.name for f in fields(cls)}
+    unknown = sorted(set(section) - names)
+    if unknown:
+        raise AglError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    return section
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    """params.yaml `evaluate:` (and `mlflow.experiment`): how one run is scored and logged."""
+
+    protocols: tuple[str, ...] = ("paper", "strict")
+    metric_bootstrap: int = knob("count0", BOOTSTRAP)  # resamples per 95% CI (0: none)
+    seed: int = knob("seed", 0)
+    strict_refusal_km: float = knob("positive", EARTH_MAX_KM)
+    track: bool = True  # log one MLflow run
+    experiment: str | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self, "evaluate")
+        object.__setattr__(self, "protocols", tuple(self.protocols))
+        object.__setattr__(self, "metric_bootstrap", int(self.metric_bootstrap))
+        object.__setattr__(self, "seed", int(self.seed))
+        object.__setattr__(self, "strict_refusal_km", float(self.strict_refusal_km))
+        if not self.protocols:
+            raise AglError("evaluate.protocols is empty: nothing to score under; list paper and/or strict")
+
+    @classmethod
+    def from_params(cls, section: dict[str, Any] | None, mlflow: dict[str, Any] | None = None) -> EvaluateConfig:
+        """From params.yaml `evaluate:` and `mlflow:` (its experiment name)."""
+        values = known(section, cls, "params.yaml evaluate")
+        values["protocols"] = tuple(values.get("protocols", cls.protocols))
+        return cls(**values, experiment=(mlflow or {}).get("experiment"))

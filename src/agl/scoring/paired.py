@@ -1,0 +1,66 @@
+"""Paired comparison of two runs on the clips both score: bootstrap interval and sign-flip
+permutation p-value of the mean difference.
+
+Lives in scoring/ (below counterfactual/ and report/) so both can use it without the
+counterfactual stages depending on the report's code.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from agl.scoring.wording import NOT_APPLICABLE, insufficient
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    """A - B on the clips both runs score, for one metric."""
+
+    metric: str
+    n: int
+    mean_a: float
+    mean_b: float
+    diff: float  # mean over common clips of (a - b)
+    ci_lo: float  # paired bootstrap 95% interval of diff
+    ci_hi: float
+    p_value: float  # two-sided sign-flip permutation test of "no difference"
+    note: str = ""  # where no estimate is given: "—" (n = 0) or "insufficient data (...)"
+
+
+def paired_test(a, b, *, metric: str = "", n_boot: int = 2000, n_perm: int = 10000,
+                seed: int = 0, min_n: int = 1) -> PairedResult:
+    """Paired bootstrap CI and sign-flip permutation p-value of mean(a - b).
+
+    Under the null of no difference each clip's pair is exchangeable, so flipping the sign
+    of its difference at random gives the null distribution of the mean difference.
+    Fewer than `min_n` pairs (the report's minimum support): no estimate, only n and a note
+    (a paired CI over a handful of clips is too wide to mean anything and easy to misread)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    keep = np.isfinite(a) & np.isfinite(b)
+    a, b = a[keep], b[keep]
+    n = int(a.size)
+    if n == 0 or n < min_n:
+        nan = math.nan
+        # n = 0: the metric is not scored on these clips (a coordinates-only baseline has no
+        # country), which is not a matter of support: not applicable (agl.scoring.wording).
+        note = NOT_APPLICABLE if n == 0 else insufficient(n, min_n)
+        return PairedResult(metric, n, nan, nan, nan, nan, nan, nan, note)
+    d = a - b
+    observed = float(d.mean())
+    rng = np.random.default_rng(seed)
+    boots = np.concatenate([
+        d[rng.integers(0, n, size=(min(500, n_boot - s), n))].mean(axis=1)
+        for s in range(0, n_boot, 500)
+    ])
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    hits = 0
+    tol = 1e-12 * max(1.0, abs(observed))
+    for s in range(0, n_perm, 500):
+        signs = rng.choice((-1.0, 1.0), size=(min(500, n_perm - s), n))
+        hits += int((np.abs((signs * d).mean(axis=1)) >= abs(observed) - tol).sum())
+    p = (hits + 1) / (n_perm + 1)
+    return PairedResult(metric, n, float(a.mean()), float(b.mean()), observed,
+                        float(lo), float(hi), float(p))
