@@ -199,3 +199,31 @@ def test_backends_hold_no_batch_code():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for _, target, _ in _imports(tree, f"agl.backends.{path.stem}", path.name == "__init__.py"):
             assert ".batch" not in target, f"{path.name} imports {target}"
+
+
+def _functions(paths):
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield path, node
+
+
+def test_functions_stay_small_and_stages_thin():
+    """Long signatures become frozen configs; a stage reads params, calls one function, writes."""
+    code = sorted((REPO / "src/agl").rglob("*.py")) + sorted((REPO / "stages").glob("*.py"))
+    long, wide, thick = [], [], []
+    for path, fn in _functions(code):
+        where = f"{path.relative_to(REPO)}:{fn.name}"
+        lines = fn.end_lineno - fn.lineno + 1
+        a = fn.args
+        params = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs)
+        params -= bool(a.args) and a.args[0].arg in ("self", "cls")
+        if lines > 60:
+            long.append(f"{where} ({lines} lines)")
+        if params > 8:
+            wide.append(f"{where} ({params} parameters)")
+        if path.parent.name == "stages" and fn.name == "main" and lines > 40:
+            thick.append(f"{where} ({lines} lines)")
+    assert len(long) <= 8, f"more than 8 functions over 60 lines: {long}"
+    assert not wide, f"functions over 8 parameters (pass a frozen config): {wide}"
+    assert not thick, f"stage mains over 40 lines (move the work into src/agl): {thick}"
