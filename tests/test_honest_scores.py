@@ -162,7 +162,7 @@ def test_the_infer_stage_fails_when_no_clip_succeeds(tmp_path):
     import sys
 
     import yaml
-    from conftest import REPO
+    from helpers import REPO
     from test_inference_api import make_clips
 
     m, audio = make_clips(tmp_path / "data", 2)
@@ -243,7 +243,7 @@ def test_an_empty_protocol_list_is_refused(tmp_path, small):
 def test_a_fractional_infer_limit_is_refused(tmp_path):
     import sys
 
-    from conftest import REPO
+    from helpers import REPO
 
     sys.path.insert(0, str(REPO / "stages"))
     import _params

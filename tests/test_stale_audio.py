@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO
+from helpers import REPO
 from fake_llm import Answer, FakeServer, openai_completion
 from test_inference_api import GOOD, make_clips
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import REPO
+from helpers import REPO
 from factories import manifest, prediction
 
 from agl.cli import main
