@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import copy_repo
 from test_inference_api import make_clips
-from test_pipeline_paper import copy_repo
 
 from agl.cli import main as agl
 from agl.errors import AglError

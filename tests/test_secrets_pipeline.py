@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 from fake_llm import Answer, FakeServer, openai_completion
+from helpers import copy_repo
 from test_hostile_secrets import BASIC, GOOD, PLANTED, PW, QK, SETTING, secret_url
-from test_pipeline_paper import copy_repo
 
 pytestmark = pytest.mark.slow
 TARGETS = "report"  # and everything before it: the leaderboard, evaluate, MLflow

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from helpers import REPO
 from fake_llm import Answer, FakeServer, openai_completion
+from helpers import REPO
 from test_inference_api import GOOD, make_clips
 
 from agl.dataset.checksums import file_digest, read_lock, write_lock

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_pipeline_paper import copy_repo, sh
+from helpers import copy_repo, sh
 
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = "leaderboard localize birds counterfactual"
