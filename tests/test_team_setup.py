@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import copy_repo, sh
+from helpers import NO_NETWORK, copy_repo, require_postgresql, sh, subprocess_env
 
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = "leaderboard localize birds counterfactual"
@@ -36,17 +36,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _postgres_available() -> bool:
-    return bool(shutil.which("pg_config") or list(Path("/usr/lib/postgresql").glob("*/bin/initdb")))
-
-
 @pytest.fixture(scope="session")
 def team(tmp_path_factory):
-    if not _postgres_available():
-        msg = "PostgreSQL is not installed (apt-get install postgresql; .ci/run does it)"
-        if os.environ.get("AGL_REQUIRE_SHARED"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_postgresql()
     # As root the cluster runs as `postgres`, which must be able to enter the folder: a
     # world-traversable temp dir (pytest's own are 0700).
     server_dir = Path(tempfile.mkdtemp(prefix="agl-mlflow-"))
@@ -67,23 +59,8 @@ def team(tmp_path_factory):
     # The committed lock describes the full pipeline; this slimmed one records its own.
     (work / "dvc.lock").unlink()
     url = f"http://127.0.0.1:{ports['MLFLOW_PORT']}"
-    env = {
-        **os.environ,
-        **ports,
-        "MLFLOW_TRACKING_URI": url,
-        "DVC_NO_ANALYTICS": "1",
-        "HF_HUB_OFFLINE": "1",
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-        "HTTP_PROXY": "http://127.0.0.1:9",
-        "HTTPS_PROXY": "http://127.0.0.1:9",
-        "NO_PROXY": "127.0.0.1,localhost",
-        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-    }
-    for k in [k for k in env if k.endswith("_API_KEY")]:
-        env.pop(k)
+    env = subprocess_env(work, keys=False, **ports, MLFLOW_TRACKING_URI=url, **NO_NETWORK,
+                         NO_PROXY="127.0.0.1,localhost")
     server = subprocess.Popen(
         [str(REPO / "scripts" / "mlflow-server"), "start", str(server_dir / "srv")],
         env=env,
@@ -271,11 +248,7 @@ def _port_open(port: int) -> bool:
 def test_kill_9_of_the_leader_then_status_and_stop_tell_the_truth():
     """`kill -9` of the PID in mlflow.pid leaves its children serving: status must say so,
     and stop must end the whole process group."""
-    if not _postgres_available():
-        msg = "PostgreSQL is not installed (apt-get install postgresql; .ci/run does it)"
-        if os.environ.get("AGL_REQUIRE_SHARED"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_postgresql()
     server_dir = Path(tempfile.mkdtemp(prefix="agl-mlflow-"))
     server_dir.chmod(0o755)  # as root the cluster runs as `postgres` (see `team`)
     srv = server_dir / "srv"
