@@ -70,3 +70,16 @@ def built_demo(tmp_path_factory) -> BuiltDemo:
     sh("git init -q && git add -A && git commit -qm init", work, env)
     out = sh("agl download && dvc repro", work, env)  # the README's first command, after install
     return BuiltDemo(work, db, env, out)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest first: the built demo's group, then the other end-to-end (`slow`) tests,
+    then the rest, each in file order. Under xdist (README's command) a worker starts on the
+    longest chain at once while the other takes the many short tests; run alone, the order
+    changes nothing else (no test depends on another's having run)."""
+    def rank(item) -> int:
+        if any(m.args[:1] == ("demo",) for m in item.iter_markers("xdist_group")):
+            return 0
+        return 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=rank)  # stable: file order within each rank
