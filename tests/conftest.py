@@ -73,12 +73,13 @@ def built_demo(tmp_path_factory) -> BuiltDemo:
 
 
 def pytest_collection_modifyitems(config, items):
-    """The longest first: the built demo's group, then the other end-to-end (`slow`) tests,
-    then the rest, each in file order. Under xdist (README's command) a worker starts on the
-    longest chain at once while the other takes the many short tests; run alone, the order
-    changes nothing else (no test depends on another's having run)."""
+    """The longest first: the xdist groups (the built demo's, team setup's), then the other
+    end-to-end (`slow`) tests, then the rest, each in file order. Under xdist (README's
+    command) the workers start on the longest chains at once and share out the many short
+    tests after; run alone, the order changes nothing else (no test depends on another's
+    having run)."""
     def rank(item) -> int:
-        if any(m.args[:1] == ("demo",) for m in item.iter_markers("xdist_group")):
+        if item.get_closest_marker("xdist_group"):
             return 0
         return 1 if item.get_closest_marker("slow") else 2
 
