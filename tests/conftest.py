@@ -72,6 +72,11 @@ def built_demo(tmp_path_factory) -> BuiltDemo:
     return BuiltDemo(work, db, env, out)
 
 
+# Not end-to-end, but minutes long (fresh processes running Whisper under two kernel ISAs;
+# a real tagger on real MP3s): handed out early too, so they do not end the run.
+LONG_FILES = {"test_kernels_isa.py", "test_tagging.py", "test_stage_deps.py"}
+
+
 def pytest_collection_modifyitems(config, items):
     """The longest first: the xdist groups (the built demo's, team setup's), then the other
     end-to-end (`slow`) tests, then the rest, each in file order. Under xdist (README's
@@ -81,6 +86,6 @@ def pytest_collection_modifyitems(config, items):
     def rank(item) -> int:
         if item.get_closest_marker("xdist_group"):
             return 0
-        return 1 if item.get_closest_marker("slow") else 2
+        return 1 if item.get_closest_marker("slow") or item.path.name in LONG_FILES else 2
 
     items.sort(key=rank)  # stable: file order within each rank
