@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import yaml
+from helpers import subprocess_env
 
 from agl.cli import main
 from agl.dataset import demo
@@ -184,7 +184,7 @@ def test_the_checked_in_data_dvc_pins_exactly_a_fresh_demo(demo_dir, tmp_path):
     """A fresh clone's `agl download` must rebuild the very data data.dvc names (real DVC)."""
     pinned = yaml.safe_load((REPO / "data.dvc").read_text())["outs"][0]
     shutil.copytree(demo_dir, tmp_path / "data")
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    env = subprocess_env()
     for cmd in (["init", "--no-scm", "-q"], ["add", "-q", "data"]):
         subprocess.run([sys.executable, "-m", "dvc", *cmd], cwd=tmp_path, env=env, check=True,
                        capture_output=True, timeout=300)  # fmt: skip

@@ -16,7 +16,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -254,8 +253,7 @@ def test_kill_9_of_the_leader_then_status_and_stop_tell_the_truth():
     server_dir.chmod(0o755)  # as root the cluster runs as `postgres` (see `team`)
     srv = server_dir / "srv"
     port = _free_port()
-    env = {**os.environ, "MLFLOW_PORT": str(port), "PG_PORT": str(_free_port()),
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = subprocess_env(MLFLOW_PORT=str(port), PG_PORT=str(_free_port()))
 
     def script(cmd: str) -> subprocess.CompletedProcess:
         return subprocess.run([str(REPO / "scripts" / "mlflow-server"), cmd, str(srv)], env=env,
