@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from fake_batch import BatchRequest, FakeBatchService, FakeJob, Result
 from fake_llm import gemini_response, openai_completion
+from helpers import subprocess_env
 from test_inference_api import FAST
 
 from agl.contracts.models import ModelSpec
@@ -210,9 +211,8 @@ def cli(variant: str, url: str, manifest: Path, audio: Path, out: Path, cache: P
 
 
 def env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(REPO / "src"),
-            "OPENAI_API_KEY": "sk-test-BATCH-0123456789abcdef",
-            "GEMINI_API_KEY": "gm-test-BATCH-0123456789abcdef"}
+    return subprocess_env(OPENAI_API_KEY="sk-test-BATCH-0123456789abcdef",
+                          GEMINI_API_KEY="gm-test-BATCH-0123456789abcdef")
 
 
 @pytest.mark.parametrize("variant", ["openai", "gemini"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import CHROMIUM_MISSING
+from helpers import CHROMIUM_MISSING
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = "apt-get install -y chromium"

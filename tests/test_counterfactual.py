@@ -304,7 +304,7 @@ def test_report_section_renders(experiment, tmp_path):
     page = Path(summary["html"]).read_text()
     assert "What the models listen to" in page and "listen-dose-listener" in page
     assert (out / "tables" / "listen_effects.csv").exists()
-    from conftest import require_chromium
+    from helpers import require_chromium
     from test_report import ARGS, CHROMIUM
 
     require_chromium()

@@ -5,23 +5,15 @@ pinned folder cannot carry a hint: it stops before any stage runs)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import sh, subprocess_env
 
 from agl.dataset.pin import cache_if_pinned
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run(cmd: str, cwd: Path, env: dict) -> str:
-    r = subprocess.run(cmd, cwd=cwd, env=env, shell=True, capture_output=True, text=True)
-    assert r.returncode == 0, f"{cmd}:\n{r.stdout}\n{r.stderr}"
-    return r.stdout + r.stderr
 
 
 def test_the_pin_names_what_fills_the_folder():
@@ -33,29 +25,27 @@ def test_the_pin_names_what_fills_the_folder():
 
 @pytest.mark.slow
 def test_a_download_matching_the_pin_leaves_nothing_to_re_pin(tmp_path):
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = subprocess_env()
     repo = tmp_path / "repo"
     (repo / "data").mkdir(parents=True)
     (repo / "data" / "manifest.csv").write_text("key\nk1\n")
     (repo / "dvc.yaml").write_text("stages:\n  count:\n    cmd: ls data > n.txt\n    deps: [data]\n"
                                    "    outs: [n.txt]\n")
-    run("git init -q && dvc init -q && dvc add -q data && dvc repro -q && git add -A && "
+    sh("git init -q && dvc init -q && dvc add -q data && dvc repro -q && git add -A && "
         "git commit -qm pinned", repo, env)
     clone = tmp_path / "clone"
-    run(f"git clone -q {repo} {clone}", tmp_path, env)
+    sh(f"git clone -q {repo} {clone}", tmp_path, env)
     # What `agl download` does on a fresh clone: the same bytes again, outside DVC.
     (clone / "data").mkdir()
     (clone / "data" / "manifest.csv").write_text("key\nk1\n")
     assert cache_if_pinned("data", clone) is None  # not this folder's pin: nothing done
     assert cache_if_pinned(clone / "data", clone) == (
         "data/ matches data.dvc; stored in DVC's cache (`dvc push` can send it)")
-    out = run("dvc repro", clone, env)
+    out = sh("dvc repro", clone, env)
     assert "'data.dvc' didn't change" in out and "git add" not in out, out
     # Other bytes: left alone, and `dvc repro` re-pins them (data.dvc really changes).
     (clone / "data" / "manifest.csv").write_text("key\nk2\n")
     line = cache_if_pinned(clone / "data", clone)
     assert line is not None and line.startswith("data/ differs from data.dvc")
-    out = run("dvc repro", clone, env)
+    out = sh("dvc repro", clone, env)
     assert "git add" in out and "data.dvc" in out, out

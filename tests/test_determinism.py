@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from helpers import run, subprocess_env
 from test_inference_api import make_clips
 
 from agl.backends.baselines import UniformRandom
@@ -144,15 +143,12 @@ def small_set(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def _stage(script: str, args: list[str], *, threads: str | None, cwd: Path) -> None:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-    }
+    """A stage script in a fresh process (thread counts are read once per process)."""
+    names = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    env = {k: v for k, v in subprocess_env().items() if k not in names}
     if threads:
-        env.update(OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
-    r = subprocess.run(
-        [sys.executable, str(REPO / "stages" / script), *args], cwd=cwd, env=env, capture_output=True, text=True
-    )
-    assert r.returncode == 0, r.stderr
+        env.update(dict.fromkeys(names, threads))
+    run([sys.executable, str(REPO / "stages" / script), *args], cwd, env)
 
 
 def test_filter_and_knn_bytes_do_not_depend_on_threads_or_processes(tmp_path, small_set):

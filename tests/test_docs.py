@@ -620,13 +620,18 @@ def test_readme_fits_on_a_screen_and_links_every_docs_page():
     assert not missing, f"README.md does not link docs page(s): {missing}"
 
 
+# Parallel on every core (pytest-xdist); the tests that share the built demo share its group.
+TEST_COMMAND = 'pip install -e ".[test]" && python -m pytest -q -n auto --dist loadgroup'
+
+
 def test_readme_keeps_the_two_fresh_machine_commands():
     """.ci/run and tests/test_pipeline_demo.py run exactly these."""
     fences, _ = split_markdown((ROOT / "README.md").read_text(encoding="utf-8"))
     bodies = [f.body.strip() for f in fences if f.lang == "bash"]
     assert "pip install -e . && agl download && dvc repro" in bodies
-    assert 'pip install -e ".[test]" && python -m pytest -q' in bodies
-    assert 'pip install -e ".[test]" && python -m pytest -q' in (ROOT / ".ci/run").read_text()
+    assert TEST_COMMAND in bodies
+    ci = (ROOT / ".ci/run").read_text(encoding="utf-8").splitlines()
+    assert ci[-1] == TEST_COMMAND, "the last line of .ci/run must be the README's test command"
 
 
 # ---------------------------------------------------------------- the checker itself

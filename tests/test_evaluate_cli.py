@@ -3,7 +3,6 @@
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -114,9 +113,14 @@ def test_help_is_fast_and_imports_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     heavy, _ = out.rsplit(" ", 1)
     assert heavy.strip() == "[]"
-    t = time.time()
-    subprocess.run([sys.executable, "-m", "agl.cli", "--help"], capture_output=True, check=True)
-    assert time.time() - t < 2.0
+    # Fast is counted in imports, not seconds (seconds depend on the machine's load): `--help`
+    # itself loads none of the heavy packages either.
+    code = ("import runpy, sys; sys.argv = ['agl', '--help']\n"
+            "try:\n    runpy.run_module('agl.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print([m for m in ('torch','transformers','mlflow','pandas','matplotlib',"
+            "'google.genai','openai','dvc') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "[]"
 
 
 @pytest.mark.parametrize("protocol", ["paper", "strict"])

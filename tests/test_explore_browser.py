@@ -1,12 +1,12 @@
 """`agl explore` in a real headless Chromium (Debian's package), served and from file://.
 
-On the demo pipeline's outputs (one `agl download && dvc repro` in a temp copy of the repo
-per session; AGL_EXPLORE_DEMO_REPO names a checkout where it already ran, to save ~3 min
-while developing): filter to "every run wrong", open a clip, play it, read each run's guess
-on the map, switch to the mask_speech variant and see the markers move, then open the page's
-URL anew and see the same view. The same on the exported folder opened from file://. On small
-hand-made outputs: model text with markup stays text, and every missing part is a note. On
-the authors' Qwen2.5-Omni run (../shared): no audio, and the page says so.
+On the demo pipeline's outputs (the session's one `agl download && dvc repro` in a temp copy
+of the repo, conftest.built_demo, which test_pipeline_demo checks): filter to "every run
+wrong", open a clip, play it, read each run's guess on the map, switch to the mask_speech
+variant and see the markers move, then open the page's URL anew and see the same view. The
+same on the exported folder opened from file://. On small hand-made outputs: model text with
+markup stays text, and every missing part is a note. On the authors' Qwen2.5-Omni run
+(../shared): no audio, and the page says so.
 With AGL_EXPLORE_SHOTS=<folder>, screenshots of the list and a clip page are saved there.
 """
 
@@ -24,7 +24,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from explore_outputs import HOSTILE, write_outputs
-from test_pipeline_paper import copy_repo, sh
 from test_play_browser import CHROMIUM_ARGS, chromium_path  # noqa: F401 (a fixture)
 
 from agl.judges.modes import is_wrong
@@ -47,17 +46,9 @@ def shot(page, name: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def demo_repo(tmp_path_factory) -> Path:
-    reuse = os.environ.get("AGL_EXPLORE_DEMO_REPO")
-    if reuse:
-        return Path(reuse)
-    work = copy_repo(tmp_path_factory.mktemp("demo") / "repo")
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{work.parent / 'mlflow.db'}",
-           "DVC_NO_ANALYTICS": "1", "HF_HUB_OFFLINE": "1", "GIT_AUTHOR_NAME": "t",
-           "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    sh("git init -q && git add -A && git commit -qm init && agl download && dvc repro", work, env)
-    return work
+def demo_repo(built_demo) -> Path:
+    """The session's one built demo (conftest.built_demo), shared with test_pipeline_demo."""
+    return built_demo.work
 
 
 class ExploreServer:
@@ -203,6 +194,7 @@ def browser(chromium_path):  # noqa: F811 (the imported fixture)
         b.close()
 
 
+@pytest.mark.xdist_group("demo")  # beside the worker's built demo
 def test_served_explorer_on_the_demo_pipeline(browser, demo_repo):
     server = ExploreServer(demo_repo)
     try:
@@ -211,10 +203,12 @@ def test_served_explorer_on_the_demo_pipeline(browser, demo_repo):
         server.stop()
 
 
+@pytest.mark.xdist_group("demo")  # beside the worker's built demo
 def test_exported_explorer_from_file_urls(browser, demo_repo, tmp_path):
     walk_through(browser, export(demo_repo, tmp_path / "site"), expectations(demo_repo))
 
 
+@pytest.mark.xdist_group("demo")  # beside the worker's built demo
 def test_report_rows_open_the_explorer(browser, demo_repo):
     """A continent row of the report's breakdowns opens the exported explorer on its clips."""
     from playwright.sync_api import expect

@@ -158,12 +158,11 @@ def test_failed_clips_are_counted_where_a_score_is_printed(tmp_path, small, capf
 def test_the_infer_stage_fails_when_no_clip_succeeds(tmp_path):
     """On main the stage exited 0 and DVC locked a run of failures, which evaluate then
     scored (10,000 km a clip under the paper protocol)."""
-    import os
     import subprocess
     import sys
 
     import yaml
-    from conftest import REPO
+    from helpers import REPO, subprocess_env
     from test_inference_api import make_clips
 
     m, audio = make_clips(tmp_path / "data", 2)
@@ -177,8 +176,7 @@ def test_the_infer_stage_fails_when_no_clip_succeeds(tmp_path):
     r = subprocess.run([sys.executable, str(REPO / "stages" / "infer.py"), "--name", "dead",
                         "--manifest", str(m), "--audio-root", str(audio), "--out", str(out),
                         "--params", str(params)], capture_output=True, text=True, cwd=tmp_path,
-                       env={**os.environ, "PYTHONPATH": str(REPO / "src"),
-                            "OPENAI_API_KEY": "sk-test-0123456789abcdef0123"})
+                       env=subprocess_env(OPENAI_API_KEY="sk-test-0123456789abcdef0123"))
     assert r.returncode != 0, r.stderr
     last = r.stderr.strip().splitlines()[-1]
     assert "error:" in last and "no clip succeeded" in last and "dvc repro infer@dead" in last
@@ -244,7 +242,7 @@ def test_an_empty_protocol_list_is_refused(tmp_path, small):
 def test_a_fractional_infer_limit_is_refused(tmp_path):
     import sys
 
-    from conftest import REPO
+    from helpers import REPO
 
     sys.path.insert(0, str(REPO / "stages"))
     import _params

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import http.server
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from factories import manifest, prediction
+from helpers import subprocess_env
 
 from agl.cli import main
 from agl.dataset.manifest import load_manifest, write_manifest
@@ -48,7 +48,7 @@ def one_line_error(capfd, argv: list[str]) -> str:
 
 def agl(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """A separate process: a crash (SIGSEGV in a C extension) shows as its return code."""
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "AGL_CACHE_DIR": "off", **(env or {})}
+    env = subprocess_env(AGL_CACHE_DIR="off", **(env or {}))
     return subprocess.run([sys.executable, "-m", "agl.cli", *argv], capture_output=True,
                           text=True, timeout=120, env=env)
 
@@ -379,7 +379,7 @@ def test_a_second_infer_into_the_same_folder_refuses_naming_the_first(tmp_path):
         return Answer(200, openai_completion(GOOD))
 
     out = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "OPENAI_API_KEY": "sk-test"}
+    env = subprocess_env(OPENAI_API_KEY="sk-test")
     with FakeServer(answer) as server:
         cmd = infer_cmd("openai", server.url, manifest_path, audio, out, tmp_path / "cache", "--no-progress")
         first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -2,43 +2,28 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from fake_llm import Answer, FakeServer, openai_completion
+from helpers import copy_sources, sh, subprocess_env
 from test_inference_api import GOOD, make_clips
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def sh(*cmd: str, cwd: Path, env: dict) -> str:
-    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"{cmd}: {done.stdout}\n{done.stderr}"
-    return done.stdout + done.stderr
 
 
 @pytest.mark.slow
 def test_dvc_repro_runs_each_model_and_an_unchanged_rerun_makes_no_request(tmp_path):
     work = tmp_path / "proj"
     work.mkdir()
-    shutil.copytree(REPO / "src" / "agl", work / "src" / "agl",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    (work / "stages").mkdir()
-    for script in ("infer.py", "_params.py"):
-        shutil.copy(REPO / "stages" / script, work / "stages" / script)
+    copy_sources(work, "infer.py", "_params.py")
     stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["infer"]
     (work / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"infer": stage}}))
     manifest, audio = make_clips(work / "data", 4)
     assert manifest == work / "data" / "manifest.csv" and audio == work / "data" / "audio"
 
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t",
-           "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.org"}
-    env.pop("OPENAI_API_KEY", None)
+    env = subprocess_env(work, keys=False)
     with FakeServer(lambda call: Answer(200, openai_completion(GOOD))) as server:
         params = {
             "infer": {"prompt": "default", "concurrency": 2, "timeout_s": 30, "max_retries": 1,
@@ -53,9 +38,9 @@ def test_dvc_repro_runs_each_model_and_an_unchanged_rerun_makes_no_request(tmp_p
             },
         }
         (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-        sh("git", "init", "-q", cwd=work, env=env)
-        sh("dvc", "init", "-q", cwd=work, env=env)
-        out = sh("dvc", "repro", cwd=work, env=env)
+        sh("git init -q", work, env)
+        sh("dvc init -q", work, env)
+        out = sh("dvc repro", work, env)
         assert "--name random " in out and "--name served " in out  # stages infer@random, infer@served
         assert len(server.calls) == 4
         for name in ("random", "served"):
@@ -63,12 +48,12 @@ def test_dvc_repro_runs_each_model_and_an_unchanged_rerun_makes_no_request(tmp_p
             assert len(lines.splitlines()) == 4
             assert (work / "build" / "runs" / name / "run_summary.json").exists()
 
-        out = sh("dvc", "repro", cwd=work, env=env)
+        out = sh("dvc repro", work, env)
         assert "didn't change" in out and len(server.calls) == 4
 
         # Adding a model reruns the stages that read `models`; finished clips are skipped.
         params["models"]["prior"] = {"backend": "prior", "model": "c"}
         (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-        sh("dvc", "repro", cwd=work, env=env)
+        sh("dvc repro", work, env)
         assert len(server.calls) == 4
         assert len((work / "build/runs/prior/predictions.jsonl").read_text().splitlines()) == 4

@@ -209,7 +209,9 @@ def test_slow_reply_past_the_timeout_is_a_failure(tmp_path, api):
                                   timeout_s=0.5, max_retries=1)
     p = preds["clip_000"]
     assert p.status is Status.FAILED and "timed out after 0.5 s" in p.error
-    assert len(server.calls) == 2  # a timeout is retried, then given up
+    # A timeout is retried, then given up: counted by the client. (On a loaded machine the
+    # 0.5 s can run out before the server has read a request, so its count may be lower.)
+    assert p.meta["attempts"] == 2 and len(server.calls) <= 2
 
 
 @pytest.mark.parametrize("api", APIS)

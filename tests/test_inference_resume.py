@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from fake_llm import Answer, FakeServer, gemini_response, openai_completion
+from helpers import subprocess_env
 from test_inference_api import GOOD, make_clips
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,7 +63,7 @@ def test_sigkill_halfway_then_rerun_requests_each_finished_clip_once(tmp_path):
         return Answer(200, openai_completion(GOOD))
 
     out = tmp_path / "run"
-    env = {**os.environ, "OPENAI_API_KEY": OPENAI_KEY}
+    env = subprocess_env(OPENAI_API_KEY=OPENAI_KEY)
     with FakeServer(answer) as server:
         cmd = infer_cmd("openai", server.url, manifest, audio, out, tmp_path / "cache",
                         "--concurrency", "2", "--no-progress")
@@ -91,7 +92,7 @@ def test_sigkill_halfway_then_rerun_requests_each_finished_clip_once(tmp_path):
 
 def test_rerun_of_finished_run_makes_no_request(tmp_path):
     manifest, audio = make_clips(tmp_path, 3)
-    env = {**os.environ, "OPENAI_API_KEY": OPENAI_KEY}
+    env = subprocess_env(OPENAI_API_KEY=OPENAI_KEY)
     with FakeServer(lambda call: Answer(200, openai_completion(GOOD))) as server:
         cmd = infer_cmd("openai", server.url, manifest, audio, tmp_path / "run",
                         tmp_path / "cache", "--no-progress")
@@ -107,8 +108,8 @@ def test_api_keys_appear_nowhere(tmp_path, monkeypatch):
     """Keys in the environment never reach predictions, summaries, cache, logs or MLflow,
     even when a server echoes the key back in an error message."""
     manifest, audio = make_clips(tmp_path, 3)
-    env = {**os.environ, "OPENAI_API_KEY": OPENAI_KEY, "GEMINI_API_KEY": GEMINI_KEY,
-           "MY_GATEWAY_KEY": "gw-test-LEAKCHECK-55aa55aa55aa"}
+    env = subprocess_env(OPENAI_API_KEY=OPENAI_KEY, GEMINI_API_KEY=GEMINI_KEY,
+                         MY_GATEWAY_KEY="gw-test-LEAKCHECK-55aa55aa55aa")
 
     def answer(call):
         if call.n % 3 == 0:  # a server that quotes the key it was given

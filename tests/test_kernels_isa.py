@@ -11,13 +11,12 @@ recur, and this test holds the pin to its promise on the clips that have speech.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import run, subprocess_env
 
 from agl.dataset import demo
 from agl.dataset.manifest import load_manifest, write_manifest
@@ -48,14 +47,10 @@ def speech_set(tmp_path_factory) -> tuple[Path, Path]:
     return manifest, root / "audio"
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in kernel_env("AVX2")}
-    return {**env, "DVC_NO_ANALYTICS": "1", "HF_HUB_OFFLINE": "1"}
-
-
 def _run(cmd: list[str], cwd: Path) -> None:
-    done = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    """A fresh process (the kernels are chosen once per process), no ISA forced from outside."""
+    env = {k: v for k, v in subprocess_env().items() if k not in kernel_env("AVX2")}
+    run(cmd, cwd, env, timeout=600)
 
 
 def test_kernel_env_names_the_isa_and_drops_mkl():

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from helpers import subprocess_env
 
 from agl.backends.base import Backend, register
 from agl.contracts.calls import Reply, ReplyStatus
@@ -297,7 +298,7 @@ def test_localize_stage_logs_to_mlflow(tmp_path):
         "judges": ["lexical"], "rating_max": 1, "gamma_km": GAMMA, "target_size": 20}}))
     db = tmp_path / "mlflow.db"
     out = tmp_path / "loc"
-    env = {**__import__("os").environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}"}
+    env = subprocess_env(MLFLOW_TRACKING_URI=f"sqlite:///{db}")
     cmd = [sys.executable, str(REPO / "stages" / "localize.py"), "--manifest",
            str(tmp_path / "manifest.csv"), "--tags", str(tmp_path / "tags.csv"), "--reference",
            str(tmp_path / "predictions.jsonl"), "--out-dir", str(out), "--summary",

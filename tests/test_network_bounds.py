@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -220,10 +219,11 @@ def test_the_deadline_reaches_the_socket_in_both_httpx_families(flavour):
             return await c.get(url)
 
     with HostileServer({"/h": slow_headers(0.2), "/ok": json_body({"a": 1})}) as s:
-        t0 = time.monotonic()
+        # The message is the deadline's own (a per-read timeout would never fire: a byte comes
+        # every 0.2 s); no wall-clock bound, which a loaded machine would stretch.
         with pytest.raises(http.Refused, match="did not finish within 1 s") as err:
             asyncio.run(get(f"{s.url}/h"))
-        assert err.value.retryable and time.monotonic() - t0 < 3
+        assert err.value.retryable
         assert json.loads(asyncio.run(get(f"{s.url}/ok")).content) == {"a": 1}
 
 

@@ -1,46 +1,38 @@
 """The README's first command: `dvc repro` on the embedded demo set, offline, in a temp copy
-of the repo, with MLflow on a temp SQLite file; a second `dvc repro` does nothing; the run
+of the repo, with MLflow on a temp SQLite file (the session's one built demo, `built_demo`,
+which the explorer's browser tests read too); a second `dvc repro` does nothing; the run
 reproduces the committed dvc.lock bit for bit (`agl verify`: the stale-lock check), and an
 ordinary rerun (`dvc repro -f` of the stages that resume or read caches) leaves dvc.lock as
 it was: no output records run history."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
-from test_pipeline_paper import copy_repo, sh
+from helpers import copy_built_demo, copy_repo, demo_env, run, sh
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo")]
 
 
-@pytest.mark.slow
-def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
+def test_a_fresh_clone_has_nothing_to_verify(tmp_path):
+    """One line saying what to run."""
     work = copy_repo(tmp_path / "repo")
-    db = tmp_path / "mlflow.db"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}", "DVC_NO_ANALYTICS": "1",
-           "HF_HUB_OFFLINE": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           # No keys and no network: anything that tried would fail loudly.
-           "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    for k in [k for k in env if k.endswith("_API_KEY")]:
-        env.pop(k)
+    env = demo_env(work, tmp_path / "mlflow.db")
     sh("git init -q && git add -A && git commit -qm init", work, env)
-    # A fresh clone has nothing to verify yet: one line saying what to run.
-    fresh = subprocess.run("agl verify", cwd=work, env=env, shell=True, capture_output=True, text=True)
+    fresh = run("agl verify", work, env, ok=False)
     assert fresh.returncode == 2 and fresh.stdout == "", fresh.stdout
     assert "nothing to verify yet: data/ is missing; run `agl download && dvc repro` first" in fresh.stderr
-    out = sh("agl download && dvc repro", work, env)  # the README's first command, after install
+
+
+def test_dvc_repro_on_the_demo_set_end_to_end(built_demo):
+    work, db, env, out = built_demo.work, built_demo.db, built_demo.env, built_demo.out
     # `agl download` cached data/ under its unchanged pin: DVC has nothing to re-save and no
     # reason to ask for `git add data.dvc`.
     assert "git add data.dvc" not in out and "'data.dvc' didn't change" in out, out
 
     # A stale lock cannot land: this fresh run must reproduce the committed dvc.lock (and
     # data.dvc) bit for bit; `agl verify` names each stage and output that differs.
-    verify = subprocess.run("agl verify", cwd=work, env=env, shell=True, capture_output=True,
-                            text=True)
+    verify = run("agl verify", work, env, ok=None)
     assert verify.returncode == 0, (
         "a fresh `agl download && dvc repro` does not reproduce the committed dvc.lock; if the "
         "change is intended, refresh the lock (README: Bit for bit) and commit it:\n"
@@ -94,17 +86,22 @@ def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
         "custom_model_development")
 
     # Nothing changed: nothing runs again.
-    status = subprocess.run("dvc status", cwd=work, env=env, shell=True, capture_output=True, text=True)
+    status = run("dvc status", work, env, ok=None)
     assert status.returncode == 0 and "changed" not in status.stdout, status.stdout
 
+
+def test_reruns_leave_the_lock_and_tampering_is_named(built_demo, tmp_path):
+    """On a copy of the built demo (the explorer's tests read the original)."""
+    demo = copy_built_demo(built_demo, tmp_path)
+    work, env = demo.work, demo.env
+    models = list(yaml.safe_load((work / "params.yaml").read_text())["models"])
     # An ordinary rerun of every stage whose output could carry run history (resumed runs,
     # replies from the cache, listen's estimate) and of what reads them: dvc.lock unchanged.
     # (`dvc repro -f` of the whole pipeline also leaves it unchanged; these are the stages
     # that once did not, kept to the fast ones.)
     infer = " ".join(f"infer@{m}" for m in models)
     sh(f"dvc repro -f -s {infer} listen@knn-mask_speech listen@knn-truncate counterfactual", work, env)
-    diff = subprocess.run("git diff --stat --exit-code dvc.lock", cwd=work, env=env, shell=True,
-                          capture_output=True, text=True)
+    diff = run("git diff --stat --exit-code dvc.lock", work, env, ok=None)
     assert diff.returncode == 0, "a rerun rewrote dvc.lock: an output records run history\n" + diff.stdout
 
     # One thread for OpenMP and BLAS: the stages whose numbers come from threaded numeric
@@ -114,13 +111,11 @@ def test_dvc_repro_on_the_demo_set_end_to_end(tmp_path):
     one = {**env, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     sh("rm -rf build/runs/knn/predictions.jsonl cache/responses && "
        "dvc repro -f -s filter tag birds speech infer@knn localize", work, one)
-    single = subprocess.run("agl verify", cwd=work, env=one, shell=True, capture_output=True,
-                            text=True)
+    single = run("agl verify", work, one, ok=None)
     assert single.returncode == 0, single.stdout + single.stderr
 
     # An output edited after the run is named, with the stage that wrote it.
     (work / "build" / "leaderboard.md").write_text("tampered\n")
-    tampered = subprocess.run("agl verify", cwd=work, env=env, shell=True, capture_output=True,
-                              text=True)
+    tampered = run("agl verify", work, env, ok=None)
     assert tampered.returncode == 1, tampered.stdout + tampered.stderr
     assert "stage leaderboard" in tampered.stdout and "build/leaderboard.md" in tampered.stdout

@@ -3,15 +3,13 @@ fetching the authors' files over HTTP from a local mirror, MLflow on a temp SQLi
 
 import functools
 import http.server
-import os
 import shutil
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import copy_repo, sh, subprocess_env
 
 REPO = Path(__file__).resolve().parents[1]
 QWEN_PATH = "results/audio_localization/qwen25-omni/seed_42_progress_fixed.json"
@@ -38,23 +36,6 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def copy_repo(dest: Path) -> Path:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split("\n")
-    for f in filter(None, files):
-        src = REPO / f
-        if src.is_file():
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / f)
-    return dest
-
-
-def sh(cmd, cwd, env):
-    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, shell=True)
-    assert r.returncode == 0, f"{cmd} failed:\n{r.stdout}\n{r.stderr}"
-    return r.stdout + r.stderr
-
-
 @pytest.mark.slow
 def test_dvc_repro_paper_stages(tmp_path, mirror):
     work = copy_repo(tmp_path / "repo")
@@ -65,9 +46,7 @@ def test_dvc_repro_paper_stages(tmp_path, mirror):
     params["evaluate"]["metric_bootstrap"] = 200
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     db = tmp_path / "mlflow.db"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}", "DVC_NO_ANALYTICS": "1",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = subprocess_env(work, MLFLOW_TRACKING_URI=f"sqlite:///{db}")
     sh("git init -q && (test -d .dvc || dvc init -q) && git add -A && git commit -qm init", work, env)
     out = sh("dvc repro paper", work, env)
     assert "paper/qwen25-omni: mean 5476.83 km, continent 0.45, country 0.26, city 0.02" in out

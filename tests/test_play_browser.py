@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def chromium_path() -> Path:
-    from conftest import require_chromium
+    from helpers import require_chromium
 
     return require_chromium()
 

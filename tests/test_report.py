@@ -80,7 +80,7 @@ def test_report_is_self_contained_and_renders(tmp_path, run_dirs, agl1k_manifest
 
 
 def _screenshot(html_path: Path, png: Path) -> None:
-    from conftest import require_chromium
+    from helpers import require_chromium
 
     require_chromium()
     from playwright.sync_api import sync_playwright

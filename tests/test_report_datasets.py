@@ -129,7 +129,7 @@ def test_report_has_one_section_per_data_version(tmp_path, two_datasets):
 
 
 def _screenshot_tables(html_path: Path, png: Path) -> None:
-    from conftest import require_chromium
+    from helpers import require_chromium
 
     require_chromium()
     from playwright.sync_api import sync_playwright

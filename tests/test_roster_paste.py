@@ -8,16 +8,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import copy_repo, subprocess_env
 from test_inference_api import make_clips
-from test_pipeline_paper import copy_repo
 
 from agl.cli import main as agl
 from agl.contracts.models import parse_models
@@ -68,8 +66,7 @@ def test_every_pasted_entry_parses_and_dvc_status_accepts_it(pasted):
     models = yaml.safe_load((pasted / "params.yaml").read_text())["models"]
     assert set(NAMES) <= set(models)
     assert {s.name for s in parse_models(models)} >= set(NAMES)
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = subprocess_env(pasted)
     subprocess.run("git init -q", cwd=pasted, shell=True, check=True, env=env)
     r = subprocess.run(["dvc", "status", "--json"], cwd=pasted, capture_output=True, text=True,
                        env=env)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import require_espeak
 
 from agl.errors import AglError
 
@@ -30,12 +31,9 @@ def listener(tmp_path_factory):
 @pytest.fixture(scope="session")
 def spoken(tmp_path_factory):
     """A function: spoken('de') -> that language's espeak-ng WAV (made once)."""
-    import shutil
-
     from agl.speech.espeak import speak
 
-    if shutil.which("espeak-ng") is None:
-        pytest.skip("espeak-ng is not installed (apt-get install espeak-ng): no synthetic speech to identify")
+    require_espeak()
     root = tmp_path_factory.mktemp("espeak")
     made: dict[str, Path] = {}
 
@@ -164,6 +162,7 @@ def _words(text: str) -> list[str]:
 
 def test_transcript_on_request(listener, tmp_path):
     """`transcribe: true`: every speech window transcribed in the identified language."""
+    require_espeak()
     from dataclasses import replace
 
     from agl.speech.espeak import speak

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO
 from fake_llm import Answer, FakeServer, openai_completion
+from helpers import REPO, subprocess_env
 from test_inference_api import GOOD, make_clips
 
 from agl.contracts.models import ModelSpec
@@ -191,7 +190,7 @@ def test_the_infer_stage_fails_for_a_deleted_clip_and_nothing_stale_is_left(tmp_
     cmd = [sys.executable, str(REPO / "stages" / "infer.py"), "--name", "knn", "--manifest",
            str(ds.manifest), "--audio-root", str(ds.audio), "--out", str(out), "--params",
            str(params)]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env = subprocess_env()
     first = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     (ds.audio / "clip_002" / "a.wav").unlink()
@@ -211,7 +210,7 @@ def test_the_filter_stage_refuses_a_clip_that_the_lock_lists_and_the_disk_lost(t
          "--audio-root", str(ds.audio), "--out", str(tmp_path / "f.csv"), "--summary",
          str(tmp_path / "s.json"), "--params", str(REPO / "params.yaml")],
         capture_output=True, text=True, cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+        env=subprocess_env())
     assert r.returncode != 0 and "Traceback" not in r.stderr
     last = r.stderr.strip().splitlines()[-1]
     assert "clip_001/a.wav" in last and "lock.json" in last and "agl download" in last

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 import yaml
-from conftest import REPO
 from factories import manifest, prediction
+from helpers import REPO
 
 from agl.cli import main
 from agl.core.checks import PARAMS, check_params

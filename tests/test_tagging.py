@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from helpers import subprocess_env
 
 from agl.curation.ontology import (
     column_membership,
@@ -177,7 +178,7 @@ def test_tag_stage_end_to_end(tmp_path, tiny_ast, real_mp3s, agl1k_manifest, sha
          "--audio-root", str(tmp_path / "audio"), "--filter", str(tmp_path / "filter.csv"),
          "--out", str(out / "tags.csv"), "--classes", str(out / "tags_classes.csv"),
          "--summary", str(out / "tag_summary.json"), "--params", str(params)],
-        capture_output=True, text=True, timeout=300, env={**_env(), "HF_HUB_OFFLINE": "1"},
+        capture_output=True, text=True, timeout=300, env=subprocess_env(),
     )
     assert proc.returncode == 0, proc.stderr
     tags = pd.read_csv(out / "tags.csv")
@@ -206,12 +207,6 @@ def test_precomputed_tagger_reads_the_manifest(tmp_path, agl1k_manifest):
     assert run.class_frame().columns.tolist() == ["key"]  # no class scores to report
     with pytest.raises(AglError, match="not in the manifest"):
         tag_clips([("nope", tmp_path / "x.mp3")], TagConfig(speech="none"), frame)
-
-
-def _env() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
 
 
 def test_fetch_ontology_pinned_and_cached(tmp_path, shared):

@@ -2,31 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import run, subprocess_env
 
 from agl.core.verify import compare_locks
 
-ENV = {
-    **os.environ,
-    "DVC_NO_ANALYTICS": "1",
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-    "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-}
-
-
-def sh(cmd: str, cwd: Path, ok: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run(cmd, cwd=cwd, env=ENV, shell=True, capture_output=True, text=True)
-    if ok:
-        assert r.returncode == 0, f"{cmd}:\n{r.stdout}\n{r.stderr}"
-    return r
+ENV = subprocess_env()
 
 
 def lock(code_md5: str, out_md5: str, scale: float = 2.0) -> dict:
@@ -73,24 +56,24 @@ def repo(tmp_path) -> Path:
         "stages:\n  double:\n    cmd: python double.py\n    deps: [double.py, data]\n"
         "    params: [double]\n    outs: [out.txt]\n"
     )
-    sh("git init -q && dvc init -q && dvc repro -q && git add -A && git commit -qm run", root)
+    run("git init -q && dvc init -q && dvc repro -q && git add -A && git commit -qm run", root, ENV)
     return root
 
 
 def test_verify_passes_then_names_a_tampered_output_and_a_commit_without_a_rerun(repo):
-    ok = sh("agl verify", repo)
+    ok = run("agl verify", repo, ENV)
     assert ok.stdout.startswith("agl verify: OK")
 
     (repo / "out.txt").write_text("43\n")  # tampered after the run
-    bad = sh("agl verify", repo, ok=False)
+    bad = run("agl verify", repo, ENV, ok=None)
     assert bad.returncode == 1 and "stage double" in bad.stdout and "out.txt (modified)" in bad.stdout
-    sh("dvc checkout -q -f", repo)
+    run("dvc checkout -q -f", repo, ENV)
 
     # A code change committed without re-running: the reviewer's run disagrees with the lock.
     (repo / "double.py").write_text((repo / "double.py").read_text().replace("* scale", "* scale + 1"))
-    sh("git commit -qam 'change the code, forget dvc repro'", repo)
-    sh("dvc repro -q", repo)
-    stale = sh("agl verify", repo, ok=False)
+    run("git commit -qam 'change the code, forget dvc repro'", repo, ENV)
+    run("dvc repro -q", repo, ENV)
+    stale = run("agl verify", repo, ENV, ok=None)
     assert stale.returncode == 1
     assert "stage double: code changed without a re-run" in stale.stdout
     assert "output out.txt" in stale.stdout and "dep    double.py" in stale.stdout
