@@ -24,6 +24,9 @@ from agl.speech.model import kernel_env
 
 REPO = Path(__file__).resolve().parents[1]
 ISAS = ("GENERIC", "AVX2")
+# Four of the demo's speech clips, among them demo_0005, whose top language probability sits at
+# a 3-decimal rounding edge under other kernels (AVX: 0.246, AVX2 and GENERIC: 0.247).
+SUBSET = ("demo_0002", "demo_0004", "demo_0005", "demo_0009")
 
 
 def _supports_avx2() -> bool:
@@ -38,12 +41,12 @@ pytestmark = pytest.mark.skipif(not _supports_avx2(), reason="needs an x86-64 CP
 
 @pytest.fixture(scope="module")
 def speech_set(tmp_path_factory) -> tuple[Path, Path]:
-    """The demo clips with speech (the only ones Whisper is asked about), as a manifest."""
+    """Demo clips with speech (the only ones Whisper is asked about), as a manifest."""
     root = tmp_path_factory.mktemp("isa") / "data"
     demo.write_demo(root)
     frame = load_manifest(root / "manifest.csv")
     manifest = root / "speech_manifest.csv"
-    write_manifest(frame[frame["key"].isin(demo.SPEECH_CLIPS)].reset_index(drop=True), manifest)
+    write_manifest(frame[frame["key"].isin(SUBSET)].reset_index(drop=True), manifest)
     return manifest, root / "audio"
 
 
@@ -97,5 +100,5 @@ def test_langprior_predictions_do_not_depend_on_the_instruction_set(speech_set, 
         records[isa] = [{**r, "meta": {k: v for k, v in r["meta"].items() if k != "run_fingerprint"}}
                         for r in map(json.loads, lines)]
     assert records["GENERIC"] == records["AVX2"], "langprior's predictions differ between GENERIC and AVX2 kernels"
-    assert len(records["GENERIC"]) == len(demo.SPEECH_CLIPS)
+    assert len(records["GENERIC"]) == len(SUBSET)
     assert any(r["meta"].get("languages") for r in records["GENERIC"])  # Whisper was really asked
