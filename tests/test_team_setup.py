@@ -36,7 +36,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
+# Module scope: the MLflow server, its job consumers and PostgreSQL stop once this file's tests
+# are done, instead of idling beside the rest of the suite until the session ends.
+@pytest.fixture(scope="module")
 def team(tmp_path_factory):
     require_postgresql()
     # As root the cluster runs as `postgres`, which must be able to enter the folder: a
