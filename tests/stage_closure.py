@@ -56,27 +56,35 @@ class Closure:
     params: set[str] = field(default_factory=set)  # params sections / keys read
 
 
-def _imports(tree: ast.AST, package: str) -> set[str]:
-    """Dotted names of every module an AST imports (absolute, agl or local)."""
-    out: set[str] = set()
+def import_sites(tree: ast.AST, package: str):
+    """(line, module, names imported from it) for every import in an AST, resolved to absolute
+    names; a registry's `import_module(f"agl.<pkg>.{...}")` gives `agl.<pkg>.*` (its whole
+    package), a plain `import_module("agl.x")` gives `agl.x`. `package`: the module's package."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
+            for a in node.names:
+                yield node.lineno, a.name, ()
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 mod = ".".join(base + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
-            out.add(mod)
-            out.update(f"{mod}.{a.name}" for a in node.names)  # `from agl.x import module`
+            yield node.lineno, mod, tuple(a.name for a in node.names)
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
             arg = node.args[0] if node.args else None
             if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
-                prefix = str(arg.values[0].value).rstrip(".")
-                out.add(prefix + ".*")
+                yield node.lineno, str(arg.values[0].value).rstrip(".") + ".*", ()
             elif isinstance(arg, ast.Constant):
-                out.add(str(arg.value))
+                yield node.lineno, str(arg.value), ()
+
+
+def _imports(tree: ast.AST, package: str) -> set[str]:
+    """Dotted names of every module an AST imports (absolute, agl or local)."""
+    out: set[str] = set()
+    for _, mod, names in import_sites(tree, package):
+        out.add(mod)
+        out.update(f"{mod}.{name}" for name in names)  # `from agl.x import module`
     return out
 
 

@@ -17,6 +17,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from stage_closure import import_sites
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Bottom to top. `agl` is the package's face (`agl/__init__.py`: the version only).
@@ -67,27 +69,12 @@ def _is_private(name: str) -> bool:
 
 
 def _imports(tree: ast.AST, module: str, is_package: bool):
-    """(line, imported module, imported names) for every agl import of a module's AST."""
+    """(line, imported agl module, imported names) for every agl import of a module's AST."""
     package = module if is_package else module.rsplit(".", 1)[0]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.startswith("agl.") or a.name == "agl":
-                    yield node.lineno, a.name, ()
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
-            if mod == "agl" or mod.startswith("agl."):
-                yield node.lineno, mod, tuple(a.name for a in node.names)
-        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
-            arg = node.args[0] if node.args else None
-            if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
-                arg = arg.values[0]
-            if isinstance(arg, ast.Constant) and str(arg.value).startswith("agl."):
-                yield node.lineno, str(arg.value).rstrip("."), ()
+    for line, target, names in import_sites(tree, package):
+        target = target.removesuffix(".*")  # a registry: its package
+        if target == "agl" or target.startswith("agl."):
+            yield line, target, names
 
 
 def breaches(src: Path, entrances: tuple[Path, ...] = ()) -> list[Breach]:
