@@ -112,7 +112,9 @@ def test_reruns_leave_the_lock_and_tampering_is_named(built_demo, tmp_path):
     # the same bytes, so the committed lock holds on a machine with any core count. (A full
     # `dvc repro -f` under one thread also matches; it is left out to keep the suite short.)
     one = {**env, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    sh("rm -rf build/runs/knn/predictions.jsonl cache/responses && "
+    # cache/speech too: what the clips were heard as is kept by content (agl.speech.heard),
+    # and this is about Whisper's digits under one thread.
+    sh("rm -rf build/runs/knn/predictions.jsonl cache/responses cache/speech && "
        "dvc repro -f -s filter tag birds speech infer@knn localize", work, one)
     single = run("agl verify", work, one, ok=None)
     assert single.returncode == 0, single.stdout + single.stderr

@@ -301,6 +301,36 @@ def test_tables_are_canonical_and_repeatable(listener, heard, spoken, tmp_path):
     assert s["languages"] == {"de": 1, "es": 1} and s["model"]["sha256"]["model.bin"]
 
 
+def test_a_clip_heard_once_is_read_back_bit_for_bit_and_loads_no_model(listener, heard, spoken, tmp_path):
+    """The heard cache (agl.speech.heard): the speech stage and langprior listen to a clip once
+    between them. Read back, a clip writes the same table bytes as when it was heard; a hit
+    needs no Whisper; the key moves with what decides the hearing, not with the clip's name."""
+    from dataclasses import replace
+
+    from agl.speech.heard import CachedListener, from_doc, listening_identity, to_doc
+    from agl.speech.tables import frame, windows_jsonl
+
+    first = heard("de")
+    again = from_doc("de", json.loads(json.dumps(to_doc(first))))  # through the file's JSON
+    assert frame([again]).equals(frame([first])) and windows_jsonl([again]) == windows_jsonl([first])
+
+    cfg = replace(listener.cfg, heard_cache=str(tmp_path / "heard"))
+    writer = CachedListener(cfg)
+    writer.listener._whisper = listener.whisper  # the session's model: heard once, kept
+    kept = writer.listen("de", spoken("de"))
+    assert windows_jsonl([kept]) == windows_jsonl([first])
+    reader = CachedListener(cfg)
+    renamed = reader.listen("another name", spoken("de"))
+    assert reader.listener._whisper is None, "a cached clip must not load Whisper"
+    assert renamed.key == "another name" and to_doc(renamed) == to_doc(kept)
+    ident = lambda c: listening_identity(c, reader.identity.files, reader.vad)  # noqa: E731
+    for changed in (replace(cfg, vad_threshold=0.6), replace(cfg, cpu_isa="AVX2"), replace(cfg, top_languages=3)):
+        assert ident(changed) != ident(cfg)
+    assert ident(replace(cfg, threads=1)) == ident(cfg)  # the thread count does not move a digit
+    assert reader.listen("gone", tmp_path / "nope.mp3").status == "missing"
+    assert sum(1 for _ in (tmp_path / "heard").rglob("*.json")) == 1  # failures are never kept
+
+
 def test_stage_switched_off_loads_nothing_and_bad_params_exit_with_one_line(tmp_path):
     from agl.dataset.manifest import COLUMNS
 

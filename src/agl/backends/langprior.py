@@ -20,7 +20,7 @@ like a model's (reasoning, city, country, continent, latitude, longitude); `reas
 the languages and the top three countries with their probabilities.
 
 Settings (params.yaml `models: langprior: settings:`): the listening knobs of params.yaml
-`speech:` (model, sha256, device, compute_type, cpu_isa, threads, cache_dir, vad_threshold,
+`speech:` (model, sha256, device, compute_type, cpu_isa, threads, cache_dir, heard_cache, vad_threshold,
 vad_min_speech_ms, vad_min_silence_ms, vad_pad_ms, min_speech_s, window_s, max_windows,
 confident, min_language_probability, top_languages; the same defaults) and `point`
 (centroid | largest_city).
@@ -38,12 +38,13 @@ from agl.backends.base import Backend, register
 from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.errors import AglError
 from agl.speech.census import POINTS, census_identity, countries, country_probabilities, language_name
-from agl.speech.listen import Listener, SpeechConfig
+from agl.speech.heard import CachedListener
+from agl.speech.listen import SpeechConfig
 from agl.speech.tables import PROB_DECIMALS  # the speech stage's precision: digits the kernels agree on
 
-_LISTENING = {"model", "sha256", "device", "compute_type", "cpu_isa", "threads", "cache_dir", "vad_threshold",
-              "vad_min_speech_ms", "vad_min_silence_ms", "vad_pad_ms", "min_speech_s", "window_s", "max_windows",
-              "confident", "min_language_probability", "top_languages"}
+_LISTENING = {"model", "sha256", "device", "compute_type", "cpu_isa", "threads", "cache_dir", "heard_cache",
+              "vad_threshold", "vad_min_speech_ms", "vad_min_silence_ms", "vad_pad_ms", "min_speech_s", "window_s",
+              "max_windows", "confident", "min_language_probability", "top_languages"}
 
 
 def answer(heard, point: str = "centroid", model_name: str = "") -> Reply:
@@ -107,17 +108,20 @@ class LanguagePrior(Backend):
 
     def listener(self):
         if self._listener is None:
-            self._listener = Listener(self.cfg)
+            self._listener = CachedListener(self.cfg)
         return self._listener
 
     def answer_path(self, key: str, path) -> Reply:
+        # The census too under the lock: its first use imports babel, and two threads
+        # importing it at once fail half-way (a clip answered from the heard cache is quick
+        # enough for that race).
         with self._lock:
             t0 = time.perf_counter()
             heard = self.listener().listen(key, path)
             listen_s = time.perf_counter() - t0
-        reply = answer(heard, self.point, self.model)
-        reply.extra.update({"listen_s": round(listen_s, 3), "census": census_identity(),
-                            "model_sha256": self.listener().identity.files.get("model.bin")})
+            reply = answer(heard, self.point, self.model)
+            reply.extra.update({"listen_s": round(listen_s, 3), "census": census_identity(),
+                                "model_sha256": self.listener().identity.files.get("model.bin")})
         return reply
 
     async def generate(self, request: Request) -> Reply:

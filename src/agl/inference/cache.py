@@ -40,7 +40,9 @@ _NOT_GENERATION = frozenset(
      # stays in the key (bfloat16 kernels may round a padded batch differently).
      "efficiency_log", "batch_wait_s",
      # batch mode (agl.inference.batch): how requests travel, not what they ask.
-     "mode", "batch"}
+     "mode", "batch",
+     # langprior: where the clips it heard are kept (agl.speech.heard), not what it hears.
+     "heard_cache"}
 )
 CACHE_VERSION = 2
 

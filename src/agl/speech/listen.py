@@ -35,7 +35,7 @@ import numpy as np
 
 from agl.core.audio import decode_mono, resample
 from agl.errors import AglError, reject_unknown_keys
-from agl.speech.model import CPU_ISAS, load_whisper, resolve, vad_identity
+from agl.speech.model import CPU_ISAS, load_whisper, pin_kernels, resolve, vad_identity
 
 RATE = 16_000
 STATUSES = ("ok", "uncertain", "no_speech", "missing", "unreadable", "off")
@@ -53,6 +53,8 @@ class SpeechConfig:
     cpu_isa: str = "GENERIC"  # CTranslate2/oneDNN kernels, pinned so digits do not name the CPU (model.py)
     threads: int = 2
     cache_dir: str = "cache/whisper"
+    # What each clip was heard as, by content (agl.speech.heard); None: listen every time.
+    heard_cache: str | None = "cache/speech"
     vad_threshold: float = 0.5
     vad_min_speech_ms: int = 250
     vad_min_silence_ms: int = 500
@@ -90,7 +92,8 @@ class SpeechConfig:
 
     def thresholds(self) -> dict[str, Any]:
         """The knobs that decide a clip's status and language (recorded with the outputs)."""
-        skip = {"enabled", "model", "sha256", "device", "threads", "cache_dir", "only_passed", "cpu_isa"}
+        skip = {"enabled", "model", "sha256", "device", "threads", "cache_dir", "only_passed", "cpu_isa",
+                "heard_cache"}
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
 
 
@@ -188,8 +191,19 @@ class Listener:
         self.cfg = cfg
         self.identity = resolve(cfg.model, Path(cfg.cache_dir), cfg.sha256)
         self.vad = vad_identity()
-        self.whisper = load_whisper(self.identity, device=cfg.device, compute_type=cfg.compute_type,
-                                    threads=cfg.threads, cpu_isa=cfg.cpu_isa)
+        # Now, not when Whisper loads: the VAD's import of faster_whisper loads CTranslate2,
+        # which reads its kernel settings once per process.
+        pin_kernels(cfg.cpu_isa)
+        self._whisper = None
+
+    @property
+    def whisper(self):
+        # Loaded on the first clip that needs it: one whose hearing is cached costs no model.
+        if self._whisper is None:
+            cfg = self.cfg
+            self._whisper = load_whisper(self.identity, device=cfg.device, compute_type=cfg.compute_type,
+                                         threads=cfg.threads, cpu_isa=cfg.cpu_isa)
+        return self._whisper
 
     def language_probabilities(self, audio: np.ndarray) -> dict[str, float]:
         """Whisper's distribution over its languages for one window of <= 30 s."""
@@ -246,11 +260,3 @@ class Listener:
         except Exception as exc:  # soundfile raises several types for a bad file
             return ClipSpeech(key, "unreadable", error=f"{type(exc).__name__}: {exc}".replace("\n", " "))
         return self.listen_samples(key, audio)
-
-
-def listen_clips(items: Sequence[tuple[str, Path]], cfg: SpeechConfig, listener: Listener | None = None
-                 ) -> list[ClipSpeech]:
-    if not cfg.enabled:
-        return [ClipSpeech(k, "off") for k, _ in items]
-    listener = listener or Listener(cfg)
-    return [listener.listen(k, p) for k, p in items]

@@ -30,7 +30,8 @@ from typing import Any
 
 from agl.core.canonical import jsonl_line
 from agl.speech.census import language_name
-from agl.speech.listen import ClipSpeech, Listener, SpeechConfig, listen_clips
+from agl.speech.heard import CachedListener, listen_clips
+from agl.speech.listen import ClipSpeech, SpeechConfig
 
 PROB_DECIMALS = 3
 COLUMNS = [
@@ -88,7 +89,7 @@ def run_speech(items: Sequence[tuple[str, Path]], cfg: SpeechConfig) -> tuple[li
     """The speech stage's one call: every (key, audio path) listened to (no model loaded with
     `enabled: false`); returns the results, the summary (a DVC output) and the wall seconds."""
     t0 = time.perf_counter()
-    listener = Listener(cfg) if cfg.enabled else None
+    listener = CachedListener(cfg) if cfg.enabled else None
     results = listen_clips(items, cfg, listener)
     wall = time.perf_counter() - t0
     identity = listener.identity.as_dict() if listener else None

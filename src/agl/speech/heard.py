@@ -1,0 +1,133 @@
+"""Clips already listened to: what Whisper and the VAD heard, kept by content so no clip is
+listened to twice.
+
+The speech stage and the `langprior` baseline hear a clip the same way (`agl.speech.listen`),
+and on the demo both listen to every clip: a minute of Whisper each. Whichever runs first
+keeps what it heard here; the other reads it. DVC may run them in either order, and neither
+depends on the other's output, so this cache, like the reply cache, is not a DVC dependency:
+an entry is a pure function of its key, and the key is everything that decides what is heard:
+
+* the audio file's SHA-256 (not its path or clip key: a renamed clip is the same sound);
+* the model's file digests and the VAD's, the thresholds and windowing (`thresholds()`),
+  device, compute type and CPU kernels (`cpu_isa`), and the versions of the libraries that
+  compute it (faster-whisper, CTranslate2, ONNX Runtime).
+
+An entry holds every float at full precision (JSON's shortest round-trip form), so a clip read
+back is the clip as heard, bit for bit, and both readers round it the way they always did.
+Clips that could not be heard (missing, unreadable) are never kept. Entries are written whole,
+then renamed, so a reader never sees half of one; an entry that does not parse is a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from agl.speech.listen import ClipSpeech, Listener, SpeechConfig, Window
+from agl.speech.model import file_sha256
+
+_LIBRARIES = ("faster-whisper", "ctranslate2", "onnxruntime")
+_KEPT = ("ok", "uncertain", "no_speech")
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def listening_identity(cfg: SpeechConfig, model_files: dict[str, str], vad: dict[str, str]) -> str:
+    """The digest of everything but the audio that decides what a clip is heard as."""
+    blob = json.dumps({"model": dict(sorted(model_files.items())), "vad": vad,
+                       "thresholds": cfg.thresholds(),
+                       "compute": [cfg.device, cfg.compute_type, cfg.cpu_isa],
+                       "libraries": {d: _version(d) for d in _LIBRARIES}}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def to_doc(heard: ClipSpeech) -> dict[str, Any]:
+    """What is kept of a clip heard: everything but its key, error and timings."""
+    return {"status": heard.status, "seconds": heard.seconds, "speech_seconds": heard.speech_seconds,
+            "segments": [list(s) for s in heard.segments],
+            "languages": [[c, p] for c, p in heard.languages],
+            "windows": [w.as_dict() for w in heard.windows],
+            "speech_windows": heard.speech_windows, "transcript": heard.transcript}
+
+
+def from_doc(key: str, doc: dict[str, Any]) -> ClipSpeech:
+    """The clip heard, under `key`, from `to_doc`'s form."""
+    def pairs(rows):
+        return tuple((str(a), float(b)) for a, b in rows)
+
+    windows = tuple(Window(tuple((float(s), float(e)) for s, e in w["spans"]), float(w["speech_seconds"]),
+                           pairs(w["top"])) for w in doc["windows"])
+    return ClipSpeech(key=key, status=str(doc["status"]), seconds=doc["seconds"],
+                      speech_seconds=doc["speech_seconds"],
+                      segments=tuple((float(s), float(e)) for s, e in doc["segments"]),
+                      languages=pairs(doc["languages"]), windows=windows,
+                      speech_windows=int(doc["speech_windows"]), transcript=doc.get("transcript"),
+                      extra={"vad_s": 0.0, "lid_s": 0.0, "heard_cache": "hit"})
+
+
+class HeardCache:
+    """`folder/<identity[:2]>/<identity>/<audio sha256>.json`, one entry per sound heard."""
+
+    def __init__(self, folder: Path | str, identity: str):
+        self.folder = Path(folder) / identity[:2] / identity
+
+    def _path(self, audio_sha256: str) -> Path:
+        return self.folder / f"{audio_sha256}.json"
+
+    def get(self, key: str, audio_sha256: str) -> ClipSpeech | None:
+        try:
+            doc = json.loads(self._path(audio_sha256).read_text(encoding="utf-8"))
+            return from_doc(key, doc)
+        except (OSError, ValueError, KeyError, TypeError):  # absent or torn: listen again
+            return None
+
+    def put(self, audio_sha256: str, heard: ClipSpeech) -> None:
+        if heard.status not in _KEPT:
+            return
+        path = self._path(audio_sha256)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(to_doc(heard), sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+class CachedListener:
+    """A `Listener` that first asks the cache (`cfg.heard_cache`; None: no cache). Whisper is
+    loaded only for the first clip the cache does not answer."""
+
+    def __init__(self, cfg: SpeechConfig):
+        self.cfg = cfg
+        self.listener = Listener(cfg)
+        self.identity, self.vad = self.listener.identity, self.listener.vad
+        self.cache = (HeardCache(cfg.heard_cache, listening_identity(cfg, self.identity.files, self.vad))
+                      if cfg.heard_cache else None)
+
+    def listen(self, key: str, path: Path) -> ClipSpeech:
+        path = Path(path)
+        if self.cache is None or not path.is_file():
+            return self.listener.listen(key, path)
+        digest = file_sha256(path)
+        heard = self.cache.get(key, digest)
+        if heard is None:
+            heard = self.listener.listen(key, path)
+            self.cache.put(digest, heard)
+        return heard
+
+
+def listen_clips(items: Sequence[tuple[str, Path]], cfg: SpeechConfig,
+                 listener: CachedListener | None = None) -> list[ClipSpeech]:
+    """Every (key, audio path) heard (`off` for each with `enabled: false`)."""
+    if not cfg.enabled:
+        return [ClipSpeech(k, "off") for k, _ in items]
+    listener = listener or CachedListener(cfg)
+    return [listener.listen(k, p) for k, p in items]
