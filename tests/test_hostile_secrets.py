@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 from fake_llm import Answer, FakeServer, openai_completion
@@ -150,3 +152,24 @@ def test_a_url_from_base_url_env_is_used_and_never_written(tmp_path, monkeypatch
     hits = [(p, s) for p in files for s in PLANTED if s.encode() in p.read_bytes()]
     assert hits == [], hits
     assert not any(s in out + err for s in PLANTED), out + err
+
+
+def test_no_traceback_at_exit_from_a_kept_scrubbing_stream():
+    """An exit handler that kept the scrubbing wrapper (colorama's reset_all does: it writes
+    unless the stream says it is closed) once wrote into the stream pytest had closed, and a
+    traceback ended the suite's output."""
+    code = (
+        "import atexit, io, sys\n"
+        "from agl.core.secrets import scrubbed_output\n"
+        "inner = io.StringIO()\n"
+        "sys.stdout = inner\n"
+        "with scrubbed_output():\n"
+        "    kept = sys.stdout\n"
+        "def reset():\n"
+        "    if not kept.closed:\n"
+        "        kept.write('reset'); kept.flush()\n"
+        "atexit.register(reset)\n"
+        "inner.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == "", done.stderr

@@ -222,7 +222,15 @@ class _ScrubbingStream(io.TextIOBase):
         return len(s)
 
     def flush(self) -> None:
-        self._inner.flush()
+        if not self.closed:
+            self._inner.flush()
+
+    @property
+    def closed(self) -> bool:  # type: ignore[override]
+        # The inner stream's: an exit handler that kept this wrapper (colorama's reset, a log
+        # handler) checks `closed` before writing; io.TextIOBase's own would say False forever,
+        # and the write to a stream pytest (say) already closed printed a traceback at exit.
+        return bool(getattr(self._inner, "closed", False))
 
     def isatty(self) -> bool:
         return self._inner.isatty()
