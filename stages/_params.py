@@ -7,6 +7,8 @@ re-runs exactly the stages that read it.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,19 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # so a stage runs from a checkout without an install
+INTERRUPTED = "interrupted; `dvc repro` resumes where it stopped"
+
+
+def _interrupted_while_starting(signum, frame) -> None:
+    # Ctrl-C while the stage is still importing (pandas, torch: seconds): nothing is written
+    # yet, so one line and out, not a traceback through the import machinery. run_main puts
+    # Python's own handler back, so an interrupt inside main is a KeyboardInterrupt.
+    sys.stderr.write(f"{Path(sys.argv[0]).name}: {INTERRUPTED}\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
+signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 
 def load(*keys: str, path: Path | str | None = None, required: bool = True) -> dict[str, Any]:
@@ -67,8 +82,12 @@ def run_main(main) -> None:
     warnings.showwarning = lambda message, *a, **k: print(
         f"{name}: warning: {message}", file=sys.stderr
     )
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         sys.exit(main() or 0)
     except AglError as exc:
         print(f"{name}: error: {exc}", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt:  # what was written is whole (files are renamed into place)
+        print(f"{name}: {INTERRUPTED}", file=sys.stderr)
+        sys.exit(130)
