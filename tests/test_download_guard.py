@@ -101,3 +101,18 @@ def test_the_lock_file_is_merged_not_replaced(archive, manifest, tmp_path):
     download_clips(rows(manifest), out, policy(archive))
     lock = read_lock(out / "lock.json")
     assert set(lock) == {*other, *(f"{c.key}/{c.mp3name}" for c in rows(manifest))}
+
+
+@pytest.mark.parametrize("command", [["download"], ["demo"]])
+def test_run_from_a_subfolder_of_the_project_is_refused_naming_the_root(command, tmp_path, monkeypatch, capsys):
+    """From docs/, `agl download` once filled docs/data/ from the built-in defaults, exit 0."""
+    from agl.cli import main
+
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    (tmp_path / "params.yaml").write_text("data: {dataset: demo}\n")
+    (tmp_path / "docs").mkdir()
+    monkeypatch.chdir(tmp_path / "docs")
+    assert main(command) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"from the project's root, {tmp_path}" in err[0] and "--out" in err[0]
+    assert not (tmp_path / "docs" / "data").exists()

@@ -45,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
     from agl.dataset.prepare import from_params, prepare  # lazy: `agl --help` imports every command module
     from agl.errors import AglError  # lazy: `agl --help` imports every command module
 
+    if args.out is None and not args.params.exists():
+        from agl.core.workspace import refuse_inside_project
+
+        refuse_inside_project("agl download", "data/")
     params: dict = {}
     if args.params.exists():
         try:

@@ -30,3 +30,26 @@ def shared_path(path: str | Path) -> Path:
     p = Path(path)
     root = shared_root()
     return p if p.is_absolute() or root is None else root / p
+
+
+def enclosing_project(start: Path | None = None) -> Path | None:
+    """The nearest folder above `start` (the working directory) holding both dvc.yaml and
+    params.yaml: the agl project `start` sits inside, when it is not its root."""
+    here = (start or Path.cwd()).resolve()
+    if (here / "dvc.yaml").is_file() and (here / "params.yaml").is_file():
+        return None
+    for parent in here.parents:
+        if (parent / "dvc.yaml").is_file() and (parent / "params.yaml").is_file():
+            return parent
+    return None
+
+
+def refuse_inside_project(command: str, writes: str) -> None:
+    """One line instead of a second data/ or build/ inside a subfolder of the project (run
+    from docs/, `agl download` once made docs/data/ from the built-in defaults and exited 0)."""
+    from agl.errors import AglError
+
+    root = enclosing_project()
+    if root is not None:
+        raise AglError(f"run `{command}` from the project's root, {root} (here, in {Path.cwd()}, there is "
+                       f"no params.yaml and it would write {writes} here); or name the folder with --out")
