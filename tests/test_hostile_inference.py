@@ -236,3 +236,21 @@ def test_a_reply_the_parser_chokes_on_costs_one_clip_not_the_run(tmp_path):
     for rec in records(tmp_path):
         assert rec["status"] in ("partial", "unparseable")
         assert rec["latitude"] is None
+
+
+@pytest.mark.parametrize("where, says", [
+    ("nowhere", "--audio-root {root}: no such folder"),
+    ("other", "none of the 3 audio file(s) is under {root} (looked for e.g. {root}/clip_000/a.wav)"),
+])
+def test_a_wrong_audio_root_names_the_folder_it_looked_in(where, says, tmp_path, capsys):
+    """It once said only "download the audio first", whatever the folder."""
+    manifest, _audio = make_clips(tmp_path, 3)
+    root = tmp_path / where
+    if where == "other":
+        root.mkdir()
+    code = main(["infer", "--backend", "openai-compatible", "--model", "m", "--setting",
+                 "base_url=http://127.0.0.1:9/v1", "--manifest", str(manifest), "--audio-root", str(root),
+                 "--out", str(tmp_path / "run"), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and says.format(root=root) in err[0], err
+    assert not (tmp_path / "run" / "predictions.jsonl").exists()

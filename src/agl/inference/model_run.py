@@ -265,7 +265,15 @@ def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit:
 def _require_audio(clips: Sequence[Any], audio_root: Path | None) -> None:
     if audio_root is None:
         raise AglError("this backend listens to the audio; pass --audio-root")
+    if not Path(audio_root).is_dir():
+        raise AglError(f"--audio-root {audio_root}: no such folder (the dataset's audio, e.g. data/audio)")
     missing = [c for c in clips if not (Path(audio_root) / c.relpath).is_file()]
+    if missing and len(missing) == len(clips):  # a wrong folder, more likely than no audio
+        raise AglError(
+            f"none of the {len(clips)} audio file(s) is under {audio_root} (looked for e.g. "
+            f"{Path(audio_root) / missing[0].relpath}): is it the dataset's audio folder? "
+            "`agl download` fills data/audio"
+        )
     if missing:
         raise AglError(
             f"{len(missing)} of {len(clips)} audio file(s) missing under {audio_root}, e.g. "
