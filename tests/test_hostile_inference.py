@@ -254,3 +254,21 @@ def test_a_wrong_audio_root_names_the_folder_it_looked_in(where, says, tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and says.format(root=root) in err[0], err
     assert not (tmp_path / "run" / "predictions.jsonl").exists()
+
+
+@pytest.mark.parametrize("backend, settings, unset", [
+    ("gemini", [], "GEMINI_API_KEY or GOOGLE_API_KEY"),
+    ("openai", ["--setting", "api_key_env=MY_LAB_KEY"], "MY_LAB_KEY"),
+])
+def test_a_dry_run_names_the_unset_key(backend, settings, unset, tmp_path, capsys, monkeypatch):
+    """A dry run once priced an entry whose key was unset without a word about it."""
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "OPENAI_API_KEY", "MY_LAB_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    manifest, audio = make_clips(tmp_path, 2)
+    args = ["infer", "--backend", backend, "--model", "m", *settings, "--manifest", str(manifest),
+            "--audio-root", str(audio), "--out", str(tmp_path / "run"), "--dry-run"]
+    assert main(args) == 0
+    assert f"dry run: no API key: set {unset} before the real run" in capsys.readouterr().out
+    monkeypatch.setenv(unset.split()[0], "k-123")
+    assert main(args) == 0
+    assert "no API key" not in capsys.readouterr().out

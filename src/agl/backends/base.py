@@ -47,11 +47,25 @@ class Backend(abc.ABC):
     # neighbours, prior's label counts): its records are kept across reruns only while the
     # whole dataset is unchanged (agl.inference.freshness).
     reads_dataset: bool = False
+    # The environment variables an API backend reads its key from (`api_key_env` overrides),
+    # and whether it refuses to start without one: `agl infer --dry-run` names an unset key.
+    default_key_envs: tuple[str, ...] = ()
+    key_required: bool = False
     # The largest reply body an HTTP backend reads, and the largest batch status or result
     # file (agl.backends.service.client_args caps them while they stream); the runner sets
     # them from params.yaml infer.max_reply_bytes / max_batch_bytes.
     max_reply_bytes: int = MAX_REPLY_BYTES
     max_batch_bytes: int = MAX_BATCH_BYTES
+
+    @classmethod
+    def unset_key_envs(cls, settings: dict[str, Any]) -> tuple[str, ...]:
+        """The variables to set when this backend would refuse to start for lack of a key
+        (empty: a key is set, or none is needed)."""
+        import os
+
+        envs = (str(settings["api_key_env"]),) if settings.get("api_key_env") else cls.default_key_envs
+        needed = cls.key_required or bool(settings.get("api_key_env"))
+        return envs if needed and not any(os.environ.get(e) for e in envs) else ()
 
     def __init__(self, model: str, **settings: Any):
         self.model = model

@@ -45,11 +45,13 @@ _BLOCKED = {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION",
 
 @register("gemini")
 class Gemini(Backend):
+    default_key_envs: tuple[str, ...] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+    key_required = True
     def __init__(self, model: str, **settings: Any):
         super().__init__(model, **settings)
         self.deterministic = is_deterministic(settings)
         self.upload_above = int(settings.get("upload_above_bytes", 15_000_000))
-        self._key = api_key(settings, ("GEMINI_API_KEY", "GOOGLE_API_KEY"), "gemini")
+        self._key = api_key(settings, self.default_key_envs, "gemini")
         self._client = None
 
     def get_client(self):

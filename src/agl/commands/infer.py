@@ -195,6 +195,12 @@ def run(args: argparse.Namespace) -> int:
         est = estimate_run(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                            out_dir=args.out, limit=args.limit, fetch=False)
         print(f"dry run: {label}: {est.line()}")
+        from agl.backends import get_backend  # (lazy, as above)
+
+        unset = get_backend(spec.backend).unset_key_envs(spec.settings)
+        if unset:
+            print(f"dry run: no API key: set {' or '.join(unset)} before the real run, which "
+                  "refuses to start without it")
         from agl.inference.batch.options import price_line  # (lazy, as above)
 
         both = price_line(spec.backend, spec.settings, est.cost_usd)
