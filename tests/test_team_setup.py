@@ -221,6 +221,18 @@ def test_queued_sweep_of_the_localize_stage(team):
         assert len(numbers) >= 3, row  # γ and the selection's numbers, in this experiment's row
     print(f"dvc exp show --only-changed after the sweep: {width} columns\n{shown}")
 
+    # `agl exp` (agl.report.experiments): the same experiments in 120 columns, a row each.
+    compact = sh("agl exp", work, env)
+    lines = compact.rstrip("\n").splitlines()
+    assert max(map(len, lines)) <= 120, compact
+    assert lines[0].split()[:2] == ["experiment", "gamma_km"], compact
+    for name, gamma in zip(ok["experiment"], ok["gamma_km"], strict=True):
+        row = next(line for line in lines if line.startswith(name + " "))
+        assert f"{gamma:,.1f}" in row.split(), row
+    body = [line for line in lines[2:] if not line.startswith("(")]
+    assert "…" not in "".join(body), compact
+    print(f"agl exp after the sweep:\n{compact}")
+
 
 def _is_number(text: str) -> bool:
     try:
