@@ -77,3 +77,16 @@ def test_verify_passes_then_names_a_tampered_output_and_a_commit_without_a_rerun
     assert stale.returncode == 1
     assert "stage double: code changed without a re-run" in stale.stdout
     assert "output out.txt" in stale.stdout and "dep    double.py" in stale.stdout
+
+
+def test_a_changed_folder_dep_names_the_files_that_changed_in_it(repo):
+    """DVC names only the folder (a code package: `src/agl/core`, every stage "changed");
+    agl verify adds which files in it differ from the commit."""
+    (repo / "data" / "x.txt").write_text("22\n")
+    (repo / "data" / "new.txt").write_text("a new file\n")
+    before = run("agl verify", repo, ENV, ok=None)
+    assert before.returncode == 1 and "deps data (modified)" in before.stdout
+    assert "(changed in it: data/new.txt, data/x.txt)" in before.stdout, before.stdout
+    run("dvc repro -q", repo, ENV)
+    after = run("agl verify", repo, ENV, ok=None)
+    assert "dep    data:" in after.stdout and "changed in it: data/new.txt, data/x.txt" in after.stdout, after.stdout

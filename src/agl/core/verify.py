@@ -206,6 +206,9 @@ class Verdict:
     lock: list[StageDiff]
     pin: list[Change]
     workspace: dict[str, dict[str, dict[str, str]]]
+    # A folder dep (a code package: `src/agl/core`) that differs: the files in it that differ
+    # from `rev` (git's view), since DVC names only the folder.
+    dep_files: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -256,14 +259,27 @@ def verify(root: str | Path = ".", rev: str = "HEAD", *, status: bool = True) ->
         causes = iter(classify_outputs(root, changes, rev))
         for d in suspects:
             d.causes = [next(causes) for _ in d.outs]
+    workspace = workspace_status(root) if status else {}
+    folders = {c.path for d in lock for c in d.deps} | {p for f in workspace.values() for p in f.get("deps", {})}
     return Verdict(
         rev=rev,
         stages=len(stages),
         outputs=sum(len(s.get("outs") or []) for s in stages.values()),
         lock=lock,
         pin=pin,
-        workspace=workspace_status(root) if status else {},
+        workspace=workspace,
+        dep_files={p: changed_files(root, rev, p) for p in sorted(folders) if (root / p).is_dir()},
     )
+
+
+def changed_files(root: Path, rev: str, folder: str) -> list[str]:
+    """The files under `folder` that differ from `rev`, or are new and not ignored (git)."""
+    def git(*args: str) -> list[str]:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60)
+        return done.stdout.splitlines() if done.returncode == 0 else []
+
+    return sorted(set(git("diff", "--name-only", rev, "--", folder))
+                  | set(git("ls-files", "--others", "--exclude-standard", "--", folder)))
 
 
 class NotRunYet(AglError):
@@ -293,6 +309,8 @@ def render(v: Verdict) -> str:
                 lines.append(f"         {cause.cause}: {', '.join(cause.keys)} differ")
         for c in d.deps:
             lines.append(f"  dep    {c.path}: committed {c.committed}, now {c.now}")
+            if v.dep_files.get(c.path):
+                lines.append(f"         changed in it: {_some(v.dep_files[c.path])}")
         for c in d.params:
             lines.append(f"  param  {c.path}: committed {c.committed}, now {c.now}")
         if d.cmd_changed:
@@ -300,12 +318,18 @@ def render(v: Verdict) -> str:
     for stage, found in v.workspace.items():
         outs = ", ".join(f"{p} ({s})" for p, s in found.get("outs", {}).items())
         deps = ", ".join(f"{p} ({s})" for p, s in found.get("deps", {}).items())
+        inside = [f for p in found.get("deps", {}) for f in v.dep_files.get(p, [])]
         lines.append(
             f"stage {stage}: files on disk differ from dvc.lock"
             + (f"; outputs {outs}" if outs else "")
             + (f"; deps {deps}" if deps else "")
+            + (f" (changed in it: {_some(inside)})" if inside else "")
             + (f"; {', '.join(found['stage'])}" if found.get("stage") else "")
         )
     if v.workspace:
         lines.append("  (run `dvc repro` to bring them in line, or `dvc checkout` to restore outputs)")
     return "\n".join(lines)
+
+
+def _some(files: list[str], n: int = 5) -> str:
+    return ", ".join(files[:n]) + (f" and {len(files) - n} more" if len(files) > n else "")
