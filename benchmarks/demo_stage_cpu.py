@@ -61,7 +61,8 @@ def _stages_in_order(work: Path) -> list[tuple[str, str]]:
 
     with Repo(str(work)) as repo:
         order = reversed(list(nx.topological_sort(repo.index.graph)))
-        return [(s.addressing, s.cmd) for s in order if getattr(s, "cmd", None)]
+        # addressing is "<path to dvc.yaml>:<stage>" from outside the repository: the stage
+        return [(s.addressing.rsplit(":", 1)[-1], s.cmd) for s in order if getattr(s, "cmd", None)]
 
 
 def main() -> None:
