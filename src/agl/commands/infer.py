@@ -206,6 +206,13 @@ def run(args: argparse.Namespace) -> int:
         both = price_line(spec.backend, spec.settings, est.cost_usd)
         if both:
             print(f"dry run: {both}")
+        from agl.inference.roster import retirement  # (lazy, as above)
+
+        known = retirement(spec.backend, spec.model)
+        if known is not None and known.retired:
+            print(f"dry run: model '{spec.model}' is retired ({known.retired}): a run stops at "
+                  f"its first request" + (f"; suggested successor '{known.successor}'"
+                                          if known.successor else ""))
         return 0
     summary = run_spec(spec, infer, RunTarget(args.manifest, args.audio_root, args.out),
                        limit=args.limit, progress=not args.no_progress)
