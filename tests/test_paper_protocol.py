@@ -289,6 +289,7 @@ def test_the_served_model_ledger_flags_a_mismatch_and_a_change(tmp_path, monkeyp
         first = _ledger_run(tmp_path, "run", server)
         replay = _ledger_run(tmp_path, "replay", server)  # every reply from the cache
         assert len(server.calls) == 4
+    assert replay["session_cache_hits"] == 4 and replay["served_models"] == first["served_models"]
     assert first["served_models"] == {SERVED[0]: 0.5, SERVED[1]: 0.5}
     assert first["system_fingerprints"] == {"fp_1": 0.5, "fp_2": 0.5}
     flags = first["served_flags"]

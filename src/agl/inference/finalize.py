@@ -23,8 +23,8 @@ from typing import Any
 
 from agl.core import canonical
 from agl.core.secrets import known_secrets, scrub
-from agl.predictions.served import ledger
 from agl.predictions.records import read_predictions
+from agl.predictions.served import ledger
 
 # The files of a run folder (`<out>/`): the predictions log and the run's summary.
 PREDICTIONS = "predictions.jsonl"
