@@ -48,7 +48,7 @@ QWEN_SYSTEM = ("You are Qwen, a virtual human developed by the Qwen Team, Alibab
 AUTHORS = {
     **{name: (GATEWAY_LINES, {"audio_format": "mp3"},
               ("temperature", "top_p", "max_tokens", "max_completion_tokens", "seed"))
-       for name in GATEWAY_IDS},
+       for name in GATEWAY_IDS},  # (no seed either: theirs seeds torch, L1387, not the API)
     # gemini_gpt_process_pre L708-731: the one qwen request the runner builds.
     "qwen3-omni": ("L708-731", {"audio_format": "mp3", "audio_data_uri": True,  # L712-713
                                 "modalities": ["text"],  # L727
@@ -56,7 +56,8 @@ AUTHORS = {
                                 "stream": True},  # L729-730
                    ("temperature", "top_p", "max_tokens")),
     # minicpm_audio_process: sampling=True, temperature=0.3 (L363-364), 2048 tokens (L346, L365)
-    "minicpm-o-26": ("L346-369", {"temperature": 0.3, "max_tokens": 2048}, ()),
+    # and the one seed the authors ran, 42 (--num_seeds default, L885; seeded L1385-1388)
+    "minicpm-o-26": ("L346-369, L885", {"temperature": 0.3, "max_tokens": 2048, "seed": 42}, ()),
     # qwen2_5Omni_process: system prompt (L424, L432-434), 2048 tokens (L418, L468), greedy (L469)
     "qwen25-omni": ("L418-470", {"system_prompt": QWEN_SYSTEM, "max_new_tokens": 2048,
                                  "do_sample": False}, ("temperature",)),
@@ -72,8 +73,8 @@ AUTHORS = {
     # phi4_mm1_process: max_new_tokens=512, do_sample=False (L257-262)
     "phi-4-multimodal": ("L257-262", {"max_new_tokens": 512, "do_sample": False}, ("temperature",)),
     # mimo_audio_process: audio_understanding_sft(audio, prompt, thinking) and nothing else (L392-399)
-    "mimo-audio": ("L392-399", {}, ("temperature", "max_tokens", "top_p")),
-    "mimo-audio-think": ("L392-399, L1166", {"extra_body": {"chat_template_kwargs":
+    "mimo-audio": ("L392-399, L885", {"seed": 42}, ("temperature", "max_tokens", "top_p")),
+    "mimo-audio-think": ("L392-399, L1166", {"seed": 42, "extra_body": {"chat_template_kwargs":
                                                             {"enable_thinking": True}}},
                          ("temperature", "max_tokens", "top_p")),
 }
@@ -267,7 +268,7 @@ SERVED = ("gpt-4o-audio-preview-2024-12-17", "gpt-4o-mini-audio-preview-2024-12-
 def _ledger_run(tmp_path: Path, out: str, server) -> dict:
     manifest, audio = make_clips(tmp_path, 4)
     spec = ModelSpec(out, "openai", "gpt-4o-audio-preview", protocol="controlled",
-                     settings={"base_url": server.url + "/v1", "temperature": 0})
+                     settings={"base_url": server.url + "/v1", "temperature": 0, "seed": 42})
     options = RunOptions(cache_dir=tmp_path / "cache", concurrency=1, timeout_s=10,
                          max_retries=0, progress=False, backoff=FAST)
     return run_inference(spec, load_prompt(), clips(load_manifest(manifest)),
@@ -304,17 +305,28 @@ def test_the_served_model_ledger_flags_a_mismatch_and_a_change(tmp_path, monkeyp
         assert "served" not in text and "fp_1" not in text
         assert text.replace('"replay"', '"run"') == (
             tmp_path / "replay" / name).read_text().replace('"replay"', '"run"')
-    assert json.loads((tmp_path / "run" / "run_summary.json").read_text())["run_protocol"] == "controlled"
+    tracked = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    assert tracked["run_protocol"] == "controlled" and tracked["settings"]["seed"] == 42
     timings = json.loads((tmp_path / "replay" / "run_summary.timings.json").read_text())
     assert timings["served_models"] == first["served_models"]  # the cache kept who answered
-    # The leaderboard's served lines (untracked) and MLflow's view of the run.
-    (tmp_path / "run" / "metrics.json").write_text("{}")
-    lines = leaderboard.served_lines([tmp_path / "run" / "metrics.json"])
-    assert lines["run"] == flags
-    from agl.scoring.evaluate import _run_metrics, _served_tags
-    logged = _run_metrics({"protocols": {}}, timings)
-    assert logged[f"run.served_share.{SERVED[1]}"] == 0.5
-    assert "changed during the run" in _served_tags(timings)["served_flags"]
+    # MLflow's view of the run (the evaluate stage logs it), and the leaderboard's served lines.
+    import mlflow
+
+    from agl.scoring.config import EvaluateConfig
+    from agl.scoring.evaluate import evaluate_run
+
+    # MLflow's file store: real MLflow, without a database's schema migrations (seconds).
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
+    doc = evaluate_run("run", tmp_path / "run" / "predictions.jsonl", tmp_path / "manifest.csv",
+                       tmp_path / "run", EvaluateConfig(protocols=("strict",), metric_bootstrap=0,
+                                                        experiment="issue32"))
+    logged = mlflow.get_run(doc["mlflow_run_id"]).data
+    assert logged.metrics[f"run.served_share.{SERVED[1]}"] == 0.5
+    assert "changed during the run" in logged.tags["served_flags"]
+    assert logged.tags["run_protocol"] == "controlled"
+    assert "served" not in (tmp_path / "run" / "metrics.json").read_text()
+    assert leaderboard.served_lines([tmp_path / "run" / "metrics.json"])["run"] == flags
 
 
 def test_leaderboard_marks_a_row_not_run_under_the_papers_protocol(tmp_path):
@@ -339,3 +351,44 @@ def test_leaderboard_marks_a_row_not_run_under_the_papers_protocol(tmp_path):
     md = (tmp_path / "lb" / "leaderboard.md").read_text()
     assert "| gemini-25-flash ‡ |" in md and "| gemini-25-flash-p |" in md and "| mine |" in md
     assert "gemini-25-flash (controlled)" in md and "two different experiments" in md
+
+
+def test_paper_qwen3_omni_streams_dashscopes_request(tmp_path, monkeypatch):
+    import asyncio
+
+    wav = _wav(tmp_path)
+    spec = {r.spec.name: r.spec for r in load_roster(protocol="paper")}["qwen3-omni"]
+    chunks = [{"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "qwen3-omni-flash",
+               "choices": [{"index": 0, "delta": {"content": part}, "finish_reason": None}]}
+              for part in (GOOD[:40], GOOD[40:])]
+    chunks.append({"id": "c", "object": "chat.completion.chunk", "created": 0,
+                   "model": "qwen3-omni-flash-2025-12-01", "choices": [],
+                   "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}})
+    sse = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    with FakeServer(lambda call: Answer(body=sse, headers={"Content-Type": "text/event-stream"})) as server:
+        monkeypatch.setenv("AGL_GATEWAY_URL", server.url + "/v1")
+        monkeypatch.setenv("AGL_GATEWAY_KEY", "gw-test-0123456789abcdef")
+        [reply] = asyncio.run(_send(spec, spec.settings, wav))
+        [call] = server.calls
+    assert reply.status.value == "ok" and reply.text == GOOD and reply.output_tokens == 4
+    assert reply.extra["served_model"] == "qwen3-omni-flash-2025-12-01"
+    audio = call.body["messages"][0]["content"][1]["input_audio"]
+    assert audio["format"] == "mp3" and audio["data"].startswith("data:;base64,")
+    assert call.body["model"] == "qwen3-omni-flash" and call.body["modalities"] == ["text"]
+    assert call.body["stream"] is True and call.body["enable_thinking"] is False
+    assert "temperature" not in call.body and "max_tokens" not in call.body
+
+
+def test_a_seed_names_its_own_run_folder(capsys):
+    import yaml
+
+    from agl.cli import main
+
+    assert main(["models", "--yaml", "minicpm-o-26", "--protocol", "paper", "--seed", "43"]) == 0
+    entry = yaml.safe_load(capsys.readouterr().out)
+    assert list(entry) == ["minicpm-o-26-seed43"]
+    assert entry["minicpm-o-26-seed43"]["settings"]["seed"] == 43
+    assert main(["models", "--yaml", "phi-4-multimodal", "--seed", "7"]) == 0
+    out = capsys.readouterr().out
+    assert "decodes greedily, so every seed gives the same answers" in out
+    assert "build/runs/phi-4-multimodal-seed7/efficiency.jsonl" in out

@@ -19,6 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print NAME's entry, indented to paste under params.yaml models:")
     p.add_argument("--protocol", choices=("controlled", "paper"), default="controlled",
                    help="which protocol --yaml prints (default controlled)")
+    p.add_argument("--seed", type=int, metavar="N",
+                   help="with --yaml: the entry with settings.seed N, named NAME-seedN so runs "
+                        "of several seeds coexist (build/runs/NAME-seedN)")
     p.add_argument("--check", action="store_true",
                    help="ask each provider with a key set (OPENAI_API_KEY, GEMINI_API_KEY, "
                         "AGL_GATEWAY_URL + AGL_GATEWAY_KEY) which roster ids it still serves: "
@@ -45,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
         if not match:
             names = ", ".join(r.spec.name for r in roster)
             raise AglError(f"no model '{args.yaml}'; known: {names}")
-        print(entry_yaml(match[0]), end="")
+        print(entry_yaml(with_seed(match[0], args.seed) if args.seed is not None else match[0]),
+              end="")
         return 0
     paper = {r.spec.name: r for r in load_roster(protocol="paper")}
     print(f"{'name':<26} {'paper_name':<27} {'protocol':<11} {'backend':<18} {'model':<36} "
@@ -64,7 +68,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-_DECODING = ("temperature", "top_p", "max_tokens", "max_new_tokens", "do_sample", "stream")
+_DECODING = ("temperature", "top_p", "max_tokens", "max_new_tokens", "do_sample", "seed",
+             "stream")
+
+
+def sampled(settings: dict) -> bool:
+    """Whether an entry samples (a seed matters): a temperature above 0, `do_sample`, or no
+    temperature at all on a served model (the provider's default decoding)."""
+    if "do_sample" in settings or "max_new_tokens" in settings:  # transformers
+        return bool(settings.get("do_sample"))
+    t = settings.get("temperature")
+    return t is None or float(t) > 0
 
 
 def decoding(settings: dict) -> str:
@@ -79,6 +93,20 @@ def decoding(settings: dict) -> str:
     if settings.get("audio_format"):
         out.append(f"audio as {settings['audio_format']}")
     return ", ".join(out) or "provider defaults"
+
+
+def with_seed(r, seed: int):
+    """The roster entry `r` run with `seed`, under a name of its own (`NAME-seedN`), so the
+    runs of several seeds live in separate folders, as the authors' seed_42_* files did."""
+    from dataclasses import replace
+
+    name = f"{r.spec.name}-seed{seed}"
+    settings = {**r.spec.settings, "seed": int(seed)}
+    if "efficiency_log" in settings:  # each run's timings beside its own folder
+        settings["efficiency_log"] = str(settings["efficiency_log"]).replace(
+            f"/{r.spec.name}/", f"/{name}/")
+    spec = replace(r.spec, name=name, settings=settings)
+    return replace(r, spec=spec)
 
 
 def needs(r, environ) -> list[str]:
@@ -112,5 +140,8 @@ def entry_yaml(r) -> str:
     if r.retired:
         lines.append(f"# RETIRED {r.retired}: a run stops at its first request"
                      + (f"; successor: {r.successor}" if r.successor else ""))
+    if "seed" in s.settings and not sampled(s.settings):
+        lines.append(f"# seed {s.settings['seed']}: this entry decodes greedily, so every seed "
+                     "gives the same answers")
     lines += body.splitlines()
     return "".join(f"  {line}\n" for line in lines)
