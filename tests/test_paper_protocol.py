@@ -392,3 +392,19 @@ def test_a_seed_names_its_own_run_folder(capsys):
     out = capsys.readouterr().out
     assert "decodes greedily, so every seed gives the same answers" in out
     assert "build/runs/phi-4-multimodal-seed7/efficiency.jsonl" in out
+
+
+@pytest.mark.parametrize(("code", "status", "message", "gone"), [
+    (404, "NOT_FOUND", "models/gemini-1.5-pro is not found for API version v1beta", True),
+    (400, "FAILED_PRECONDITION", "Gemini 1.0 Pro Vision has been deprecated on July 12, 2024. "
+                                 "Consider switching to a different model.", True),
+    (400, "INVALID_ARGUMENT", "This model is no longer available to new users.", True),
+    # a parameter deprecated for a model, a file gone: not the model's retirement
+    (400, "INVALID_ARGUMENT", "response_mime_type is deprecated for model gemini-2.5-pro", False),
+    (404, "NOT_FOUND", "File files/abc123 is not found.", False),
+    (429, "RESOURCE_EXHAUSTED", "Quota exceeded for model gemini-2.5-pro", False),
+])
+def test_which_gemini_errors_mean_the_model_is_gone(code, status, message, gone):
+    from agl.backends.gemini import model_gone
+
+    assert model_gone(code, status, message) is gone

@@ -21,6 +21,7 @@ failure to retry, never an answer to cache.
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -165,8 +166,13 @@ def model_gone(code: int | None, status: str | None, message: str | None) -> boo
     msg = (message or "").lower()
     if (code == 404 or status == "NOT_FOUND") and "model" in msg:
         return True
-    return "model" in msg and any(w in msg for w in (
-        "deprecated", "discontinued", "no longer available", "has been retired"))
+    # The model itself retired, not a parameter of the call deprecated for it.
+    return re.search(r"\bmodel\b[^.;]*\b(is|has been|was) (deprecated|discontinued|retired|"
+                     r"shut down)|\bmodel\b[^.;]*\bno longer (available|supported)|"
+                     # "Gemini 1.0 Pro Vision has been deprecated on ... switch to a
+                     # different model": Google's wording for a retired model
+                     r"(has been|was) (deprecated|discontinued|retired|shut down)\b.*\bmodel\b",
+                     msg) is not None
 
 
 def _is_transport_error(exc: Exception) -> bool:

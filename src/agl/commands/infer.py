@@ -208,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"dry run: {both}")
         from agl.inference.roster import retirement  # (lazy, as above)
 
-        known = retirement(spec.backend, spec.model)
+        known = retirement(spec.model)
         if known is not None and known.retired:
             print(f"dry run: model '{spec.model}' is retired ({known.retired}): a run stops at "
                   f"its first request" + (f"; suggested successor '{known.successor}'"

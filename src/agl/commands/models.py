@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         print(entry_yaml(with_seed(match[0], args.seed) if args.seed is not None else match[0]),
               end="")
         return 0
+    roster = load_roster(protocol="controlled")
     paper = {r.spec.name: r for r in load_roster(protocol="paper")}
     print(f"{'name':<26} {'paper_name':<27} {'protocol':<11} {'backend':<18} {'model':<36} "
           "decoding; needs")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agl.core.secrets import known_secrets, scrub
 from agl.errors import AglError
 from agl.inference.roster import RosterEntry, load_roster
 from agl.predictions.served import bare
@@ -85,8 +86,9 @@ def check_roster(environ: Mapping[str, str]) -> list[str]:
         try:
             listed = list_ids()
         except Exception as exc:  # noqa: BLE001 - any SDK or network failure is one line
+            why = scrub(f"{type(exc).__name__}: {str(exc)[:200]}", known_secrets())
             raise AglError(f"agl models --check needs the network: {name}'s model list "
-                           f"failed ({type(exc).__name__}: {str(exc)[:200]})") from None
+                           f"failed ({why})") from None
         for protocol in ("controlled", "paper"):
             for r in load_roster(protocol=protocol):
                 if serves(r):

@@ -276,7 +276,7 @@ def gone_line(spec: ModelSpec, exc: ModelGone) -> str:
     from agl.inference.roster import retirement
 
     line = f"models.{spec.name}: model '{spec.model}' is gone ({exc.provider_message})"
-    known = retirement(spec.backend, spec.model)
+    known = retirement(spec.model)
     if known is not None and known.retired:
         line += f"; the roster marks it retired: {known.retired}"
     if known is not None and known.successor:

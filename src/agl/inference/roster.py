@@ -91,14 +91,11 @@ def with_protocol(e: dict[str, Any], protocol: str, where: str) -> dict[str, Any
     return {**e, **block}
 
 
-def retirement(spec_backend: str, model: str, roster: list[RosterEntry] | None = None
-               ) -> RosterEntry | None:
-    """The roster entry (either protocol) marking `model` on `spec_backend`'s provider as
-    retired, or naming a successor for it; None when the roster knows nothing of it."""
+def retirement(model: str) -> RosterEntry | None:
+    """The roster entry (either protocol) that marks the model id `model` retired or names a
+    successor for it; None when the roster knows nothing of it."""
     for protocol in PROTOCOLS:
-        for r in roster if roster is not None else load_roster(protocol=protocol):
+        for r in load_roster(protocol=protocol):
             if r.spec.model == model and (r.retired or r.successor):
                 return r
-        if roster is not None:
-            break
     return None
