@@ -169,13 +169,21 @@ def _infer(tmp_path: Path, argv: list[str], capsys) -> tuple[int, str]:
     return rc, capsys.readouterr().err
 
 
-def test_a_retired_openai_model_stops_the_run_in_one_line(tmp_path, monkeypatch, capsys):
+OPENAI_GONE = {"error": {"message": "The model `gpt-4o-audio-preview` does not exist or you do "
+                                   "not have access to it.", "type": "invalid_request_error",
+                        "param": None, "code": "model_not_found"}}
+# vLLM's answer for a model it does not serve (an OpenAI-compatible server's equivalent)
+VLLM_GONE = {"object": "error", "message": "The model `gpt-4o-audio-preview` does not exist.",
+             "type": "NotFoundError", "param": None, "code": 404}
+
+
+@pytest.mark.parametrize(("backend", "body"), [("openai", OPENAI_GONE),
+                                               ("openai-compatible", VLLM_GONE)])
+def test_a_retired_openai_model_stops_the_run_in_one_line(tmp_path, monkeypatch, capsys,
+                                                          backend, body):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdef")
-    gone = {"error": {"message": "The model `gpt-4o-audio-preview` does not exist or you do "
-                                 "not have access to it.", "type": "invalid_request_error",
-                      "param": None, "code": "model_not_found"}}
-    with FakeServer(lambda call: Answer(404, gone)) as server:
-        rc, err = _infer(tmp_path, ["--backend", "openai", "--model", "gpt-4o-audio-preview",
+    with FakeServer(lambda call: Answer(404, body)) as server:
+        rc, err = _infer(tmp_path, ["--backend", backend, "--model", "gpt-4o-audio-preview",
                                     "--setting", f"base_url={server.url}/v1",
                                     "--setting", "temperature=0"], capsys)
         sent = len(server.calls)
@@ -184,6 +192,8 @@ def test_a_retired_openai_model_stops_the_run_in_one_line(tmp_path, monkeypatch,
     assert "gpt-4o-audio-preview" in line and "does not exist" in line
     assert "gpt-audio" in line and "retired" in line and "Traceback" not in err
     assert not list((tmp_path / "cache").rglob("*.json"))
+    assert not (tmp_path / "out" / "predictions.jsonl").exists() or not (
+        tmp_path / "out" / "predictions.jsonl").read_text().strip()
 
 
 def test_a_retired_gemini_model_stops_the_run_in_one_line(tmp_path, monkeypatch, capsys):

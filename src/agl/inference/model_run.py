@@ -275,7 +275,7 @@ def gone_line(spec: ModelSpec, exc: ModelGone) -> str:
     """One line: the model, the provider's message, and the roster's retirement and successor."""
     from agl.inference.roster import retirement
 
-    line = f"models.{spec.name}: model '{spec.model}' is gone ({exc.provider_message})"
+    line = f"model '{spec.model}' (run {spec.name}) is gone ({exc.provider_message})"
     known = retirement(spec.model)
     if known is not None and known.retired:
         line += f"; the roster marks it retired: {known.retired}"
