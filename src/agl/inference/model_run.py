@@ -272,18 +272,12 @@ def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit:
 
 
 def gone_line(spec: ModelSpec, exc: ModelGone) -> str:
-    """One line: the model, the provider's message, and the roster's retirement and successor."""
-    from agl.inference.roster import retirement
-
-    line = f"model '{spec.model}' (run {spec.name}) is gone ({exc.provider_message})"
-    known = retirement(spec.model)
-    if known is not None and known.retired:
-        line += f"; the roster marks it retired: {known.retired}"
-    if known is not None and known.successor:
-        line += f"; its suggested successor is '{known.successor}' (agl models)"
-    else:
-        line += "; pick a model the provider still serves (agl models --check)"
-    return line + "; nothing was cached and the run stopped at that request"
+    """One line: the model, the provider's message, and where to find what to run instead.
+    (The roster's successor is added by `agl infer`, agl.commands.infer: reading the roster
+    here would make every infer stage depend on roster.yaml.)"""
+    return (f"model '{spec.model}' (run {spec.name}) is gone ({exc.provider_message}); "
+            "nothing was cached and the run stopped at that request; `agl models` names the "
+            "roster's successor, `agl models --check` what the provider serves")
 
 
 def _require_audio(clips: Sequence[Any], audio_root: Path | None) -> None:
