@@ -3,7 +3,8 @@
 Reads params `report`, `data` (which dataset, for the provenance block) and `mlflow`; reads
 the judge stage's tables (JUDGES/<run>/error_modes.csv; it calls no model); writes
 OUT_DIR/report.html, plots/, tables/, cdf/<run>.csv (for `dvc plots`) and summary.json, and
-logs them to MLflow.
+logs them to MLflow; prints the runs whose served model was flagged (agl.predictions.served)
+and keeps those flags in OUT_DIR/report.timings.json, outside DVC's hashes.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from pathlib import Path
 
 import _params
 
+from agl.core import canonical
 from agl.report.build import make_report
 from agl.report.inputs import ReportConfig, ReportInputs
+from agl.scoring.leaderboard import served_lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
         sensitivity_csv=args.sensitivity, speech_csv=args.speech,
         extra_provenance={"params data.dataset": p["data"]["dataset"]})
     summary = make_report(inputs, args.out_dir, config)
+    # Served-model flags are volatile: printed and kept beside the report, never inside it.
+    served = served_lines(sorted(f for d in args.run_dirs for f in d.glob("*/metrics.json")))
+    canonical.write_timings(args.out_dir / "report.html", {"served_flags": served})
+    for run, flags in served.items():
+        print(f"WARNING served model: {run}: " + "; ".join(flags))
     print(f"wrote {summary['html']} ({len(summary['runs'])} runs)")
     return 0
 

@@ -57,7 +57,8 @@ def test_board_is_ranked_with_cis_and_paper_values(tmp_path):
     assert board.loc[0, "paper_distance_error_km"] == 5476.83 and pd.isna(board.loc[1, "paper_country_acc"])
     written = leaderboard.write(board, tmp_path / "out", protocol="paper")
     md = (tmp_path / "out" / "leaderboard.md").read_text()
-    assert "| 1 | a | a | 10 | 5476.83 [5376.83, 5576.83] | 5476.83 |" in md
+    # ‡: beside a paper value, run under no stated protocol (issue 32: not the paper's)
+    assert "| 1 | a ‡ | a | 10 | 5476.83 [5376.83, 5576.83] | 5476.83 |" in md
     assert len(written) == 3 and "<table id='leaderboard'" in (tmp_path / "out" / "leaderboard.html").read_text()
 
 

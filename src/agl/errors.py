@@ -5,6 +5,16 @@ class AglError(Exception):
     """A user-facing error. The message names the file, row or field, and what to do."""
 
 
+class ModelGone(AglError):
+    """The provider says the model no longer exists: the run stops at once (one line naming
+    the model, the provider's message and, where the roster knows one, a successor)."""
+
+    def __init__(self, message: str, *, model: str = "", provider_message: str = ""):
+        super().__init__(message)
+        self.model = model
+        self.provider_message = provider_message
+
+
 def reject_unknown_keys(params: dict, known: set[str], source: str) -> None:
     """One line naming a params section's unknown keys and the known ones (a typo in
     params.yaml must not fall back to a default silently)."""

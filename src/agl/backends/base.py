@@ -25,12 +25,16 @@ from agl.errors import AglError
 
 
 class BackendError(Exception):
-    """A failed call. `retryable` for 429/5xx/timeouts; `retry_after` in seconds if given."""
+    """A failed call. `retryable` for 429/5xx/timeouts; `retry_after` in seconds if given;
+    `gone` when the provider says the model itself no longer exists (retired, renamed): the
+    runner stops the whole run on it rather than failing every clip the same way."""
 
-    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None):
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None,
+                 gone: bool = False):
         super().__init__(message)
-        self.retryable = retryable
+        self.retryable = retryable and not gone
         self.retry_after = retry_after
+        self.gone = gone
 
 
 class Backend(abc.ABC):

@@ -21,6 +21,7 @@ failure to retry, never an answer to cache.
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +126,7 @@ class Gemini(Backend):
             retryable = retryable_status(code) or exc.status in ("RESOURCE_EXHAUSTED",
                                                                   "UNAVAILABLE")
             raise BackendError(f"gemini {code} {exc.status}: {exc.message}",
-                               retryable=retryable,
+                               retryable=retryable, gone=model_gone(code, exc.status, exc.message),
                                retry_after=retry_after_s(headers, exc.details)) from None
         except (TimeoutError, OSError) as exc:
             raise BackendError(f"gemini connection: {type(exc).__name__}: {exc}",
@@ -158,6 +159,22 @@ class Gemini(Backend):
             self._client = None
 
 
+def model_gone(code: int | None, status: str | None, message: str | None) -> bool:
+    """Whether a Gemini API error says the model is gone: NOT_FOUND for the model ("models/x
+    is not found for API version v1beta"), or a message calling it deprecated / discontinued
+    / no longer available."""
+    msg = (message or "").lower()
+    if (code == 404 or status == "NOT_FOUND") and "model" in msg:
+        return True
+    # The model itself retired, not a parameter of the call deprecated for it.
+    return re.search(r"\bmodel\b[^.;]*\b(is|has been|was) (deprecated|discontinued|retired|"
+                     r"shut down)|\bmodel\b[^.;]*\bno longer (available|supported)|"
+                     # "Gemini 1.0 Pro Vision has been deprecated on ... switch to a
+                     # different model": Google's wording for a retired model
+                     r"(has been|was) (deprecated|discontinued|retired|shut down)\b.*\bmodel\b",
+                     msg) is not None
+
+
 def _is_transport_error(exc: Exception) -> bool:
     import httpx
 
@@ -181,6 +198,10 @@ def to_reply(resp: Any) -> Reply:
     extra: dict[str, Any] = {}
     if thoughts:
         extra["thinking_tokens"] = thoughts
+    # What answered (volatile: kept out of the cache key and the tracked record).
+    version = getattr(resp, "model_version", None)
+    if isinstance(version, str) and version:
+        extra["served_model"] = version
     feedback = getattr(resp, "prompt_feedback", None)
     if feedback is not None and getattr(feedback, "block_reason", None):
         reason = str(getattr(feedback.block_reason, "name", feedback.block_reason))

@@ -20,6 +20,8 @@ Settings:
   device        cpu | cuda | cuda:N | auto (default: cuda when available)
   dtype         float32 | bfloat16 | float16 | auto (default: bfloat16 on GPU, else float32)
   max_new_tokens (512), do_sample (false: greedy, so replies are cached), temperature, top_p
+  seed          with do_sample: torch's seed before each batch's generate (greedy ignores it)
+  system_prompt the system turn of every request (agl.inference.model_run)
   max_seconds   only the first N seconds of each clip (default: the whole clip, up to the
                 family's window, e.g. Qwen2-Audio's 30 s)
   batch_size    clips per generate call (default 1). Clips are left-padded, each with its
@@ -197,6 +199,10 @@ class LocalTransformers(Backend):
             gen = self._generation_kwargs(fam, clock, tok, eos)
             if clock.cuda:
                 torch.cuda.reset_peak_memory_stats(device)
+            if gen["do_sample"] and self.settings.get("seed") is not None:
+                # The authors seed torch once per run (openllm.py L1387); here each batch's
+                # draw restarts from the seed, so a rerun of the same batches repeats it.
+                torch.manual_seed(int(self.settings["seed"]))
             clock.start()
             with torch.inference_mode():
                 out = generator.generate(**inputs, **gen)

@@ -15,6 +15,17 @@ key is sent the token "EMPTY" (the SDK refuses none), as vLLM documents. Setting
                            every credential in it is scrubbed from all output (agl.core.secrets)
   extra_body               passed through to servers with their own options (vLLM)
   base_url: [url, ...]     (openai-compatible) replicas of one model: see agl.backends.endpoints
+  audio_format: mp3        the `input_audio.format` label whatever the file's suffix (the
+                           authors' runner always says mp3: openllm.py L792)
+  audio_data_uri: true     send the audio as `data:;base64,...` (DashScope's form, L712)
+  modalities, stream       sent as given (the paper protocol's Qwen3-Omni call, L727-730);
+                           a streamed reply is read whole before it is parsed
+
+The reply keeps what the provider says answered (`served_model`: response.model,
+`system_fingerprint`), beside the asked `model`: volatile facts, kept out of the cache key
+and of the tracked record (agl.inference.finalize.VOLATILE_META). A 404 `model_not_found`
+(or a server's "model ... does not exist", a `model_decommissioned`) is a retired model:
+`BackendError(gone=True)`, which stops the run (agl.inference.runner).
 
 The SDK's own retries are off (`max_retries=0`): the runner retries with jitter and honours
 Retry-After. A `refusal` in the reply, or finish reason `content_filter`, is a refusal.
@@ -79,15 +90,17 @@ class OpenAIChat(Backend):
         return self._client
 
     async def _audio_content(self, path: Path) -> dict[str, Any]:
-        fmt = _FORMATS.get(path.suffix.lower())
+        fmt = self.settings.get("audio_format") or _FORMATS.get(path.suffix.lower())
         if fmt is None:
             raise BackendError(f"{path.name}: chat completions take mp3 or wav audio only",
                                retryable=False)
         # Small files are read inline; a thread hop costs more than the read itself.
         data = (path.read_bytes() if path.stat().st_size < 1 << 20
                 else await asyncio.to_thread(path.read_bytes))
-        return {"type": "input_audio",
-                "input_audio": {"data": base64.b64encode(data).decode("ascii"), "format": fmt}}
+        text = base64.b64encode(data).decode("ascii")
+        if self.settings.get("audio_data_uri"):
+            text = "data:;base64," + text
+        return {"type": "input_audio", "input_audio": {"data": text, "format": fmt}}
 
     async def chat_request(self, request: Request) -> dict[str, Any]:
         """The keyword arguments of `chat.completions.create` for `request`; the batch
@@ -109,6 +122,10 @@ class OpenAIChat(Backend):
             kw["extra_body"] = dict(self.settings["extra_body"])
         if request.audio_path is not None and self.name == "openai":
             kw["modalities"] = ["text"]
+        if self.settings.get("modalities"):
+            kw["modalities"] = list(self.settings["modalities"])
+        if self.settings.get("stream"):
+            kw.update(stream=True, stream_options={"include_usage": True})
         return {"model": self.model, "messages": messages, **kw}
 
     async def generate(self, request: Request) -> Reply:
@@ -117,10 +134,12 @@ class OpenAIChat(Backend):
         kw = await self.chat_request(request)
         try:
             resp = await self.get_client().chat.completions.create(**kw)
+            if kw.get("stream"):
+                resp = await gathered(resp)
         except openai.APIStatusError as exc:
             code = exc.status_code
             raise BackendError(f"{self.name} {code}: {error_message(exc)}",
-                               retryable=retryable_status(code),
+                               retryable=retryable_status(code), gone=model_gone(exc),
                                retry_after=retry_after_s(exc.response.headers)) from None
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
             bound = refusal(exc)  # a reply past a bound (size, HTML page, redirect)
@@ -204,6 +223,47 @@ def error_message(exc: Any) -> str:
     return str(getattr(exc, "message", exc))
 
 
+_GONE_CODES = ("model_not_found", "model_decommissioned", "model_deprecated")
+
+
+def model_gone(exc: Any) -> bool:
+    """Whether an API error says the model itself is gone: OpenAI's 404 `model_not_found`,
+    a `model_decommissioned` / `model_deprecated` code, or an OpenAI-compatible server's 404
+    naming the model (vLLM: "The model `x` does not exist.")."""
+    body = getattr(exc, "body", None)
+    err = body.get("error", body) if isinstance(body, dict) else None
+    code = str(err.get("code") or "") if isinstance(err, dict) else ""
+    if code in _GONE_CODES:
+        return True
+    msg = error_message(exc).lower()
+    return getattr(exc, "status_code", None) == 404 and "model" in msg and (
+        "not exist" in msg or "not found" in msg or "deprecated" in msg)
+
+
+async def gathered(stream: Any) -> Any:
+    """A streamed completion read whole, as the one completion it adds up to."""
+    from types import SimpleNamespace as NS
+
+    text, model, fingerprint, usage, finish = [], None, None, None, None
+    async for chunk in stream:
+        model = getattr(chunk, "model", None) or model
+        fingerprint = getattr(chunk, "system_fingerprint", None) or fingerprint
+        usage = getattr(chunk, "usage", None) or usage
+        for c in chunk.choices or []:
+            text.append(getattr(c.delta, "content", None) or "")
+            finish = c.finish_reason or finish
+    msg = NS(content="".join(text), refusal=None)
+    return NS(choices=[NS(message=msg, finish_reason=finish)], usage=usage, model=model,
+              system_fingerprint=fingerprint)
+
+
+def served(resp: Any) -> dict[str, Any]:
+    """What the provider says answered (volatile: see the module docstring)."""
+    out = {"served_model": getattr(resp, "model", None),
+           "system_fingerprint": getattr(resp, "system_fingerprint", None)}
+    return {k: str(v) for k, v in out.items() if isinstance(v, str) and v}
+
+
 def to_reply(resp: Any, name: str) -> Reply:
     """A chat completion as a Reply (the synchronous and the batch path read it alike)."""
     # A 200 whose body is not a completion (an HTML error page, a proxy's text) comes back
@@ -218,6 +278,7 @@ def to_reply(resp: Any, name: str) -> Reply:
     tokens_out = getattr(usage, "completion_tokens", None) if usage else None
     msg = choice.message
     extra = {"finish_reason": choice.finish_reason} if choice.finish_reason else {}
+    extra.update(served(resp))
     refusal = getattr(msg, "refusal", None)
     if refusal or (choice.finish_reason == "content_filter" and not msg.content):
         return Reply(ReplyStatus.REFUSED, text=refusal or "answer withheld: content_filter",

@@ -64,6 +64,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def run_gone_named(spec, infer, args: argparse.Namespace) -> dict:
+    """`run_spec`, with the roster's retirement mark and successor added to the one line a
+    retired model stops the run with (agl.errors.ModelGone)."""
+    from agl.errors import ModelGone  # lazy: `agl --help` imports every command module
+    from agl.inference.model_run import RunTarget, run_spec  # (lazy, as above)
+
+    try:
+        return run_spec(spec, infer, RunTarget(args.manifest, args.audio_root, args.out),
+                        limit=args.limit, progress=not args.no_progress)
+    except ModelGone as exc:
+        from agl.inference.roster import retirement  # (lazy, as above)
+
+        known = retirement(spec.model)
+        line = str(exc)
+        if known is not None and known.retired:
+            line += f"; the roster marks it retired: {known.retired}"
+        if known is not None and known.successor:
+            line += f"; its suggested successor is '{known.successor}'"
+        raise ModelGone(line, model=exc.model, provider_message=exc.provider_message) from None
+
+
 def parse_settings(pairs: list[str]) -> dict:
     import yaml
 
@@ -180,7 +201,7 @@ def _from_entry(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from agl.core.outpaths import input_file, output_dir  # lazy: `agl --help` stays instant
     from agl.inference.entry import batch_control, finish_run  # (lazy, as above)
-    from agl.inference.model_run import RunTarget, run_spec, summary_line  # (lazy, as above)
+    from agl.inference.model_run import summary_line  # (lazy, as above)
 
     spec, infer = _from_entry(args) if args.entry else _from_flags(args)
     if args.batch_status or args.batch_cancel:
@@ -206,8 +227,14 @@ def run(args: argparse.Namespace) -> int:
         both = price_line(spec.backend, spec.settings, est.cost_usd)
         if both:
             print(f"dry run: {both}")
+        from agl.inference.roster import retirement  # (lazy, as above)
+
+        known = retirement(spec.model)
+        if known is not None and known.retired:
+            print(f"dry run: model '{spec.model}' is retired ({known.retired}): a run stops at "
+                  f"its first request" + (f"; suggested successor '{known.successor}'"
+                                          if known.successor else ""))
         return 0
-    summary = run_spec(spec, infer, RunTarget(args.manifest, args.audio_root, args.out),
-                       limit=args.limit, progress=not args.no_progress)
+    summary = run_gone_named(spec, infer, args)
     print(summary_line(summary), file=sys.stderr)
     return finish_run(summary, who="agl infer", out_dir=args.out, rerun="the same command")

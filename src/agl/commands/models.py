@@ -1,4 +1,4 @@
-"""`agl models`: the paper's 16 models, how to run each and what it needs."""
+"""`agl models`: the paper's 16 models under both protocols, what each needs, which are retired."""
 
 from __future__ import annotations
 
@@ -8,13 +8,24 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "models",
-        help="list the paper's 16 models (src/agl/data/roster.yaml) and what each needs",
+        help="list the paper's 16 models (src/agl/data/roster.yaml) under both protocols",
         description="The paper's models as `models:` entries for params.yaml, with the API "
-        "key, GPU memory or server each needs. --yaml NAME prints one entry, indented to paste "
-        "straight under `models:`.",
+        "key, GPU memory or server each needs, under two protocols: `paper` (the authors' "
+        "runner, openllm.py, setting by setting) and `controlled` (temperature 0, 512 tokens, "
+        "the providers' own SDKs). --yaml NAME prints one entry, indented to paste straight "
+        "under `models:`; --check asks each provider which ids it still serves.",
     )
     p.add_argument("--yaml", metavar="NAME",
                    help="print NAME's entry, indented to paste under params.yaml models:")
+    p.add_argument("--protocol", choices=("controlled", "paper"), default="controlled",
+                   help="which protocol --yaml prints (default controlled)")
+    p.add_argument("--seed", type=int, metavar="N",
+                   help="with --yaml: the entry with settings.seed N, named NAME-seedN so runs "
+                        "of several seeds coexist (build/runs/NAME-seedN)")
+    p.add_argument("--check", action="store_true",
+                   help="ask each provider with a key set (OPENAI_API_KEY, GEMINI_API_KEY, "
+                        "AGL_GATEWAY_URL + AGL_GATEWAY_KEY) which roster ids it still serves: "
+                        "available, renamed or gone (needs the network)")
     p.set_defaults(func=run)
 
 
@@ -24,20 +35,79 @@ def run(args: argparse.Namespace) -> int:
     from agl.errors import AglError  # lazy: `agl --help` imports every command module
     from agl.inference.roster import load_roster  # lazy: `agl --help` imports every command module
 
-    roster = load_roster()
+    if args.check:
+        from agl.inference.model_check import check_roster  # (lazy, as above)
+
+        for line in check_roster(os.environ):
+            print(line)
+        return 0
+    roster = load_roster(protocol=args.protocol)
     if args.yaml:
         # The paper's spelling (`gemini-2.5-flash`) finds its entry too.
         match = [r for r in roster if r.spec.name in (args.yaml, args.yaml.replace(".", ""))]
         if not match:
             names = ", ".join(r.spec.name for r in roster)
             raise AglError(f"no model '{args.yaml}'; known: {names}")
-        print(entry_yaml(match[0]), end="")
+        print(entry_yaml(with_seed(match[0], args.seed) if args.seed is not None else match[0]),
+              end="")
         return 0
-    print(f"{'name':<26} {'paper_name':<27} {'backend':<18} needs")
+    roster = load_roster(protocol="controlled")
+    paper = {r.spec.name: r for r in load_roster(protocol="paper")}
+    print(f"{'name':<26} {'paper_name':<27} {'protocol':<11} {'backend':<18} {'model':<36} "
+          "decoding; needs")
     for r in roster:
-        print(f"{r.spec.name:<26} {r.spec.paper_name or '':<27} {r.spec.backend:<18} "
-              f"{'; '.join(needs(r, os.environ))}")
+        for proto, e in (("controlled", r), ("paper", paper[r.spec.name])):
+            print(f"{r.spec.name if proto == 'controlled' else '':<26} "
+                  f"{r.spec.paper_name if proto == 'controlled' else '':<27} {proto:<11} "
+                  f"{e.spec.backend:<18} {e.spec.model:<36} "
+                  f"{decoding(e.spec.settings)}; {'; '.join(needs(e, os.environ))}")
+        if r.retired:
+            print(f"{'':<26} RETIRED {r.retired}"
+                  + (f"; successor: {r.successor}" if r.successor else ""))
+    print("\nprotocols: `agl models --yaml NAME --protocol paper|controlled`; the paper's "
+          "gateway entries read AGL_GATEWAY_URL and AGL_GATEWAY_KEY (docs/backends.md)")
     return 0
+
+
+_DECODING = ("temperature", "top_p", "max_tokens", "max_new_tokens", "do_sample", "seed",
+             "stream")
+
+
+def sampled(settings: dict) -> bool:
+    """Whether an entry samples (a seed matters): a temperature above 0, `do_sample`, or no
+    temperature at all on a served model (the provider's default decoding)."""
+    if "do_sample" in settings or "max_new_tokens" in settings:  # transformers
+        return bool(settings.get("do_sample"))
+    t = settings.get("temperature")
+    return t is None or float(t) > 0
+
+
+def decoding(settings: dict) -> str:
+    """The settings that reach the model, short (the provider's defaults where none is set)."""
+    out = [f"{k} {settings[k]}" for k in _DECODING if k in settings]
+    extra = settings.get("extra_body") or {}
+    out += [f"{k} {v}" for k, v in extra.items() if k != "chat_template_kwargs"]
+    if "chat_template_kwargs" in extra:
+        out.append(f"template {extra['chat_template_kwargs']}")
+    if settings.get("system_prompt"):
+        out.append(f"system \"{str(settings['system_prompt'])[:24]}...\"")
+    if settings.get("audio_format"):
+        out.append(f"audio as {settings['audio_format']}")
+    return ", ".join(out) or "provider defaults"
+
+
+def with_seed(r, seed: int):
+    """The roster entry `r` run with `seed`, under a name of its own (`NAME-seedN`), so the
+    runs of several seeds live in separate folders, as the authors' seed_42_* files did."""
+    from dataclasses import replace
+
+    name = f"{r.spec.name}-seed{seed}"
+    settings = {**r.spec.settings, "seed": int(seed)}
+    if "efficiency_log" in settings:  # each run's timings beside its own folder
+        settings["efficiency_log"] = str(settings["efficiency_log"]).replace(
+            f"/{r.spec.name}/", f"/{name}/")
+    spec = replace(r.spec, name=name, settings=settings)
+    return replace(r, spec=spec)
 
 
 def needs(r, environ) -> list[str]:
@@ -53,17 +123,26 @@ def needs(r, environ) -> list[str]:
 
 def entry_yaml(r) -> str:
     """The entry as YAML indented to drop straight under `models:` in params.yaml (no header
-    of its own), after a comment line saying what it is and what it needs."""
+    of its own), after comment lines saying what it is, what it needs and, for a retired
+    model, that it is retired and what to run instead."""
     import yaml
 
     s = r.spec
     entry = {"backend": s.backend, "model": s.model, "settings": s.settings,
              "price_in_per_m": s.price_in_per_m, "price_out_per_m": s.price_out_per_m,
-             "paper_name": s.paper_name, "prompt": s.prompt, "prompt_source": s.prompt_source}
+             "paper_name": s.paper_name, "prompt": s.prompt, "prompt_source": s.prompt_source,
+             "protocol": s.protocol}
     if s.concurrency is not None:
         entry["concurrency"] = s.concurrency
     body = yaml.safe_dump({s.name: entry}, sort_keys=False, width=88)
-    what = "; ".join(["the paper's " + (s.paper_name or s.name), *needs(r, {})]).replace(
-        " (unset)", "")
-    lines = [f"# {what}", *body.splitlines()]
+    what = "; ".join(["the paper's " + (s.paper_name or s.name), f"{s.protocol} protocol",
+                      *needs(r, {})]).replace(" (unset)", "")
+    lines = [f"# {what}"]
+    if r.retired:
+        lines.append(f"# RETIRED {r.retired}: a run stops at its first request"
+                     + (f"; successor: {r.successor}" if r.successor else ""))
+    if "seed" in s.settings and not sampled(s.settings):
+        lines.append(f"# seed {s.settings['seed']}: this entry decodes greedily, so every seed "
+                     "gives the same answers")
+    lines += body.splitlines()
     return "".join(f"  {line}\n" for line in lines)

@@ -31,6 +31,9 @@ class ModelSpec:
     prompt_source: str | None = None
     concurrency: int | None = None  # overrides infer.concurrency for this model
     paper_name: str | None = None  # the paper's name for this model, for the leaderboard
+    # which settings these are (agl.inference.roster.PROTOCOLS): `paper`, the authors' runner
+    # setting by setting, or `controlled` (temperature 0, 512 tokens); None: not said
+    protocol: str | None = None
 
 
 def fields_of(cls) -> set[str]:
@@ -85,7 +88,8 @@ def parse_models(entries: Any, source: str = "params.yaml") -> list[ModelSpec]:
                              settings=dict(settings), price_in_per_m=prices[0],
                              price_out_per_m=prices[1], prompt=e.get("prompt"),
                              prompt_source=_text_or_none(e.get("prompt_source"), f"{where}.prompt_source"),
-                             concurrency=concurrency, paper_name=e.get("paper_name")))
+                             concurrency=concurrency, paper_name=e.get("paper_name"),
+                             protocol=_protocol(e.get("protocol"), f"{where}.protocol")))
     return out
 
 
@@ -95,6 +99,12 @@ def dotted_name(name: str, where: str) -> str:
             f"(dvc.yaml's params `models.${{key}}` would find no 'models.{name}'); use "
             f"'{name.replace('.', '')}' (a run's name is its stage and folder name, not the "
             "model id: that is `model:`)")
+
+
+def _protocol(value: Any, where: str) -> str | None:
+    if value is None or value in ("paper", "controlled"):
+        return value
+    raise AglError(f"{where}: '{value}' is not a protocol; use paper or controlled")
 
 
 def _text_or_none(value: Any, where: str) -> str | None:

@@ -24,6 +24,7 @@ from typing import Any
 from agl.core import canonical
 from agl.core.secrets import known_secrets, scrub
 from agl.predictions.records import read_predictions
+from agl.predictions.served import ledger
 
 # The files of a run folder (`<out>/`): the predictions log and the run's summary.
 PREDICTIONS = "predictions.jsonl"
@@ -43,6 +44,9 @@ VOLATILE_META = (
     "batch_job",
     "listen_s",  # birdrange / langprior: seconds spent listening (wall time)
     "invert_s",  # birdrange: seconds spent inverting the range grid (wall time)
+    # What the provider says answered (agl.predictions.served): volatile, never tracked.
+    "served_model",
+    "system_fingerprint",
 )
 # run_summary.json keys of the same kind.
 VOLATILE_SUMMARY = (
@@ -80,9 +84,10 @@ def canonical_records(latest: Mapping[str, Any], order: Sequence[str]) -> tuple[
 
 def write_canonical_run(
     out_dir: Path, pred_path: Path, latest: Mapping[str, Any], order: Sequence[str], summary: Mapping[str, Any]
-) -> None:
+) -> dict[str, Any]:
     """Rewrite `pred_path` canonically (`latest`: the newest record per clip, in `order`),
-    write the stable `run_summary.json` and move every volatile figure to its timings file."""
+    write the stable `run_summary.json` and move every volatile figure to its timings file,
+    with the run's served-model ledger (agl.predictions.served), which it returns."""
     out_dir = Path(out_dir)
     text, volatile = canonical_records(latest, order)
     tmp = pred_path.with_name(pred_path.name + ".tmp")
@@ -103,7 +108,9 @@ def write_canonical_run(
         except (json.JSONDecodeError, AttributeError):
             clips = {}
     clips.update(volatile)
-    canonical.write_timings(out_dir / SUMMARY, {**timings, "clips": clips})
+    served = ledger(clips, sorted(latest), str(summary.get("model") or ""))
+    canonical.write_timings(out_dir / SUMMARY, {**timings, **served, "clips": clips})
+    return served
 
 
 def read_run(out_dir: str | Path) -> dict[str, Any]:

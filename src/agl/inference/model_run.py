@@ -35,7 +35,7 @@ from agl.core.single_writer import exclusive
 from agl.core.workspace import shared_path
 from agl.dataset.manifest import ManifestWarning, load_manifest
 from agl.dataset.manifest import clips as manifest_clips
-from agl.errors import AglError
+from agl.errors import AglError, ModelGone
 from agl.inference.batch.report import summary_text
 from agl.inference.cache import generation_settings
 from agl.inference.executors import Executor, executor_for
@@ -127,8 +127,9 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
     summary = executor.summarize(summary, chosen, settings, out_dir, report)
     # The tracked files hold what data, params and code decide (canonical order and floats);
     # latencies, attempts, cache hits and wall time go to a timings file DVC ignores.
-    write_canonical_run(out_dir, pred_path, latest, [c.key for c in plan.all_clips], summary)
-    return summary
+    served = write_canonical_run(out_dir, pred_path, latest, [c.key for c in plan.all_clips],
+                                 summary)
+    return {**summary, **served}
 
 
 def _plan(spec: ModelSpec, prompt: Prompt, all_clips: list[Any], out_dir: Path,
@@ -181,8 +182,12 @@ def _work(plan: _Plan, spec: ModelSpec, options: RunOptions, out_dir: Path,
     # The bytes each request carries, hashed once: the cache key, and the record's
     # `audio_sha256` (what a rerun checks the audio against).
     hashes = hash_files(paths) if backend.needs_audio else [None] * len(paths)
+    # `system_prompt`: a setting, so it is in the run's fingerprint (the paper protocol's
+    # Qwen2.5-Omni and Gemma-3n system prompts, openllm.py L424 and L304).
+    system = spec.settings.get("system_prompt") if spec.settings else None
     requests = tuple(Request(sample_id=c.key, prompt=plan.ctx.prompt.text, audio_path=path,
-                             audio_sha256=h) for c, path, h in zip(plan.pending, paths, hashes, strict=True))
+                             audio_sha256=h, system=system)
+                     for c, path, h in zip(plan.pending, paths, hashes, strict=True))
     return Work(requests=requests, spec=spec, options=options, out_dir=out_dir,
                 fingerprint=plan.ctx.fingerprint, finished=plan.finished,
                 clips=tuple(plan.all_clips), audio_root=audio_root)
@@ -250,8 +255,12 @@ def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit:
         progress=progress, limit=limit if limit is not None else infer.limit,
         max_reply_bytes=int(infer.max_reply_bytes), max_batch_bytes=int(infer.max_batch_bytes),
     )
-    summary = run_inference(spec, prompt, manifest_clips(frame), out_dir=target.out_dir,
-                            audio_root=target.audio_root, options=options, backend=backend)
+    try:
+        summary = run_inference(spec, prompt, manifest_clips(frame), out_dir=target.out_dir,
+                                audio_root=target.audio_root, options=options, backend=backend)
+    except ModelGone as exc:
+        raise ModelGone(gone_line(spec, exc), model=exc.model,
+                        provider_message=exc.provider_message) from None
     if backend is not None:
         summary = {**summary, "endpoints": backend.endpoint_report()}
         if target.telemetry is not None:
@@ -260,6 +269,15 @@ def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit:
                                                           "endpoints": summary["endpoints"]}),
                                                    indent=2) + "\n", encoding="utf-8")
     return summary
+
+
+def gone_line(spec: ModelSpec, exc: ModelGone) -> str:
+    """One line: the model, the provider's message, and where to find what to run instead.
+    (The roster's successor is added by `agl infer`, agl.commands.infer: reading the roster
+    here would make every infer stage depend on roster.yaml.)"""
+    return (f"model '{spec.model}' (run {spec.name}) is gone ({exc.provider_message}); "
+            "nothing was cached and the run stopped at that request; `agl models` names the "
+            "roster's successor, `agl models --check` what the provider serves")
 
 
 def _require_audio(clips: Sequence[Any], audio_root: Path | None) -> None:
@@ -295,6 +313,11 @@ def summary_line(summary: dict[str, Any], *,
     if s["n_failed"]:
         line += f"; {retry}"
     line += summary_text(s)
+    if s.get("served_models"):  # the served-model ledger (agl.predictions.served)
+        shares = ", ".join(f"{m} {v:.0%}" for m, v in s["served_models"].items())
+        line += f"\n  served by: {shares} (of {s['served_clips']} clip(s) that named one)"
+    for flag in s.get("served_flags") or []:
+        line += f"\n  WARNING: {flag}"
     for e in s.get("endpoints") or []:
         lat = e["latency_s"]["p50"] if e["latency_s"] else None
         line += (f"\n  {e['url']}: {e['requests']} request(s), {e['failures']} failed"

@@ -1,7 +1,12 @@
 """The paper's 16 models as `models:` entries (`src/agl/data/roster.yaml`), validated.
 
 Each entry is a `params.yaml` `models:` entry (checked by `agl.contracts.models.parse_models`) plus
-`needs`: what running it takes (an API key variable, GPU memory, a server to start).
+`needs`: what running it takes (an API key variable, GPU memory, a server to start). An entry
+comes in two protocols (issue 32): `controlled` (its top-level fields: temperature 0, 512
+tokens, the providers' own SDKs) and `paper` (its `paper:` block, which replaces the backend,
+model, settings, needs or concurrency it names: the authors' runner, openllm.py, setting by
+setting). `retired: <date>, <source>` marks a model id its provider no longer serves, and
+`successor` the id to suggest instead.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from agl.errors import AglError, reject_unknown_keys
 from agl.prompts import PAPER
 
 PAPER_PROMPT_SOURCE = "paper:qwen25-omni"
+PROTOCOLS = ("controlled", "paper")
+_OVERRIDABLE = {"backend", "model", "settings", "needs", "concurrency"}
+_ROSTER_ONLY = {"needs", "paper", "retired", "successor"}
 
 
 @dataclass(frozen=True)
@@ -26,10 +34,13 @@ class RosterEntry:
     key: str | None  # environment variable holding the API key, if any
     gpu_gb: float | None  # planning figure for bfloat16 weights + one batch
     server: str | None  # the command that starts its OpenAI-compatible server
+    retired: str | None = None  # "<date>, <source>": the provider no longer serves `spec.model`
+    successor: str | None = None  # the model id to suggest when `spec.model` is gone
 
 
-def load_roster(path: Path | None = None) -> list[RosterEntry]:
-    """The roster (`agl/data/roster.yaml`, or `path`), every entry checked like params.yaml."""
+def load_roster(path: Path | None = None, protocol: str = "controlled") -> list[RosterEntry]:
+    """The roster (`agl/data/roster.yaml`, or `path`) under `protocol` (`controlled` or
+    `paper`), every entry checked like params.yaml and recording its protocol."""
     import yaml
 
     source = path or resources.files("agl") / "data" / "roster.yaml"
@@ -38,11 +49,16 @@ def load_roster(path: Path | None = None) -> list[RosterEntry]:
     models = doc.get("models")
     if not isinstance(models, dict):
         raise AglError(f"{label}: models: expected a mapping of name -> entry")
+    if protocol not in PROTOCOLS:
+        raise AglError(f"unknown protocol '{protocol}'; known: {', '.join(PROTOCOLS)}")
     needs: dict[str, dict[str, Any]] = {}
     entries: dict[str, Any] = {}
+    marks: dict[str, tuple[str | None, str | None]] = {}
     for name, e in models.items():
         if not isinstance(e, dict):
             raise AglError(f"{label}: models.{name}: expected a mapping")
+        e = with_protocol(e, protocol, f"{label}: models.{name}")
+        marks[name] = (e.get("retired"), e.get("successor"))
         n = e.get("needs") or {}
         if not isinstance(n, dict):
             raise AglError(f"{label}: models.{name}.needs: expected a mapping of key, gpu_gb, server")
@@ -51,12 +67,35 @@ def load_roster(path: Path | None = None) -> list[RosterEntry]:
         # The authors' prompt is the default for the paper's rows, read from their pinned
         # Qwen2.5-Omni result file (every file of their release holds the same question).
         entries[name] = {"prompt": PAPER, "prompt_source": PAPER_PROMPT_SOURCE,
-                         **{k: v for k, v in e.items() if k != "needs"}}
+                         **{k: v for k, v in e.items() if k not in _ROSTER_ONLY},
+                         "protocol": protocol}
     specs = parse_models(entries, source=label)
     out = []
     for spec in specs:
         n = needs[spec.name]
         if spec.paper_name is None:
             raise AglError(f"{label}: models.{spec.name}.paper_name: required in the roster")
-        out.append(RosterEntry(spec, n.get("key"), n.get("gpu_gb"), n.get("server")))
+        out.append(RosterEntry(spec, n.get("key"), n.get("gpu_gb"), n.get("server"),
+                               *marks[spec.name]))
     return out
+
+
+def with_protocol(e: dict[str, Any], protocol: str, where: str) -> dict[str, Any]:
+    """The entry `e` under `protocol`: its `paper:` block's fields replace the top-level ones."""
+    if protocol == "controlled":
+        return e
+    block = e.get("paper")
+    if not isinstance(block, dict):
+        raise AglError(f"{where}.paper: expected a mapping of the authors' settings")
+    reject_unknown_keys(block, _OVERRIDABLE, f"{where}.paper")
+    return {**e, **block}
+
+
+def retirement(model: str) -> RosterEntry | None:
+    """The roster entry (either protocol) that marks the model id `model` retired or names a
+    successor for it; None when the roster knows nothing of it."""
+    for protocol in PROTOCOLS:
+        for r in load_roster(protocol=protocol):
+            if r.spec.model == model and (r.retired or r.successor):
+                return r
+    return None

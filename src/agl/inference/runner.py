@@ -12,6 +12,11 @@ asyncio.Semaphore per backend), the request timeout, retries with exponential ba
 full jitter on retryable `BackendError`s (429 / RESOURCE_EXHAUSTED / 5xx / timeouts, honouring
 `retry_after`), and the response cache are the same for every service, so they are written
 once. A call that still fails becomes `Reply(status=FAILED, error=...)`, never text.
+
+A model the provider says is gone (`BackendError.gone`: 404 model_not_found, Gemini's
+NOT_FOUND) is not a clip's failure but the run's: `ModelGone` is raised, never retried, and
+the run stops. The first request of a stream goes alone, so a retired model costs one
+request, not `concurrency` of them.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.audio import probe
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import known_secrets, scrub
-from agl.errors import AglError
+from agl.errors import AglError, ModelGone
 from agl.inference.cache import ResponseCache, cache_key
 
 PROBE_SECONDS = 1.0  # how much of each clip must decode before it is sent
@@ -185,6 +190,10 @@ async def _attempt(backend: Backend, request: Request, semaphore: asyncio.Semaph
         except TimeoutError:
             reply, error, retryable = None, f"timed out after {timeout_s:g} s", True
         except BackendError as exc:
+            if exc.gone:  # the run's end, not the clip's: never retried, never recorded
+                msg = scrub(str(exc), known_secrets(backend.settings))
+                raise ModelGone(f"{backend.name}:{backend.model} is gone: {msg}",
+                                model=backend.model, provider_message=msg) from None
             reply, error, retryable = None, str(exc), exc.retryable
             retry_after = exc.retry_after
         except Exception as exc:  # a bug or an SDK surprise: recorded, never raised
@@ -236,8 +245,11 @@ async def stream(
         return i, await _call(backend, r, cache=cache, semaphore=semaphore, timeout_s=timeout_s,
                               max_retries=max_retries, backoff=backoff)
 
+    # The first request goes alone: a retired model (ModelGone) is known after one request.
+    if requests:
+        yield await one(0, requests[0])
     # Tasks beyond the semaphore wait cheaply; creating them all keeps the pipe full.
-    tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(requests)]
+    tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(requests) if i]
     try:
         for fut in asyncio.as_completed(tasks):
             yield await fut

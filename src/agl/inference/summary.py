@@ -41,6 +41,8 @@ def run_summary(chosen: list[Prediction], n_selected: int, ctx: RunContext, wall
         "backend": spec.backend,
         "model": spec.model,
         "settings": public_settings(dict(spec.settings or {})),
+        # The roster protocol the entry says it runs (paper / controlled): a param, tracked.
+        **({"run_protocol": spec.protocol} if spec.protocol else {}),
         "prompt": prompt.name,
         "prompt_sha256": prompt.sha256,
         "prompt_source": str(prompt.source),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -257,7 +258,21 @@ def _run_metrics(doc: dict[str, Any], run_summary: dict[str, Any]) -> dict[str, 
             metrics[f"run.{k}"] = v
         elif isinstance(v, dict) and k == "latency_s":
             metrics.update({f"run.latency_s.{q}": x for q, x in v.items()})
+        elif isinstance(v, dict) and k == "served_models":  # the ledger: share per served id
+            metrics.update({"run.served_share." + re.sub(r"[^\w./ -]", "_", m): x
+                            for m, x in v.items()})
     return metrics
+
+
+def _served_tags(run_summary: dict[str, Any]) -> dict[str, str]:
+    """The served-model ledger as MLflow tags (from the run's timings: volatile, so a tag
+    beside the run, never a tracked file): shares, and the flags a reader must see."""
+    tags = {}
+    if run_summary.get("served_models"):
+        tags["served_models"] = ", ".join(f"{m}={x:g}" for m, x in run_summary["served_models"].items())
+    if run_summary.get("served_flags"):
+        tags["served_flags"] = "; ".join(run_summary["served_flags"])
+    return tags
 
 
 def _log_evaluation(doc: dict[str, Any], config: EvaluateConfig, info: dict[str, Any],
@@ -280,7 +295,8 @@ def _log_evaluation(doc: dict[str, Any], config: EvaluateConfig, info: dict[str,
               "model": str(info.get("model", run)),
               "backend": str(info.get("backend", "")),
               "prompt_hash": str(info.get("prompt_sha256") or info.get("prompt_hash") or ""),
-              "prompt": str(info.get("prompt", ""))},
+              "prompt": str(info.get("prompt", "")),
+              "run_protocol": str(info.get("run_protocol", "")), **_served_tags(run_summary)},
         dataset={"name": doc["dataset"], "digest": doc["data_version"],
                  "source": Path(manifest_path).resolve().as_uri(),
                  "frame": manifest[[c for c in ("key", "latitude", "longitude", "country",

@@ -7,6 +7,13 @@ it is ranked after the full runs with a note, because its numbers are not compar
 A run that refuses many clips (`refusal_note`) carries its refusal rate beside its rank, with a
 note: its place comes from the protocol's fixed score for a refusal, not from located guesses.
 Every "—" is "not applicable" (`agl.scoring.wording`).
+
+A run beside a paper value that was not run under the paper's protocol (its model entry's
+`protocol:`, recorded as `run_protocol`; agl.inference.roster) is marked "‡" with a note: its
+numbers and the paper's come from two different experiments. What the provider says answered
+(the served-model ledger, agl.predictions.served) is volatile, so it never enters these tracked
+files: `served_lines` reads it from each run's timings file for the stage's printout and the
+untracked `leaderboard.timings.json`.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
         row: dict[str, Any] = {"run": doc["run"], "model": doc.get("model", doc["run"]),
                                "backend": doc.get("backend", ""), "source": doc.get("source", ""),
                                "paper_name": doc.get("paper_name") or "",
+                               "run_protocol": doc.get("run_protocol") or "",
                                "dataset": doc.get("dataset", ""), "n": res["n"],
                                "data_version": doc.get("data_version", ""),
                                "dataset_clips": doc.get("dataset_clips"),
@@ -180,6 +188,8 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         if _flag(r, "refusal_heavy"):
             rank += f" ({_refused(r)})"
         run = f"{r['run']} *" if _flag(r, "subset") else str(r["run"])
+        if off_protocol(r):
+            run += " ‡"
         clips = r.get("dataset_clips")
         done = r.get("clips_predicted")
         n = str(int(done if done is not None and pd.notna(done) else r["n"]))
@@ -199,6 +209,38 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         keep = [k for k in range(len(head)) if k not in paper_at]
         head, rows = [head[k] for k in keep], [[row[k] for k in keep] for row in rows]
     return head, rows
+
+
+PROTOCOL_MARK = "‡"
+PROTOCOL_NOTE = ("A run marked \"‡\" sits beside the paper's values but was not run under the "
+                 "paper's protocol (the authors' decoding settings, gateway and prompts: "
+                 "`agl models --yaml NAME --protocol paper`): {runs}. Its numbers and the "
+                 "paper's come from two different experiments.")
+
+
+def off_protocol(row: pd.Series) -> bool:
+    """Whether a row beside a paper value ran under a protocol other than the paper's (a
+    published run of the authors is the paper's own)."""
+    in_paper = any(pd.notna(row.get(f"paper_{c}")) for c in PAPER_COLUMNS)
+    return (in_paper and str(row.get("source", "")) != "published"
+            and str(row.get("run_protocol", "") or "") != "paper")
+
+
+def served_lines(metrics_files: list[Path]) -> dict[str, list[str]]:
+    """Each run's served-model flags (agl.predictions.served), read from the timings file beside
+    its metrics.json: a served id not the asked one, or a change of served model mid-run."""
+    out = {}
+    for path in metrics_files:
+        timings = canonical.timings_path(Path(path).with_name("run_summary.json"))
+        if not timings.exists():
+            continue
+        try:
+            flags = json.loads(timings.read_text(encoding="utf-8")).get("served_flags") or []
+        except (json.JSONDecodeError, AttributeError):
+            continue
+        if flags:
+            out[Path(path).parent.name] = [str(f) for f in flags]
+    return out
 
 
 def _refusal_rule(protocol: str) -> str:
@@ -225,6 +267,11 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
                      f"clips ({runs}): {rule}, so that rank comes from the rule, not from located "
                      "guesses. A run refusing every clip averages that distance whatever it "
                      "heard; under the paper's rule, about what uniformly random guesses score.")
+    off = [str(r["run"]) + (f" ({r['run_protocol']})" if r.get("run_protocol") else
+                            " (no protocol stated)")
+           for _, r in rows.iterrows() if off_protocol(r)]
+    if off:
+        notes.append(PROTOCOL_NOTE.format(runs="; ".join(off)))
     if any(NOT_APPLICABLE in c for row in render_rows(rows)[1] for c in row):
         notes.append(NOT_APPLICABLE_LEGEND)
     return notes

@@ -1,0 +1,65 @@
+"""The served-model ledger: what the provider says answered each clip, beside what was asked.
+
+Providers name the model that answered (OpenAI `response.model` and `system_fingerprint`,
+Gemini `model_version`); backends keep them in a reply's `served_model` /
+`system_fingerprint`. They are volatile (a provider re-routes an alias, rotates a
+fingerprint), so they stay out of the cache key, the run fingerprint and every tracked file:
+per clip in the run's `run_summary.timings.json` (`clips`), summed up there as `served_models`
+(id -> share of the clips that named one), `system_fingerprints`, and `served_flags`, the
+lines a reader must see (a served id that is not the asked one, or more than one served id
+in a run). A cached reply keeps the ids it was answered with, so a replay reproduces them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+# A dated snapshot of an alias (`gpt-4o-audio-preview-2024-12-17` for `gpt-4o-audio-preview`,
+# `...-001`) is the asked model; anything else after the id (`-preview-05-20`) is not.
+_SNAPSHOT = re.compile(r"^[0-9][0-9-]*$")
+
+
+def bare(model_id: str) -> str:
+    """An id without `models/` (Gemini) or a gateway's `provider/` prefix, lower-cased."""
+    return model_id.strip().lower().rsplit("/", 1)[-1]
+
+
+def same_model(asked: str, served: str) -> bool:
+    """Whether `served` names the `asked` model (itself, or a dated snapshot of it)."""
+    a, s = bare(asked), bare(served)
+    return s == a or (s.startswith(a + "-") and bool(_SNAPSHOT.match(s[len(a) + 1:])))
+
+
+def ledger(clips: Mapping[str, Mapping[str, Any]], keys: list[str], asked: str) -> dict[str, Any]:
+    """The run's ledger over `keys` (its recorded clips) from each clip's volatile meta."""
+    served = Counter(str(clips[k]["served_model"]) for k in keys
+                     if (clips.get(k) or {}).get("served_model"))
+    prints = Counter(str(clips[k]["system_fingerprint"]) for k in keys
+                     if (clips.get(k) or {}).get("system_fingerprint"))
+    n = sum(served.values())
+    if not n:
+        return {}
+    out: dict[str, Any] = {
+        "served_clips": n,
+        "served_models": {m: round(c / n, 4) for m, c in sorted(served.items())},
+    }
+    if prints:
+        total = sum(prints.values())
+        out["system_fingerprints"] = {f: round(c / total, 4) for f, c in sorted(prints.items())}
+    flags = [f"served '{m}' for {c} of {n} clip(s), not the asked '{asked}'"
+             for m, c in sorted(served.items()) if not same_model(asked, m)]
+    if len(served) > 1:
+        flags.append("the served model changed during the run: "
+                     + ", ".join(f"{m} ({c})" for m, c in sorted(served.items())))
+    if flags:
+        out["served_flags"] = flags
+    return out
+
+
+def flag_line(run: str, timings: Mapping[str, Any]) -> str | None:
+    """One line for a run whose ledger holds flags (None when it holds none)."""
+    flags = timings.get("served_flags") or []
+    return f"{run}: " + "; ".join(flags) if flags else None
