@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from agl.errors import AglError  # a command's lazy load: `agl --help` stays instant
     from agl.interchange.eee_export import ExportConfig, export_runs  # (as above)
 
-    params = _params(args.params)
+    params = read_params(args.params)
     evaluate, export = params.get("evaluate") or {}, params.get("export") or {}
     report = params.get("report") or {}
     if not args.manifest.is_file():
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _params(path: Path) -> dict:
+def read_params(path: Path) -> dict:
     import yaml
 
     from agl.errors import AglError
