@@ -125,11 +125,12 @@ def _source_metadata(doc: dict[str, Any], info: dict[str, Any], config: ExportCo
         # The issue's rule: the authors' released runs are documentation (their numbers,
         # re-scored here); this project's own runs are evaluation runs.
         "source_type": "documentation" if published else "evaluation_run",
-        "source_organization_name": "AGL1K authors (github.com/Rising0321/AGL1K)" if published
-        else config.organization,
+        "source_organization_name": "AGL1K authors" if published else config.organization,
         "evaluator_relationship": "first_party" if ours_baseline and not published else "third_party",
         "additional_details": {"exported_by": config.organization, "agl_source": str(doc.get("source") or "agl")},
     }
+    if published:
+        meta["source_organization_url"] = "https://github.com/Rising0321/AGL1K"
     if doc.get("published_path"):
         meta["additional_details"]["published_path"] = str(doc["published_path"])
     return meta

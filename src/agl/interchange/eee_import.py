@@ -189,11 +189,14 @@ def import_record(path: Path, truth: tuple[Any, str, Path], out: Path, config: I
     info = _info(record, path)
     folder = out / info["run"].replace("/", "--")
     predictions: dict[str, Prediction] = {}
+    order: dict[str, int] = {}
     for row in rows:
         if row["sample_id"] not in predictions:
             p = prediction_of(row)
             if p is not None:
                 predictions[row["sample_id"]] = p
+                rank = str((row.get("metadata") or {}).get("run_order", ""))
+                order[row["sample_id"]] = int(rank) if rank.isdigit() else len(order) + len(rows)
     if not any(p.has_coordinates for p in predictions.values()):
         return _as_stated(folder, info, stated, frame, version), []
     unknown = sorted(set(predictions) - set(frame["key"]))
@@ -201,7 +204,10 @@ def import_record(path: Path, truth: tuple[Any, str, Path], out: Path, config: I
         raise AglError(f"{path}: instance rows for {len(unknown)} clip(s) not in the manifest "
                        f"(e.g. sample_id {unknown[0]!r}); give the AGL1K manifest they were scored on")
     folder.mkdir(parents=True, exist_ok=True)
-    write_predictions(folder / "predictions.jsonl", [predictions[k] for k in sorted(predictions)])
+    # In the run's own order (metadata.run_order, else the rows'): the bootstrap resamples
+    # rows in file order, so that order gives the record's own intervals back.
+    ranked = sorted(predictions, key=lambda k: order[k])
+    write_predictions(folder / "predictions.jsonl", [predictions[k] for k in ranked])
     resamples, seed = _bootstrap(record, config)
     protocols = tuple(p for p in PROTOCOLS if p in stated) or tuple(PROTOCOLS)
     evaluation = EvaluateConfig(protocols=protocols, metric_bootstrap=resamples, seed=seed,

@@ -91,19 +91,22 @@ def _base(p: Prediction, truth: pd.Series, ids: tuple[str, str], latency: Any) -
 
 def instance_rows(folder: Path, doc: dict[str, Any], manifest: pd.DataFrame, ids: tuple[str, str],
                   wrong_km: float) -> list[dict[str, Any]]:
-    """Every row of one run, ordered by result then clip (a stable file)."""
+    """Every row of one run, ordered by result, then clips in the predictions file's order
+    (stable; and the order the bootstrap draws rows in, so an import re-scores identically)."""
     preds = read_predictions(folder / "predictions.jsonl")
     truth = manifest.set_index("key", drop=False)
     timings = canonical.timings_path(folder / "run_summary.json")
     clips = json.loads(timings.read_text(encoding="utf-8")).get("clips", {}) if timings.is_file() else {}
     bases = {sid: _base(p, truth.loc[sid], ids, (clips.get(sid) or {}).get("latency_s"))
-             for sid, p in sorted(preds.items()) if sid in truth.index}
+             for sid, p in preds.items() if sid in truth.index}
+    for i, base in enumerate(bases.values()):  # the clip's place in the run: see agl import
+        base["metadata"]["run_order"] = str(i)
     rows = []
     for protocol in sorted(doc.get("protocols", {})):
         scores = _scores(folder, protocol)
         for metric, column in PER_CLIP.items():
             values = scores[column]
-            for sid in sorted(bases):
+            for sid in bases:  # the run's own order: a re-scoring resamples the same rows
                 v = values.get(sid)
                 if v is None or not math.isfinite(float(v)):
                     continue  # left out of this metric by the protocol: no row, as in its n
