@@ -72,6 +72,8 @@ def _import_eee(args: argparse.Namespace) -> int:
                        "their extracted values: run the same command without --reparse")
     if not args.manifest.is_file():
         raise AglError(f"--manifest {args.manifest}: not found; give the AGL1K manifest to score on")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise AglError(f"--out {args.out}: a file; EEE records are imported into a folder (e.g. imported)")
     evaluate = read_params(args.params).get("evaluate") or {}
     config = ImportConfig(resamples=int(evaluate.get("metric_bootstrap", 1000)),
                           seed=int(evaluate.get("seed", 0)),

@@ -63,7 +63,8 @@ def model_info(doc: dict[str, Any], settings: dict[str, Any]) -> tuple[dict[str,
                             "developer": developer, "additional_details": details}
     if deployment == "externally_managed":
         info["inference_platform"] = developer
-    elif backend in ("transformers", "openai-compatible"):
+    elif backend in ("transformers", "openai-compatible") and doc.get("source") != "published":
+        # (an authors' run: how they served it is theirs to say)
         info["inference_engine"] = {"name": "transformers" if backend == "transformers" else "vllm"}
     if settings.get("base_url") and backend == "openai-compatible":
         details["agl_served_at"] = "an OpenAI-compatible server (settings.base_url)"
