@@ -124,8 +124,10 @@ def test_rewrite_is_byte_identical_and_touches_nothing(demo_dir, capsys):
 
 
 def test_download_on_an_unchanged_demo_set_is_a_quick_no_op(demo_dir, tmp_path, capsys, monkeypatch):
+    from agl.dataset.croissant import write_card
     from agl.dataset.prepare import _demo_matches_lock
 
+    write_card(demo_dir)  # as `agl download` left it: an unchanged card is not written again
     files = sorted(p for p in demo_dir.rglob("*") if p.is_file())
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
     argv = ["download", "--params", str(tmp_path / "none.yaml"), "--dataset", "demo",

@@ -365,7 +365,7 @@ def test_switching_dataset_prunes_clips_the_manifest_does_not_name(
     assert not (out / "manifest.csv").exists() and archive.log == []  # refused up front
     prepare(DatasetSpec(dataset=str(manifest), out=out), policy(archive))
     assert sorted(p.name for p in (out / "audio").iterdir()) == sorted(KEYS)
-    assert sorted(p.name for p in out.iterdir()) == ["audio", "lock.json", "manifest.csv"]
+    assert sorted(p.name for p in out.iterdir()) == ["audio", "croissant.json", "lock.json", "manifest.csv"]
 
 
 def test_params_are_validated_naming_the_key():

@@ -32,7 +32,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("inference",),
     ("curation",),
     ("judges",),
-    ("report", "game"),
+    ("report", "game", "interchange"),
     ("explore",),
     ("commands",),
     ("cli",),

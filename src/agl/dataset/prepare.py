@@ -24,6 +24,7 @@ from agl.core.jsonutil import dumps
 from agl.core.paths import inside, remove
 from agl.core.single_writer import exclusive
 from agl.dataset.checksums import file_digest, read_lock, read_source, write_lock
+from agl.dataset.croissant import write_card
 from agl.dataset.demo import DEFAULT_SEED, GENERATOR_LABEL, RECIPES, key_of, write_demo
 from agl.dataset.download import download_clips
 from agl.dataset.fetch import Policy, fetch_document, sha256_hex
@@ -73,6 +74,7 @@ def _prepare(spec: DatasetSpec, policy: Policy, client: httpx.Client | None,
     out = Path(spec.out)
     if spec.dataset == "demo":
         result = _prepare_demo(spec, out)
+        write_card(out)  # data/croissant.json: the folder's Croissant card (agl.dataset.croissant)
         if summary_path:
             write_summary(summary_path, result)
         return result
@@ -83,6 +85,7 @@ def _prepare(spec: DatasetSpec, policy: Policy, client: httpx.Client | None,
     _write_manifest(frame, out / "manifest.csv")
     write_lock(out / "lock.json", read_lock(out / "lock.json"), source=source)
     summary = download_clips(rows, out, policy, client=client, check=False)
+    write_card(out)  # from the manifest and the lock as downloaded: the same data, the same card
     print(f"agl download: {out}: {summary.line()}", file=sys.stderr)
     for r in summary.failed:
         print(f"agl download: {r.status} {r.relpath}: {r.reason}", file=sys.stderr)

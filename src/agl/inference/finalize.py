@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,10 @@ def write_canonical_run(
             clips = {}
     clips.update(volatile)
     served = ledger(clips, sorted(latest), str(summary.get("model") or ""))
-    canonical.write_timings(out_dir / SUMMARY, {**timings, **served, "clips": clips})
+    # When the run (this session of it) ended: volatile, so here, never in the tracked
+    # summary; `agl export eee` reads it as the run's timestamp (agl.interchange.eee_export).
+    finished = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    canonical.write_timings(out_dir / SUMMARY, {**timings, **served, "finished_at": finished, "clips": clips})
     return served
 
 

@@ -135,6 +135,14 @@ SUBSET_NOTE = ("Subset runs (marked *) scored fewer clips than the dataset holds
                "numbers are not comparable to full runs and they are ranked after them.")
 
 
+# Runs `agl import` wrote from Every Eval Ever records (agl.interchange.eee_import): their
+# metrics.json `source` starts so, their run is named eee/<organization>/<model>.
+IMPORTED_SOURCE = "EEE record by "
+IMPORTED_NOTE = ("Runs named eee/<organization>/<model> come from Every Eval Ever records of other "
+                 "evaluators (agl import; docs/interchange.md): scored here by this project's "
+                 "protocols where their per-clip rows carry places, else ranked as they state.")
+
+
 def attach_paper(board: pd.DataFrame, paper: pd.DataFrame | None) -> pd.DataFrame:
     """Add the paper's reported values where a run names a paper model (`paper_name`)."""
     board = board.copy()
@@ -272,6 +280,8 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
            for _, r in rows.iterrows() if off_protocol(r)]
     if off:
         notes.append(PROTOCOL_NOTE.format(runs="; ".join(off)))
+    if "source" in rows and rows["source"].astype(str).str.startswith(IMPORTED_SOURCE).any():
+        notes.append(IMPORTED_NOTE)
     if any(NOT_APPLICABLE in c for row in render_rows(rows)[1] for c in row):
         notes.append(NOT_APPLICABLE_LEGEND)
     return notes

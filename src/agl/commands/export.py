@@ -1,0 +1,69 @@
+"""`agl export eee`: evaluated runs as Every Eval Ever records (docs/interchange.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export",
+        help="write evaluated runs in an interchange format (eee: Every Eval Ever 0.3.0)",
+        description=(
+            "Write every evaluated run (<run>/metrics.json) as an Every Eval Ever 0.3.0 "
+            "aggregate record with its per-clip rows, in the EEE datastore's layout "
+            "(OUT/data/<collection>/<developer>/<model>/<uuid>.json and <uuid>_samples.jsonl). "
+            "The same inputs give the same bytes: ids and timestamps come from the runs."
+        ),
+    )
+    p.add_argument("format", choices=("eee",), help="eee: Every Eval Ever 0.3.0")
+    p.add_argument("--runs", type=Path, nargs="+", default=None, metavar="DIR",
+                   help="folders holding <run>/metrics.json (default: build/runs build/paper)")
+    p.add_argument("--manifest", type=Path, default=Path("data/manifest.csv"),
+                   help="the manifest the runs were scored on (default: data/manifest.csv)")
+    p.add_argument("--out", type=Path, required=True, help="folder to write data/... under")
+    p.add_argument("--organization", default=None,
+                   help="who publishes the records (default: params.yaml export.organization, else agl)")
+    p.add_argument("--params", type=Path, default=Path("params.yaml"),
+                   help="params file for the intervals' fallback and export.* (default: ./params.yaml)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agl.errors import AglError  # a command's lazy load: `agl --help` stays instant
+    from agl.interchange.eee_export import ExportConfig, export_runs  # (as above)
+
+    params = read_params(args.params)
+    evaluate, export = params.get("evaluate") or {}, params.get("export") or {}
+    report = params.get("report") or {}
+    if not args.manifest.is_file():
+        raise AglError(f"--manifest {args.manifest}: not found; give the manifest the runs were scored on")
+    config = ExportConfig(organization=str(args.organization or export.get("organization") or "agl"),
+                          resamples=int(evaluate.get("metric_bootstrap", 1000)),
+                          seed=int(evaluate.get("seed", 0)),
+                          wrong_km=float(report.get("wrong_km", 750.0)))
+    roots = list(args.runs) if args.runs else [Path("build/runs"), Path("build/paper")]
+    written, notes = export_runs([r for r in roots if r.exists() or args.runs], args.manifest,
+                                 args.out, config)
+    for note in notes:
+        print(f"agl export: note: {note}", file=sys.stderr)
+    for path in written:
+        print(f"agl export: wrote {path}", file=sys.stderr)
+    print(f"agl export: {len(written)} EEE record(s) under {args.out / 'data'}", file=sys.stderr)
+    return 0
+
+
+def read_params(path: Path) -> dict:
+    import yaml
+
+    from agl.errors import AglError
+
+    if not path.is_file():
+        return {}
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise AglError(f"{path}: not valid YAML ({exc})") from None
+    return doc if isinstance(doc, dict) else {}

@@ -1,0 +1,254 @@
+"""Every Eval Ever records for AGL1K, from anyone, as runs the leaderboard ranks.
+
+A record is checked against the EEE 0.3.0 schema and must be AGL1K's (every result's
+source_data.dataset_name starts with "AGL1K", at least one metric is `agl1k.<metric>`, and a
+data_version it states is the manifest's). Where its instance rows carry a place (the
+extracted value holds latitude/longitude, or a status this project writes), the predictions
+are scored again by this project's protocols with the record's own resample count and seed,
+and any headline number that then differs from the record's is reported. Otherwise the
+record's aggregate numbers are ranked as stated (source_type documentation). Either way the
+run is written to `<out>/<name>/metrics.json`, named `eee/<organization>/<model>` and marked
+with its source, so it stands beside this project's runs, never for one of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agl.core import canonical
+from agl.core.geo import EARTH_MAX_KM
+from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label, load_manifest
+from agl.errors import AglError
+from agl.interchange import eee_schema
+from agl.interchange.eee_metrics import BENCHMARK, METRICS, protocols_of
+from agl.predictions.records import Prediction, Status, write_predictions
+from agl.scoring.config import EvaluateConfig
+from agl.scoring.evaluate import evaluate_run
+from agl.scoring.leaderboard import IMPORTED_SOURCE
+from agl.scoring.protocols import PROTOCOLS
+
+PLACE = ("latitude", "longitude", "city", "country", "continent")
+
+
+@dataclass(frozen=True)
+class ImportConfig:
+    """The fallbacks where a record does not say (params `evaluate`)."""
+
+    resamples: int = 1000
+    seed: int = 0
+    strict_refusal_km: float = EARTH_MAX_KM
+
+
+def is_eee(path: Path) -> bool:
+    """A folder (of records), or a JSON object with EEE's schema_version and results."""
+    if path.is_dir():
+        return True
+    if path.suffix != ".json" or not path.is_file():
+        return False
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(doc, dict) and "schema_version" in doc and "evaluation_results" in doc
+
+
+def record_files(src: Path) -> list[Path]:
+    files = [src] if src.is_file() else sorted(p for p in src.rglob("*.json") if p.is_file())
+    if not files:
+        raise AglError(f"{src}: no EEE record (*.json) found")
+    return files
+
+
+def read_record(path: Path, version: str) -> dict[str, Any]:
+    """A schema-valid AGL1K record, else one line naming the field."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise AglError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except UnicodeDecodeError:
+        raise AglError(f"{path}: not UTF-8 text; give an EEE record (.json)") from None
+    eee_schema.check(record, eee_schema.AGGREGATE, str(path))
+    results = record["evaluation_results"]
+    for i, r in enumerate(results):
+        name = str(r["source_data"].get("dataset_name", ""))
+        if not name.upper().startswith("AGL1K"):
+            raise AglError(f"{path}: evaluation_results[{i}].source_data.dataset_name {name!r}: "
+                           "not AGL1K; only AGL1K records join this leaderboard")
+        stated = (r["source_data"].get("additional_details") or {}).get("data_version")
+        if stated and stated != version:
+            raise AglError(f"{path}: evaluation_results[{i}].source_data.additional_details."
+                           f"data_version {stated[:12]} is not the manifest's ({version[:12]}); "
+                           "give the --manifest the record was scored on")
+    if not any(str(r["metric_config"].get("metric_id", "")).removeprefix(f"{BENCHMARK}.") in METRICS
+               for r in results):
+        raise AglError(f"{path}: evaluation_results[].metric_config.metric_id: none is an AGL1K "
+                       f"metric ({', '.join(f'{BENCHMARK}.{m}' for m in list(METRICS)[:4])}, ...)")
+    return record
+
+
+def read_rows(path: Path, record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's instance rows (none where it has no detailed_evaluation_results), each
+    schema-valid, with the checksum and evaluation_id the record names."""
+    detail = record.get("detailed_evaluation_results")
+    if not detail:
+        return []
+    samples = path.parent / Path(detail["file_path"]).name
+    if not samples.is_file():
+        raise AglError(f"{path}: detailed_evaluation_results.file_path: {samples.name} is not beside "
+                       "the record; copy it there, or drop the field to rank the stated numbers")
+    raw = samples.read_bytes()
+    if detail.get("checksum") and detail.get("hash_algorithm", "sha256") == "sha256" \
+            and hashlib.sha256(raw).hexdigest() != detail["checksum"]:
+        raise AglError(f"{path}: detailed_evaluation_results.checksum: {samples.name} does not match it "
+                       "(changed after the record was written)")
+    rows = []
+    for n, line in enumerate(raw.decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise AglError(f"{samples}: row {n}: not JSON ({exc.msg})") from None
+        eee_schema.check(row, eee_schema.INSTANCE, f"{samples} row {n}")
+        if row["evaluation_id"] != record["evaluation_id"]:
+            raise AglError(f"{samples} row {n}: evaluation_id {row['evaluation_id']!r} is not the record's")
+        rows.append(row)
+    return rows
+
+
+def _float(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def prediction_of(row: dict[str, Any]) -> Prediction | None:
+    """The prediction an instance row states (its first extracted value that is a JSON object
+    with place fields), or None."""
+    for a in row.get("answer_attribution") or []:
+        try:
+            value = json.loads(a.get("extracted_value") or "")
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(value, dict) or not any(k in value for k in (*PLACE, "status")):
+            continue
+        lat, lon = _float(value.get("latitude")), _float(value.get("longitude"))
+        place = {k: (str(value[k]) if value.get(k) is not None else None) for k in PLACE[2:]}
+        status = value.get("status")
+        if status not in {s.value for s in Status}:
+            status = "ok" if lat is not None and lon is not None else "unparseable"
+        original = value.get("original") if isinstance(value.get("original"), dict) else None
+        reply = (row.get("output") or {}).get("raw") or [None]
+        return Prediction(str(row["sample_id"]), Status(status), lat, lon, **place,
+                          confidence=_float(value.get("confidence")), raw_reply=reply[0],
+                          refused=bool(value.get("refused", False)), original=original)
+    return None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.").lower() or "unknown"
+
+
+def _bootstrap(record: dict[str, Any], config: ImportConfig) -> tuple[int, int]:
+    """The record's resample count and seed (its first interval that states them)."""
+    for r in record["evaluation_results"]:
+        details = r["score_details"]
+        b = (details.get("uncertainty") or {}).get("num_bootstrap_samples")
+        if isinstance(b, int):
+            seed = (details.get("details") or {}).get("bootstrap_seed", config.seed)
+            return b, int(seed) if str(seed).lstrip("-").isdigit() else config.seed
+    return config.resamples, config.seed
+
+
+def _info(record: dict[str, Any], path: Path) -> dict[str, Any]:
+    """What metrics.json says about the imported run: its model, and where it came from."""
+    meta, model = record["source_metadata"], record["model_info"]
+    org = str(meta["source_organization_name"])
+    return {"run": f"eee/{_slug(org)}/{_slug(model['id'])}", "model": str(model["id"]),
+            "backend": "eee-import", "paper_name": str(model.get("name") or ""),
+            "source": f"{IMPORTED_SOURCE}{org} ({meta['source_type']}, {meta['evaluator_relationship']})",
+            "eee_evaluation_id": str(record["evaluation_id"]), "eee_record": path.name}
+
+
+def import_record(path: Path, truth: tuple[Any, str, Path], out: Path, config: ImportConfig) -> tuple[Path, list[str]]:
+    """One record as `<out>/<run>/metrics.json` (and predictions + scores where its rows carry
+    places); returns the folder and notes (numbers that differ once re-scored)."""
+    frame, version, _ = truth  # the manifest frame, its content hash, its path
+    record = read_record(path, version)
+    stated = protocols_of(record["evaluation_results"], str(path))
+    rows = read_rows(path, record)
+    info = _info(record, path)
+    folder = out / info["run"].replace("/", "--")
+    predictions: dict[str, Prediction] = {}
+    order: dict[str, int] = {}
+    for row in rows:
+        if row["sample_id"] not in predictions:
+            p = prediction_of(row)
+            if p is not None:
+                predictions[row["sample_id"]] = p
+                rank = str((row.get("metadata") or {}).get("run_order", ""))
+                order[row["sample_id"]] = int(rank) if rank.isdigit() else len(order) + len(rows)
+    if not any(p.has_coordinates for p in predictions.values()):
+        return _as_stated(folder, info, stated, frame, version), []
+    unknown = sorted(set(predictions) - set(frame["key"]))
+    if unknown:
+        raise AglError(f"{path}: instance rows for {len(unknown)} clip(s) not in the manifest "
+                       f"(e.g. sample_id {unknown[0]!r}); give the AGL1K manifest they were scored on")
+    folder.mkdir(parents=True, exist_ok=True)
+    # In the run's own order (metadata.run_order, else the rows'): the bootstrap resamples
+    # rows in file order, so that order gives the record's own intervals back.
+    ranked = sorted(predictions, key=lambda k: order[k])
+    write_predictions(folder / "predictions.jsonl", [predictions[k] for k in ranked])
+    resamples, seed = _bootstrap(record, config)
+    protocols = tuple(p for p in PROTOCOLS if p in stated) or tuple(PROTOCOLS)
+    evaluation = EvaluateConfig(protocols=protocols, metric_bootstrap=resamples, seed=seed,
+                                strict_refusal_km=config.strict_refusal_km, track=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ManifestWarning)
+        doc = evaluate_run(info["run"], folder / "predictions.jsonl", truth[2], folder,
+                           evaluation, info={k: v for k, v in info.items() if k != "run"},
+                           retry="ask the record's publisher for the missing clips")
+    return folder, _differences(stated, doc["protocols"], info["run"])
+
+
+def _as_stated(folder: Path, info: dict[str, Any], stated: dict[str, Any], frame: Any, version: str) -> Path:
+    """A record without places: its aggregate numbers, ranked as the record states them."""
+    n = max((res.get("n", 0) for res in stated.values()), default=0)
+    doc = {**info, "data_version": version, "dataset": dataset_label(frame), "dataset_clips": len(frame),
+           "clips_predicted": n, "scored_from": "the record's stated numbers (no per-clip places)",
+           "protocols": stated}
+    canonical.write_json(folder / "metrics.json", doc)
+    return folder
+
+
+def _differences(stated: dict[str, Any], scored: dict[str, Any], run: str) -> list[str]:
+    """Each stated headline number that the re-scoring does not give (beyond rounding)."""
+    notes = []
+    for protocol, res in stated.items():
+        for metric in METRICS:
+            a, b = res.get(metric), (scored.get(protocol) or {}).get(metric)
+            if isinstance(a, int | float) and isinstance(b, int | float) and \
+                    not math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6):
+                notes.append(f"{run}: {protocol} {metric} is {b:g} re-scored here, {a:g} in the record")
+    return notes
+
+
+def import_records(src: Path, manifest: Path, out: Path, config: ImportConfig) -> list[tuple[Path, list[str]]]:
+    """Every record under `src` (a file or a folder), each checked before any is written."""
+    version = content_hash(manifest)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ManifestWarning)
+        frame = load_manifest(manifest)
+    files = [f for f in record_files(src) if not f.name.endswith("_samples.jsonl")]
+    for f in files:  # all or nothing: a bad record stops the import before any is written
+        read_record(f, version)
+    return [import_record(f, (frame, version, manifest), out, config) for f in files]
