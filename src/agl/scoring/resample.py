@@ -1,0 +1,117 @@
+"""Cluster bootstrap draws of a mean or median (agl.scoring.metrics.cluster_ci uses them).
+
+Each function takes per-row `values` (NaN = excluded), per-row cluster `labels` (0..G-1) and
+returns `n` resampled statistics, resampling whole clusters with replacement. The three
+routes mirror the row bootstrap's (agl.scoring.metrics): exact for 0/1 columns, cluster
+indices for small tables, Poisson counts of quantile bins of clusters for large ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BINS = 1024
+MAX_PATTERNS = 4096  # beyond this many distinct count patterns, the generic route is cheaper
+
+
+def cluster_sums(values: np.ndarray, labels: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per cluster: the sum of its finite values and how many there are."""
+    finite = np.isfinite(values)
+    sums = np.bincount(labels[finite], weights=values[finite], minlength=groups)
+    counts = np.bincount(labels[finite], minlength=groups).astype(float)
+    return sums, counts
+
+
+def binary_draws(values: np.ndarray, labels: np.ndarray, groups: int, n: int, rng) -> np.ndarray | None:
+    """The exact cluster bootstrap of a 0/1 mean: a cluster is its (ones, zeros, excluded)
+    pattern, and a resample is a multinomial draw of G clusters over the patterns. The single
+    clip patterns come first, in the row bootstrap's order, so single-clip clusters draw what
+    the row bootstrap draws. None when there are too many patterns (the caller's generic route)."""
+    finite = np.isfinite(values)
+    ones = np.bincount(labels, weights=(values == 1), minlength=groups).astype(np.int64)
+    zeros = np.bincount(labels, weights=(finite & (values == 0)), minlength=groups).astype(np.int64)
+    nans = np.bincount(labels, weights=~finite, minlength=groups).astype(np.int64)
+    single = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=np.int64)
+    patterns, freq = np.unique(np.column_stack([ones, zeros, nans]), axis=0, return_counts=True)
+    if len(patterns) > MAX_PATTERNS:
+        return None
+    extra = [i for i, p in enumerate(patterns) if p.sum() != 1]
+    table = np.vstack([single, patterns[extra]])
+    weights = np.concatenate([[freq[(patterns == s).all(axis=1)].sum() for s in single], freq[extra]])
+    counts = rng.multinomial(groups, weights / groups, size=n)
+    hit, miss = counts @ table[:, 0], counts @ table[:, 1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return hit / (hit + miss)
+
+
+def index_draws(values: np.ndarray, labels: np.ndarray, groups: int, stat: str, n: int, rng) -> np.ndarray:
+    """G cluster indices per resample (drawn as the row bootstrap draws rows); the mean from
+    the drawn clusters' sums, the median as the median of every clip of the drawn clusters
+    (each clip weighted by how often its cluster was drawn)."""
+    sums, counts = cluster_sums(values, labels, groups)
+    finite = np.isfinite(values)
+    order = np.argsort(values[finite], kind="stable")
+    sorted_values, sorted_labels = values[finite][order], labels[finite][order]
+    chunk = max(1, 4_000_000 // max(len(values), 1))
+    out = []
+    for start in range(0, n, chunk):
+        idx = rng.integers(0, groups, size=(min(chunk, n - start), groups))
+        if stat == "mean":
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out.append(sums[idx].sum(axis=1) / counts[idx].sum(axis=1))
+            continue
+        rows = idx.shape[0]
+        drawn = np.bincount((idx + groups * np.arange(rows)[:, None]).ravel(),
+                            minlength=rows * groups).reshape(rows, groups)
+        out.append(weighted_median(sorted_values, drawn[:, sorted_labels]))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def weighted_median(sorted_values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per row of integer `weights`, the median of `sorted_values` repeated that often (the
+    mean of the two middle ones for an even total; NaN for none)."""
+    cum = np.cumsum(weights, axis=1)
+    total = cum[:, -1] if cum.shape[1] else np.zeros(len(weights))
+    last = max(sorted_values.size - 1, 0)
+    lo = np.minimum((cum <= ((total - 1) // 2)[:, None]).sum(axis=1), last)
+    hi = np.minimum((cum <= (total // 2)[:, None]).sum(axis=1), last)
+    if sorted_values.size == 0:
+        return np.full(len(weights), np.nan)
+    out = (sorted_values[lo] + sorted_values[hi]) / 2
+    return np.where(total > 0, out, np.nan)
+
+
+def binned_draws(values: np.ndarray, labels: np.ndarray, groups: int, stat: str, n: int, rng) -> np.ndarray:
+    """Large tables: clusters sorted by their mean into quantile bins; each resample draws
+    Poisson(bin size) clusters of each bin, every drawn cluster standing for its bin's
+    average cluster (the Poisson bootstrap, as the row route's binning of rows)."""
+    sums, counts = cluster_sums(values, labels, groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(counts > 0, sums / counts, -np.inf)
+    order = np.argsort(means, kind="stable")
+    edges = np.linspace(0, groups, min(BINS, groups) + 1).astype(int)
+    starts = edges[:-1][np.diff(edges) > 0]
+    size = np.diff(np.append(starts, groups)).astype(float)
+    drawn = rng.poisson(size, size=(n, size.size)) / size  # clusters drawn per cluster of the bin
+    if stat == "mean":
+        s, c = np.add.reduceat(sums[order], starts), np.add.reduceat(counts[order], starts)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (drawn @ s) / (drawn @ c)
+    # The median: each bin's clips as counts over 1,024 quantile bins of the clip values.
+    finite = np.isfinite(values)
+    vals, labs = values[finite], labels[finite]
+    value_order = np.argsort(vals, kind="stable")
+    vedges = np.linspace(0, vals.size, BINS + 1).astype(int)
+    vstarts = vedges[:-1][np.diff(vedges) > 0]
+    vbin = np.empty(vals.size, dtype=np.int64)
+    vbin[value_order] = np.searchsorted(vstarts, np.arange(vals.size), side="right") - 1
+    rep = np.add.reduceat(vals[value_order], vstarts) / np.diff(np.append(vstarts, vals.size))
+    cbin = np.empty(groups, dtype=np.int64)
+    cbin[order] = np.searchsorted(starts, np.arange(groups), side="right") - 1
+    table = np.zeros((size.size, rep.size))
+    np.add.at(table, (cbin[labs], vbin), 1.0)
+    weights = drawn @ table
+    cum = np.cumsum(weights, axis=1)
+    half = cum[:, -1] / 2.0
+    pos = (cum < half[:, None]).sum(axis=1)
+    return np.where(cum[:, -1] > 0, rep[np.minimum(pos, rep.size - 1)], np.nan)
