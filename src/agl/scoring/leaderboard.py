@@ -58,10 +58,18 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
                                "data_version": doc.get("data_version", ""),
                                "dataset_clips": doc.get("dataset_clips"),
                                "clips_predicted": doc.get("clips_predicted")}
+        # The interval is the run's resampling unit's (agl.scoring.clusters); the clip one
+        # and the design effect (their widths' ratio) stand beside it.
+        row["n_clusters"] = res.get("n_clusters", res["n"])
+        row["resampling_unit"] = res.get("resampling_unit", "clip")
         for c in COLUMNS:
             row[c] = res.get(c)
             lo, hi = res.get("ci95", {}).get(c, (None, None))
             row[f"{c}_lo"], row[f"{c}_hi"] = lo, hi
+            lo, hi = res.get("ci95_clip", res.get("ci95", {})).get(c, (None, None))
+            row[f"{c}_clip_lo"], row[f"{c}_clip_hi"] = lo, hi
+        for c in ("distance_error_km", "country_acc"):
+            row[f"design_effect_{c}"] = res.get("design_effect", {}).get(c, 1.0)
         rows.append(row)
     _no_protocol(unscored, protocol, ranked=len(rows))
     frame = pd.DataFrame(rows)
@@ -171,7 +179,8 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     the paper, "—" where the paper gives no value (its random baseline has no accuracies); a
     table where no run has a counterpart has no paper columns (the demo's)."""
     head = ["#", "run", "model", "n / N", "distance km [95% CI]", "paper km", "median km",
-            "GeoScore", "continent", "paper", "country", "paper", "city", "paper", "reject"]
+            "GeoScore", "continent", "paper", "country", "paper", "city", "paper", "reject",
+            "design effect (km, country)"]
     paper_at = (5, 9, 11, 13)  # the paper's columns in `head`
     rows = []
     any_paper = False
@@ -184,6 +193,8 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         done = r.get("clips_predicted")
         n = str(int(done if done is not None and pd.notna(done) else r["n"]))
         coverage = f"{n} / {int(clips)}" if clips is not None and pd.notna(clips) else n
+        if pd.notna(r.get("n_clusters")) and r.get("resampling_unit", "clip") != "clip":
+            coverage += f" ({int(r['n_clusters'])} clusters, {r['resampling_unit']})"
         in_paper = any(pd.notna(r.get(f"paper_{c}")) for c in PAPER_COLUMNS)
         any_paper |= in_paper
         paper = {c: _cell(r.get(f"paper_{c}"), 2) if in_paper else "" for c in PAPER_COLUMNS}
@@ -194,6 +205,8 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             paper["continent_acc"], _with_ci(r, "country_acc", 2),
             paper["country_acc"], _with_ci(r, "city_acc", 2),
             paper["city_acc"], _cell(r["reject_rate"], 2),
+            f"{_cell(r.get('design_effect_distance_error_km'), 2)}, "
+            f"{_cell(r.get('design_effect_country_acc'), 2)}",
         ])
     if not any_paper:
         keep = [k for k in range(len(head)) if k not in paper_at]
