@@ -109,8 +109,8 @@ def summarize_later(
     for the DESIGN_EFFECT metrics, `n_clusters` counts them. Without: clips, `ci95` only."""
     out: dict = {"n": int(len(scored))}
     columns = metric_columns(scored)
-    intervals = _intervals_later(columns, bootstrap, seed, len(scored), clusters)
-    clip_intervals = _intervals_later(columns, bootstrap, seed, len(scored), None) if clusters is not None else None
+    intervals = intervals_later(columns, bootstrap, seed, len(scored), clusters)
+    clip_intervals = intervals_later(columns, bootstrap, seed, len(scored), None) if clusters is not None else None
     for name, (values, stat) in columns.items():
         out[name] = _point(values, stat)
     d = scored["distance_km"].to_numpy(dtype=float)
@@ -141,7 +141,7 @@ def design_effect(cluster: list[float], clip: list[float]) -> float:
     return float(wide / narrow)
 
 
-def _intervals_later(columns: dict[str, tuple[np.ndarray, str]], n: int, seed: int,
+def intervals_later(columns: dict[str, tuple[np.ndarray, str]], n: int, seed: int,
                      rows: int, clusters: np.ndarray | None) -> Callable[[], dict[str, list[float]]]:
     """Each metric's interval (the i-th metric seeded `seed + i`), started now; calling the
     result waits for them.
@@ -155,6 +155,8 @@ def _intervals_later(columns: dict[str, tuple[np.ndarray, str]], n: int, seed: i
 
     def interval(job: tuple[str, np.ndarray, str, int]) -> list[float]:
         _, values, stat, job_seed = job
+        if clusters is not None and rows > EXACT_LIMIT:
+            job_seed = seed  # the binned cluster route: one shared draw (resample.bin_counts)
         return list(cluster_ci(values, stat=stat, n=n, seed=job_seed, clusters=clusters))
 
     if rows <= EXACT_LIMIT:
@@ -179,14 +181,15 @@ def cluster_ci(values, stat: str, n: int, seed: int = 0,
         return bootstrap_ci(values, stat, n, seed)
     if n <= 0 or not np.isfinite(values).any():
         return (float("nan"), float("nan"))
+    if len(values) > EXACT_LIMIT:  # 0/1 columns too: their count patterns are many
+        # One draw of bin counts per (clusters, resamples, seed), shared by the metrics.
+        return _percentiles(resample.binned_draws(values, labels, groups, stat, n, int(seed)))
     rng = np.random.default_rng(seed)
     draws = None
     if stat == "mean" and np.isin(_finite(values), (0.0, 1.0)).all():
         draws = resample.binary_draws(values, labels, groups, n, rng)
-    if draws is None and len(values) <= EXACT_LIMIT:
+    if draws is None:
         draws = resample.index_draws(values, labels, groups, stat, n, rng)
-    elif draws is None:
-        draws = resample.binned_draws(values, labels, groups, stat, n, rng)
     return _percentiles(draws)
 
 

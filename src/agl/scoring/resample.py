@@ -8,6 +8,8 @@ indices for small tables, Poisson counts of quantile bins of clusters for large 
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 BINS = 1024
@@ -81,18 +83,46 @@ def weighted_median(sorted_values: np.ndarray, weights: np.ndarray) -> np.ndarra
     return np.where(total > 0, out, np.nan)
 
 
-def binned_draws(values: np.ndarray, labels: np.ndarray, groups: int, stat: str, n: int, rng) -> np.ndarray:
-    """Large tables: clusters sorted by their mean into quantile bins; each resample draws
-    Poisson(bin size) clusters of each bin, every drawn cluster standing for its bin's
-    average cluster (the Poisson bootstrap, as the row route's binning of rows)."""
-    sums, counts = cluster_sums(values, labels, groups)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.where(counts > 0, sums / counts, -np.inf)
-    order = np.argsort(means, kind="stable")
+def bin_counts(groups: int, n: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The bins of `groups` sorted clusters (first position, size) and each resample's
+    Poisson(size) draw of each bin over its size. An int `rng` is a seed: then the draw is
+    kept (a few MB), because the bins depend on the number of clusters alone, so every
+    metric of a table can share one draw (the 1,024 x n Poissons are most of the cost)."""
+    if isinstance(rng, int):
+        return shared_counts(groups, n, rng)
     edges = np.linspace(0, groups, min(BINS, groups) + 1).astype(int)
     starts = edges[:-1][np.diff(edges) > 0]
     size = np.diff(np.append(starts, groups)).astype(float)
-    drawn = rng.poisson(size, size=(n, size.size)) / size  # clusters drawn per cluster of the bin
+    return starts, size, rng.poisson(size, size=(n, size.size)) / size
+
+
+@lru_cache(maxsize=4)
+def shared_counts(groups: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    out = bin_counts(groups, n, np.random.default_rng(seed))
+    for a in out:
+        a.setflags(write=False)
+    return out
+
+
+def binned_draws(values: np.ndarray, labels: np.ndarray, groups: int, stat: str, n: int, rng) -> np.ndarray:
+    """Large tables: clusters sorted into quantile bins by their influence on the statistic
+    (mean: sum - mean x count, the cluster's term of the linearised ratio; median: clips at
+    or below the median - count / 2); each resample draws Poisson(bin size) clusters of each
+    bin, every drawn cluster standing for its bin's average (the Poisson bootstrap, as the
+    row route bins rows). Sorting by influence, not by the cluster's mean, keeps a bin's
+    clusters alike in what moves the statistic: a large cluster and a small one of the same
+    mean move it by different amounts."""
+    sums, counts = cluster_sums(values, labels, groups)
+    finite = np.isfinite(values)
+    total = counts.sum()
+    if stat == "mean":
+        key = sums - counts * (sums.sum() / total if total else 0.0)
+    else:
+        below = np.bincount(labels[finite], weights=values[finite] <= np.median(values[finite]),
+                            minlength=groups)
+        key = below - counts / 2
+    order = np.argsort(key, kind="stable")
+    starts, size, drawn = bin_counts(groups, n, rng)
     if stat == "mean":
         s, c = np.add.reduceat(sums[order], starts), np.add.reduceat(counts[order], starts)
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -38,7 +38,8 @@ def metrics_table(result: dict[str, Any], title: str = "") -> str:
     head += "".join(f" {c:>11}" for c in cols)
     clusters = (f" in {result['n_clusters']} clusters ({unit})" if "n_clusters" in result else "")
     lines = [title, f"clips scored: {result['n']}{clusters}"
-             + "".join(f", {c}: {speech[c]['n']}" + (f" in {speech[c]['n_clusters']}" if "n_clusters" in speech[c] else "")
+             + "".join(f", {c}: {speech[c]['n']}"
+                       + (f" in {speech[c]['n_clusters']}" if "n_clusters" in speech[c] else "")
                        for c in cols)
              + (f" ({coverage_text(result['clips_predicted'], result['dataset_clips'])})"
                 if "dataset_clips" in result else ""), head, "-" * len(head)]
