@@ -52,8 +52,9 @@ def group_row(frame: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0) -> d
     def bootstrap_ci(values, stat, n, seed):
         return cluster_ci(values, stat, n, seed, clusters=labels)
 
-    row: dict = {"n": int(len(frame)), "n_km": int(np.isfinite(d).sum()),
-                 "n_clusters": int(len(frame)) if labels is None else int(np.unique(labels).size)}
+    row: dict = {"n": int(len(frame)), "n_km": int(np.isfinite(d).sum())}
+    if labels is not None:
+        row["n_clusters"] = int(np.unique(labels).size)
     row["km_sum"] = float(np.nansum(d))
     row["mean_km"] = float(np.nanmean(d)) if row["n_km"] else math.nan
     row["mean_km_lo"], row["mean_km_hi"] = bootstrap_ci(d, "mean", bootstrap, seed)

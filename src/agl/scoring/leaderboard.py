@@ -180,7 +180,7 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     table where no run has a counterpart has no paper columns (the demo's)."""
     head = ["#", "run", "model", "n / N", "distance km [95% CI]", "paper km", "median km",
             "GeoScore", "continent", "paper", "country", "paper", "city", "paper", "reject",
-            "design effect (km, country)"]
+            "clusters", "design effect (km, country)"]
     paper_at = (5, 9, 11, 13)  # the paper's columns in `head`
     rows = []
     any_paper = False
@@ -193,8 +193,9 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         done = r.get("clips_predicted")
         n = str(int(done if done is not None and pd.notna(done) else r["n"]))
         coverage = f"{n} / {int(clips)}" if clips is not None and pd.notna(clips) else n
-        if pd.notna(r.get("n_clusters")) and r.get("resampling_unit", "clip") != "clip":
-            coverage += f" ({int(r['n_clusters'])} clusters, {r['resampling_unit']})"
+        unit = str(r.get("resampling_unit") or "clip") if pd.notna(r.get("resampling_unit")) else "clip"
+        clusters = r.get("n_clusters")
+        clusters = f"{int(clusters)} ({unit})" if clusters is not None and pd.notna(clusters) else ""
         in_paper = any(pd.notna(r.get(f"paper_{c}")) for c in PAPER_COLUMNS)
         any_paper |= in_paper
         paper = {c: _cell(r.get(f"paper_{c}"), 2) if in_paper else "" for c in PAPER_COLUMNS}
@@ -204,7 +205,7 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             _cell(r["geoscore"], 1), _with_ci(r, "continent_acc", 2),
             paper["continent_acc"], _with_ci(r, "country_acc", 2),
             paper["country_acc"], _with_ci(r, "city_acc", 2),
-            paper["city_acc"], _cell(r["reject_rate"], 2),
+            paper["city_acc"], _cell(r["reject_rate"], 2), clusters,
             f"{_cell(r.get('design_effect_distance_error_km'), 2)}, "
             f"{_cell(r.get('design_effect_country_acc'), 2)}",
         ])
@@ -240,6 +241,12 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
                      "heard; under the paper's rule, about what uniformly random guesses score.")
     if any(NOT_APPLICABLE in c for row in render_rows(rows)[1] for c in row):
         notes.append(NOT_APPLICABLE_LEGEND)
+    if "n_clusters" in rows:
+        notes.append("95% intervals resample whole clusters of clips (the 'clusters' column: how "
+                     "many, under which unit; docs/metrics.md#clusters). The design effect is "
+                     "that interval's width over the width of one resampling single clips: how "
+                     "much treating clips as independent would overstate the precision. The "
+                     "clip intervals are in leaderboard.csv (*_clip_lo, *_clip_hi).")
     return notes
 
 
