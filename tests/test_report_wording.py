@@ -140,7 +140,7 @@ def test_paired_and_counterfactual_tables_say_not_applicable_the_same_way(tmp_pa
     _, rows = _cells(page, "p")
     by_metric = {_text(r[2]): r for r in rows}
     # n clips, n clusters (issue 31), then the note across the estimates
-    assert by_metric["country_correct"][5:] == [f"<td colspan='4' class='na'>{NOT_APPLICABLE}</td>"]
+    assert by_metric["country_correct"][5:] == [f"<td colspan='5' class='na'>{NOT_APPLICABLE}</td>"]
     assert by_metric["distance_km"][7].startswith("<td>")
     # The counterfactual stage's effects on the same kind of run: "—" in its CSV note and table.
     effects = paired_effects(coords, coords, n_boot=20, n_perm=20, min_support=10)

@@ -96,7 +96,8 @@ def _render_data(a: dict[str, Any], options: ReportOptions, judge: JudgeConfig |
                      "(lowest mean km) against each other run on their common clips: "
                      "difference A - B with a paired bootstrap 95% CI and a sign-flip "
                      f"permutation p-value, both by cluster ({options.resampling_unit}: whole "
-                     "clusters resampled, each cluster's signs flipped together); fewer than "
+                     "clusters resampled, each cluster's signs flipped together); detectable: the smallest "
+                     "true difference these clips detect with 80% power at the 5% level (agl power); fewer than "
                      f"{options.min_support} common scored clips or clusters: \"insufficient data (n = k, needs "
                      f"{options.min_support})\", none: \"—\" (not applicable).</p>")
         parts.append(tables.paired_table(a["paired"], f"paired{tag}"))

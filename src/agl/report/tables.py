@@ -174,7 +174,8 @@ def paired_table(frame: pd.DataFrame, table_id: str = "") -> str:
     """Paired comparisons (`agl.report.analysis.compare_runs` rows with `a` and `b`): means,
     A - B with its 95% CI and p; a row without an estimate gives its note once across those
     cells ("—" for no common scored clip, "insufficient data (...)" below minimum support)."""
-    head = ["A", "B", "metric", "n", "clusters", "mean A", "mean B", "A - B [95% CI]", "p"]
+    head = ["A", "B", "metric", "n", "clusters", "mean A", "mean B", "A - B [95% CI]", "p",
+            "detectable (80% power)"]
     rows: list[list[Cell]] = []
     for _, r in frame.iterrows():
         digits = 1 if r["metric"] == "distance_km" else 3
@@ -182,11 +183,11 @@ def paired_table(frame: pd.DataFrame, table_id: str = "") -> str:
                              f"{int(r.get('n_clusters', r['n'])):,}"]
         note = r.get("note")
         if isinstance(note, str) and note:
-            rows.append([*first, gap_cell(note, 4)])
+            rows.append([*first, gap_cell(note, 5)])
             continue
         diff = f"{r['diff']:+,.{digits}f} [{r['ci_lo']:+,.{digits}f}, {r['ci_hi']:+,.{digits}f}]"
         rows.append([*first, number(r["mean_a"], digits), number(r["mean_b"], digits), diff,
-                     f"{r['p_value']:.4f}"])
+                     f"{r['p_value']:.4f}", number(r.get("detectable"), digits)])
     return table(head, rows, table_id)
 
 
