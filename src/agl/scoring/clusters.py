@@ -135,15 +135,19 @@ def _sites(frame: pd.DataFrame, km: float) -> np.ndarray:
 
     lat, lon = _coords(frame)
     ok = np.isfinite(lat) & np.isfinite(lon)
-    n = len(frame)
-    phi, lam = np.radians(lat[ok]), np.radians(lon[ok])
+    # Clips at the same point are one cluster whatever the distance: link the distinct points
+    # (a recordist's 100 clips at one spot would otherwise be 5,000 pairs).
+    points, point_of = np.unique(np.column_stack([lat[ok], lon[ok]]), axis=0, return_inverse=True)
+    m = len(points)
+    phi, lam = np.radians(points[:, 0]), np.radians(points[:, 1])
     xyz = np.column_stack([np.cos(phi) * np.cos(lam), np.cos(phi) * np.sin(lam), np.sin(phi)])
     chord = 2.0 * math.sin(min(km / EARTH_RADIUS_KM, math.pi) / 2.0)
-    pairs = cKDTree(xyz).query_pairs(chord * (1 - 1e-12), output_type="ndarray")
-    where = np.flatnonzero(ok)
-    graph = coo_matrix((np.ones(len(pairs)), (where[pairs[:, 0]], where[pairs[:, 1]])) if len(pairs)
-                       else (np.zeros(0), (np.zeros(0, int), np.zeros(0, int))), shape=(n, n))
-    _, labels = connected_components(graph, directed=False)
+    pairs = cKDTree(xyz).query_pairs(chord * (1 - 1e-12), output_type="ndarray") if m else np.zeros((0, 2), int)
+    graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(m, m))
+    _, point_labels = connected_components(graph, directed=False)
+    labels = np.empty(len(frame), dtype=np.int64)
+    labels[ok] = point_labels[point_of.reshape(-1)]
+    labels[~ok] = m + np.arange(int((~ok).sum()))  # no place: a cluster of its own
     return _renumber(labels)
 
 
