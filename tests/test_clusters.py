@@ -197,3 +197,29 @@ def test_published_qwen_clip_and_cluster_intervals(qwen_published, agl1k_manifes
     assert "95% CI (clip)" in table and "deff" not in table
     assert main(["evaluate", str(qwen_published), "--manifest", str(agl1k_manifest), "--unit", "town"]) != 0
     assert "unknown unit of resampling 'town'" in capsys.readouterr().err
+
+
+def test_metrics_json_mlflow_and_leaderboard_carry_both_intervals(qwen_published, agl1k_manifest, tmp_path):
+    """metrics.json (per protocol and speech split), the MLflow metrics and the leaderboard
+    carry the unit's interval, the clip one, the design effect and the clusters."""
+    from agl.scoring import leaderboard
+    from agl.scoring.config import EvaluateConfig
+    from agl.scoring.evaluate import _run_metrics, evaluate_run
+
+    config = EvaluateConfig(protocols=("paper",), metric_bootstrap=200, track=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        doc = evaluate_run("qwen", qwen_published, agl1k_manifest, tmp_path / "qwen", config)
+    paper = doc["protocols"]["paper"]
+    assert paper["resampling_unit"] == "site:25" and paper["n_clusters"] == 441
+    assert paper["by_speech"]["speech"]["n_clusters"] < paper["by_speech"]["speech"]["n"]
+    assert set(paper["design_effect"]) >= {"distance_error_km", "country_acc"}
+    metrics = _run_metrics(doc, {})
+    assert metrics["paper.design_effect.country_acc"] == paper["design_effect"]["country_acc"] > 1
+    assert metrics["paper.ci95_clip_lo.country_acc"] == paper["ci95_clip"]["country_acc"][0]
+    board = leaderboard.collect([tmp_path / "qwen" / "metrics.json"], "paper")
+    head, rows = leaderboard.render_rows(board)
+    assert rows[0][head.index("clusters")] == "441 (site:25)"
+    assert rows[0][head.index("design effect (km, country)")].count(",") == 1
+    with pytest.raises(AglError, match="evaluate.resampling_unit: unknown unit"):
+        EvaluateConfig(resampling_unit="town")
