@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
     from agl.core.jsonutil import dumps  # (as above)
     from agl.scoring.clusters import DEFAULT_UNIT, parse_unit  # (as above)
-    from agl.scoring.power import PowerConfig, power_files  # (as above)
+    from agl.scoring.power_runs import PowerConfig, power_files  # (as above)
 
     level = args.level or ("country" if args.points is not None else None)
     metric = f"{level}_correct" if level else "distance_km"
