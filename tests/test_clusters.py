@@ -223,3 +223,33 @@ def test_metrics_json_mlflow_and_leaderboard_carry_both_intervals(qwen_published
     assert rows[0][head.index("design effect (km, country)")].count(",") == 1
     with pytest.raises(AglError, match="evaluate.resampling_unit: unknown unit"):
         EvaluateConfig(resampling_unit="town")
+
+
+def test_report_groups_and_effects_count_clusters():
+    """A breakdown row of 40 clips from 4 places: its intervals resample places and its
+    estimates are withheld below min support counted in clusters; the counterfactual
+    effects carry n_clusters and flip a place's signs together."""
+    from agl.counterfactual.effects import paired_effects
+    from agl.report.analysis import group_row
+    from agl.report.tables import breakdown_table
+
+    rng = np.random.default_rng(3)
+    n = 40
+    place = np.repeat(np.arange(4), 10)
+    frame = scored_table({"distance_km": rng.exponential(2000, n) + 3000 * place,
+                          "country_correct": (place % 2).astype(float)},
+                         lat=10.0 * place, lon=np.zeros(n))
+    frame = frame.assign(sample_id=[f"k{i}" for i in range(n)], has_speech=False,
+                         true_continent="Europe", cluster=place)
+    row = group_row(frame, bootstrap=300, seed=0)
+    plain = group_row(frame.drop(columns="cluster"), bootstrap=300, seed=0)
+    assert row["n_clusters"] == 4 and "n_clusters" not in plain
+    assert row["mean_km"] == plain["mean_km"]  # the point estimate never moves
+    assert (row["country_acc_hi"] - row["country_acc_lo"]) > 2 * (plain["country_acc_hi"] - plain["country_acc_lo"])
+    page = breakdown_table(pd.DataFrame([{"breakdown": "all", "group": "all", **row}]), "t", min_n=5)
+    assert "<th>clusters</th>" in page and "insufficient data (n = 4 clusters, needs 5)" in page
+    perturbed = frame.assign(distance_km=frame["distance_km"] + 100 * (place == 0))
+    effects = paired_effects(frame, perturbed, n_boot=200, n_perm=200, unit="site:25")
+    km = effects[(effects["group"] == "all") & (effects["metric"] == "distance_km")].iloc[0]
+    assert (km["n"], km["n_clusters"], km["diff"]) == (40, 4, 25.0)
+    assert km["p_value"] > 0.05  # one place of four moved: not evidence of an effect
