@@ -117,6 +117,26 @@ def test_singleton_clusters_give_the_clip_interval_exactly():
     assert paired_test(d, 0 * d, seed=5, clusters=labels) == paired_test(d, 0 * d, seed=5)
 
 
+def test_single_clip_clusters_draw_what_the_row_bootstrap_draws():
+    """The cluster routes with clusters of one clip numbered as the rows make the row
+    bootstrap's random calls and sums: the same resamples, bit for bit (no shortcut)."""
+    from agl.scoring import metrics, resample
+
+    rng = np.random.default_rng(1)
+    n = 300
+    labels = np.arange(n)
+    hits = (rng.random(n) < 0.3).astype(float)
+    hits[:7] = np.nan
+    ones, zeros = int(np.nansum(hits)), int((hits == 0).sum())
+    assert np.array_equal(resample.binary_draws(hits, labels, n, 500, np.random.default_rng(5)),
+                          metrics._binary_draws(ones, zeros, 7, 500, np.random.default_rng(5)), equal_nan=True)
+    km = rng.exponential(2000, n)
+    km[:5] = np.nan
+    for stat in ("mean", "median"):
+        assert np.array_equal(resample.index_draws(km, labels, n, stat, 500, np.random.default_rng(5)),
+                              metrics._row_draws(km, stat, 500, np.random.default_rng(5))), stat
+
+
 def test_the_index_route_agrees_with_the_binned_one():
     """The two routes of a continuous column resample the same clusters: their intervals
     agree within Monte-Carlo noise (one table, small enough for both)."""

@@ -19,9 +19,9 @@ clusters are resampled instead of rows, by the same three routes: the exact mult
 the clusters' (correct, wrong, excluded) count patterns for 0/1 columns; for a small table,
 cluster indices drawn as the row bootstrap draws rows, each resample's statistic computed
 from the drawn clusters' sums (mean) or as a weighted median; for a large one, clusters
-sorted by their mean into 1,024 quantile bins whose counts are drawn as Poissons. A unit
-whose clusters are all single clips is the clip unit: `cluster_ci` then is `bootstrap_ci`,
-the same draws from the same seed.
+sorted by their influence into 1,024 quantile bins whose counts are drawn as Poissons
+(agl.scoring.resample). Clusters of single clips draw what the row bootstrap draws, from
+the same seed.
 """
 
 from __future__ import annotations
@@ -170,14 +170,17 @@ def intervals_later(columns: dict[str, tuple[np.ndarray, str]], n: int, seed: in
 def cluster_ci(values, stat: str, n: int, seed: int = 0,
                clusters: np.ndarray | None = None) -> tuple[float, float]:
     """Percentile 95% interval of `stat` over the non-NaN values, whole clusters resampled
-    (labels 0..G-1 per row, agl.scoring.clusters). No labels, or every cluster a single clip:
-    the row bootstrap itself (`bootstrap_ci`, the same draws)."""
+    (labels 0..G-1 per row, agl.scoring.clusters). No labels: the row bootstrap
+    (`bootstrap_ci`). Clusters of single clips numbered as the rows give the row bootstrap's
+    draws by construction on a small table (the exact and index routes make the same random
+    calls and sums; tests check it bit for bit) and by delegation on a large one (the binned
+    routes bin rows by value, clusters by influence)."""
     values = np.asarray(values, dtype=float)
     if clusters is None:
         return bootstrap_ci(values, stat, n, seed)
     labels = np.asarray(clusters, dtype=np.int64)
     groups = int(labels.max()) + 1 if labels.size else 0
-    if groups == len(values):  # single clips, numbered as the rows: the clip bootstrap
+    if groups == len(values) and len(values) > EXACT_LIMIT:  # single clips: the clip route
         return bootstrap_ci(values, stat, n, seed)
     if n <= 0 or not np.isfinite(values).any():
         return (float("nan"), float("nan"))
