@@ -84,11 +84,10 @@ def _coords(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _first_seen(keys: np.ndarray) -> np.ndarray:
-    """Per row, the number of its key's cluster, numbered in order of first appearance."""
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    rank = np.empty(first.size, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
-    return rank[inverse.reshape(-1)]
+    """Per row, the number of its key's cluster, numbered in order of first appearance
+    (pandas' factorize numbers them so, by hashing: np.unique's sort is 10x slower)."""
+    codes, _ = pd.factorize(np.asarray(keys))
+    return codes.astype(np.int64)
 
 
 def _renumber(labels: np.ndarray) -> np.ndarray:
@@ -137,7 +136,13 @@ def _sites(frame: pd.DataFrame, km: float) -> np.ndarray:
     ok = np.isfinite(lat) & np.isfinite(lon)
     # Clips at the same point are one cluster whatever the distance: link the distinct points
     # (a recordist's 100 clips at one spot would otherwise be 5,000 pairs).
-    points, point_of = np.unique(np.column_stack([lat[ok], lon[ok]]), axis=0, return_inverse=True)
+    order = np.lexsort((lon[ok], lat[ok]))
+    lat_s, lon_s = lat[ok][order], lon[ok][order]
+    new = np.ones(order.size, dtype=bool)
+    new[1:] = (lat_s[1:] != lat_s[:-1]) | (lon_s[1:] != lon_s[:-1])
+    points = np.column_stack([lat_s[new], lon_s[new]])
+    point_of = np.empty(order.size, dtype=np.int64)
+    point_of[order] = np.cumsum(new) - 1
     m = len(points)
     phi, lam = np.radians(points[:, 0]), np.radians(points[:, 1])
     xyz = np.column_stack([np.cos(phi) * np.cos(lam), np.cos(phi) * np.sin(lam), np.sin(phi)])
