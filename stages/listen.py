@@ -1,7 +1,7 @@
 """Stage listen@<model>-<intervention>: one model on every level of one derived dataset.
 
 Reads params `models.<MODEL>` and `infer` (how to run, as infer@<model>), `counterfactual`
-(protocol, level_bootstrap, seed, track), `mlflow`, and `paper.base_url` / `paper.published`
+(protocol, level_bootstrap, seed, track, resampling_unit), `mlflow`, and `paper.base_url` / `paper.published`
 (where a `prompt_source: paper:<name>` points).
 For each level under PERTURB_DIR: prints the dry-run estimate (requests, audio minutes,
 cost), runs the model (resumable and cached like infer@<model>), scores it, and logs one

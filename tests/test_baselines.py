@@ -119,6 +119,31 @@ def test_knn_leave_one_out_finds_same_place(tmp_path):
         assert c.key not in p.reasoning
 
 
+@pytest.mark.parametrize("unit", ["city", "site:200"])
+def test_knn_leave_cluster_out_cannot_peek_at_its_place(tmp_path, unit):
+    """Leave-one-out lets a clip's neighbour be another recording of its place (the Oslo
+    clips 111 km apart sound alike); leaving out the query's cluster (the same units as the
+    intervals) takes that away: every answer then comes from the other place."""
+    cl = synth_places(tmp_path)
+    run_inference(ModelSpec("run", "knn", "logmel", settings={"k": 1, "leave_out": unit}), load_prompt(), cl,
+                  out_dir=tmp_path / "run", audio_root=tmp_path / "audio",
+                  options=RunOptions(progress=False))
+    preds = read_predictions(tmp_path / "run" / "predictions.jsonl")
+    assert all(preds[c.key].status is Status.OK and preds[c.key].country != c.country for c in cl)
+
+
+def test_knn_without_a_clip_outside_the_cluster_fails_the_clip(tmp_path):
+    from agl.errors import AglError
+
+    cl = synth_places(tmp_path)
+    b = get_backend("knn")("logmel", leave_out="site:20000")  # the whole Earth: one cluster
+    b.prepare(cl, tmp_path / "audio")
+    reply = asyncio.run(b.generate(Request(sample_id=cl[0].key, prompt="")))
+    assert reply.status.value == "failed" and "no clip outside its site:20000 cluster" in reply.error
+    with pytest.raises(AglError, match="knn settings.leave_out: unknown unit"):
+        get_backend("knn")("logmel", leave_out="street")
+
+
 def test_knn_needs_every_clips_audio(tmp_path):
     from agl.errors import AglError
 

@@ -139,8 +139,9 @@ def test_paired_and_counterfactual_tables_say_not_applicable_the_same_way(tmp_pa
     page = paired_table(cmp.assign(a="full", b="random"), "p")
     _, rows = _cells(page, "p")
     by_metric = {_text(r[2]): r for r in rows}
-    assert by_metric["country_correct"][4:] == [f"<td colspan='4' class='na'>{NOT_APPLICABLE}</td>"]
-    assert by_metric["distance_km"][6].startswith("<td>")
+    # n clips, n clusters (issue 31), then the note across the estimates
+    assert by_metric["country_correct"][5:] == [f"<td colspan='5' class='na'>{NOT_APPLICABLE}</td>"]
+    assert by_metric["distance_km"][7].startswith("<td>")
     # The counterfactual stage's effects on the same kind of run: "—" in its CSV note and table.
     effects = paired_effects(coords, coords, n_boot=20, n_perm=20, min_support=10)
     assert set(effects.loc[effects["metric"] == "country_correct", "note"]) == {NOT_APPLICABLE}
@@ -148,12 +149,13 @@ def test_paired_and_counterfactual_tables_say_not_applicable_the_same_way(tmp_pa
                    value=np.nan).to_csv(tmp_path / "effects.csv", index=False)
     page = listen_section(tmp_path / "effects.csv", tmp_path, tmp_path)
     head, rows = _cells(page, "listen-table")
-    assert head[3:5] == ["group", "n"]  # the group's n in its own column, not "all (n = 32)"
-    country = [r for r in rows if _text(r[5]) == "country_correct"]
-    assert country and all(r[6:] == [f"<td colspan='4' class='na'>{NOT_APPLICABLE}</td>"]
+    # the group's n (and its clusters) in its own column, not "all (n = 32)"
+    assert head[3:6] == ["group", "n", "clusters"]
+    country = [r for r in rows if _text(r[6]) == "country_correct"]
+    assert country and all(r[7:] == [f"<td colspan='4' class='na'>{NOT_APPLICABLE}</td>"]
                            for r in country)
-    speech = [r for r in rows if _text(r[3]) == "speech" and _text(r[5]) == "distance_km"]
-    assert speech[0][6] == "<td colspan='4' class='insufficient'>insufficient data (n = 4, needs 10)</td>"
+    speech = [r for r in rows if _text(r[3]) == "speech" and _text(r[6]) == "distance_km"]
+    assert speech[0][7] == "<td colspan='4' class='insufficient'>insufficient data (n = 4, needs 10)</td>"
     assert html.escape(NOT_APPLICABLE_LEGEND) in page
 
 

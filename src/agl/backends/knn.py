@@ -10,8 +10,12 @@ its own neighbour): the country with the largest summed similarity among the `k`
 country.
 
 It is a floor for "what does the sound of a place alone give without any world knowledge",
-not a strong model: recordings by the same author or of the same place can sit near each
-other, which leave-one-out over clips does not exclude.
+not a strong model. Recordings of the same place (often by the same recordist) sit near each
+other, so leave-one-out over clips lets a clip's neighbour be another recording of the same
+street: the baseline peeks. `leave_out` (a unit of agl.scoring.clusters: `clip`, `cell:<deg>`,
+`city`, `site:<km>`; default `clip`, params.yaml sets `site:25` as the intervals' unit) leaves
+out every clip of the query's cluster; a clip whose cluster is the whole manifest has no
+neighbour and fails (counted, never guessed).
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from agl.backends.base import Backend, register
 from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.audio import load_mono
 from agl.errors import AglError
+from agl.scoring.clusters import cluster_labels, parse_unit
 
 SAMPLING_RATE = 16_000
 N_FFT, HOP, N_MELS = 512, 256, 64
@@ -92,6 +98,7 @@ class NearestNeighbours(Backend):
         self.max_seconds = float(settings.get("max_seconds", 30))
         if self.k < 1:
             raise AglError(f"knn: k must be at least 1, got {self.k}")
+        self.leave_out = parse_unit(settings.get("leave_out", "clip"), "knn settings.leave_out")
         self._index: dict[str, int] = {}
         self._clips: list[Any] = []
         self._sim: np.ndarray | None = None
@@ -121,6 +128,11 @@ class NearestNeighbours(Backend):
         z /= np.linalg.norm(z, axis=1, keepdims=True) + 1e-12
         sim = np.round(z @ z.T, SIM_DECIMALS)
         np.fill_diagonal(sim, -np.inf)  # leave-one-out: never your own neighbour
+        if self.leave_out.kind != "clip":  # nor any clip of your own cluster
+            labels = cluster_labels(pd.DataFrame({
+                "latitude": [c.latitude for c in clips], "longitude": [c.longitude for c in clips],
+                "city": [c.city for c in clips], "country": [c.country for c in clips]}), self.leave_out)
+            sim[labels[:, None] == labels[None, :]] = -np.inf
         self._sim = sim
         self._clips = list(clips)
         self._index = {c.key: i for i, c in enumerate(clips)}
@@ -132,7 +144,11 @@ class NearestNeighbours(Backend):
         if i is None:
             return Reply(ReplyStatus.FAILED, error="clip is not in the manifest given to prepare")
         row = self._sim[i]
-        nearest = np.argsort(-row, kind="stable")[: min(self.k, len(row) - 1)]
+        nearest = [j for j in np.argsort(-row, kind="stable")[: min(self.k, len(row) - 1)]
+                   if np.isfinite(row[j])]
+        if not nearest:
+            return Reply(ReplyStatus.FAILED, error=f"no clip outside its {self.leave_out.name} "
+                         "cluster to take an answer from")
         votes: dict[str, float] = defaultdict(float)
         for j in nearest:
             votes[self._clips[j].country] += float(row[j])

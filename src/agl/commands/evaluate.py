@@ -24,6 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="bootstrap resamples per 95%% CI (0: no intervals; default: "
                    "agl.scoring.config.BOOTSTRAP, 1000)")
     p.add_argument("--seed", type=arg_type("seed"), default=0, help="bootstrap seed (0 or more)")
+    p.add_argument("--unit", default=None,
+                   help="unit of resampling of the intervals: clip, cell:<degrees>, city or "
+                   "site:<km> (default: agl.scoring.clusters.DEFAULT_UNIT, site:25, as params.yaml's); "
+                   "the clip interval is shown beside a cluster unit's")
     p.add_argument("--reparse", action="store_true",
                    help="for published files: reparse the raw replies with this project's parser")
     p.add_argument("--scores-out", help="write the per-clip score table (CSV) here")
@@ -68,10 +72,12 @@ def run(args: argparse.Namespace) -> int:
     from agl.core.jsonutil import dumps  # lazy: `agl --help` imports every command module
     from agl.core.outpaths import input_file, output_file  # lazy: `agl --help` imports every command module
     from agl.dataset.sources import resolve_source  # lazy: `agl --help` imports every command module
+    from agl.scoring.clusters import DEFAULT_UNIT, parse_unit  # lazy: `agl --help` imports every command module
     from agl.scoring.config import BOOTSTRAP  # lazy: `agl --help` imports every command module
     from agl.scoring.evaluate import evaluate_files  # lazy: `agl --help` imports every command module
     from agl.scoring.text import metrics_table  # lazy: `agl --help` imports every command module
 
+    unit = parse_unit(args.unit or DEFAULT_UNIT, "--unit").name
     if args.scores_out:
         output_file(args.scores_out, "--scores-out")
     config = source_config(args, args.predictions, args.manifest)
@@ -85,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     result, scored = evaluate_files(
         predictions, manifest, args.protocol,
         bootstrap=BOOTSTRAP if args.bootstrap is None else args.bootstrap, seed=args.seed, reparse=args.reparse,
+        unit=unit,
     )
     for w in result.pop("warnings", []):
         print(f"warning: {w}", file=sys.stderr)

@@ -27,6 +27,7 @@ from agl.counterfactual.perturb import KINDS, Intervention, apply, speech_segmen
 from agl.dataset.checksums import file_digest, read_source, write_lock
 from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest, write_manifest
 from agl.errors import AglError
+from agl.scoring.clusters import DEFAULT_UNIT, cluster_labels, parse_unit
 from agl.scoring.config import BOOTSTRAP, check_fields, knob
 from agl.scoring.paired import paired_test
 
@@ -237,6 +238,7 @@ EFFECT_COLUMNS = (
     "group",
     "metric",
     "n",
+    "n_clusters",
     "mean_original",
     "mean_perturbed",
     "diff",
@@ -264,18 +266,25 @@ def paired_effects(
     n_perm: int = 10000,
     seed: int = 0,
     min_support: int = 1,
+    unit: str = "clip",
 ) -> pd.DataFrame:
     """perturbed - original, per group and metric, on the clips both score.
+
+    `unit` (agl.scoring.clusters): what the paired bootstrap resamples and the sign flips
+    flip together; clusters are formed over all the paired clips, then each group's taken.
+    Minimum support counts clusters as well as clips.
 
     Positive `diff` in km is a loss; negative `diff` in accuracy is a loss. Rounded per
     quantity (km 3 decimals, shares and p-values 6) so the table's bytes are stable. A group
     with fewer than `min_support` paired clips (a continent of three clips, the speech clips
     of a small subset) keeps its row and n, with `note` "insufficient data (n = k, needs m)"
     and no estimate."""
-    cols = ["sample_id", "has_speech", "true_continent", *(m for m, _ in METRICS)]
+    cols = ["sample_id", "has_speech", "true_continent", "true_lat", "true_lon", "true_city",
+            "true_country", *(m for m, _ in METRICS)]
     joined = perturbed[[c for c in cols if c in perturbed]].merge(
         original[[m for m, _ in METRICS] + ["sample_id"]], on="sample_id", suffixes=("_pert", "_orig")
     )
+    joined["cluster"] = cluster_labels(joined, unit)
     rows = []
     for group, part in groups(joined):
         if part.empty:
@@ -289,12 +298,14 @@ def paired_effects(
                 n_perm=n_perm,
                 seed=seed + i,
                 min_n=min_support,
+                clusters=part["cluster"].to_numpy(),
             )
             rows.append(
                 {
                     "group": group,
                     "metric": metric,
                     "n": r.n,
+                    "n_clusters": r.n_clusters,
                     "mean_original": round(r.mean_b, digits),
                     "mean_perturbed": round(r.mean_a, digits),
                     "diff": round(r.diff, digits),
@@ -324,12 +335,15 @@ class EffectsConfig:
     permutations: int = knob("count", 2000)  # sign-flip permutations per p-value
     seed: int = knob("seed", 0)
     min_support: int = knob("count", 10)  # fewer paired clips: n and a note, no estimate
+    resampling_unit: str = DEFAULT_UNIT  # what an effect's CI resamples (agl.scoring.clusters)
 
     def __post_init__(self) -> None:
         check_fields(self, "counterfactual")
         for name, kind in (("models", tuple), ("interventions", tuple), ("protocol", str),
                            ("effect_bootstrap", int), ("permutations", int), ("seed", int), ("min_support", int)):
             object.__setattr__(self, name, kind(getattr(self, name)))
+        object.__setattr__(self, "resampling_unit",
+                           parse_unit(self.resampling_unit, "counterfactual.resampling_unit").name)
 
     @classmethod
     def from_params(cls, section: dict[str, Any] | None) -> EffectsConfig:
@@ -358,6 +372,7 @@ def collect_effects(runs: Path, listen: Path, perturb: Path, config: EffectsConf
                     n_perm=config.permutations,
                     seed=config.seed,
                     min_support=config.min_support,
+                    unit=config.resampling_unit,
                 )
                 value = iv.get("value")
                 table.insert(0, "value", float("nan") if value is None else float(value))

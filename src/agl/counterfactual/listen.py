@@ -19,11 +19,12 @@ from agl.core.tracking import DEFAULT_EXPERIMENT, log_run, tracking_uri
 from agl.dataset.checksums import read_source
 from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest
 from agl.errors import AglError
+from agl.scoring.clusters import DEFAULT_UNIT, parse_unit
 from agl.scoring.config import BOOTSTRAP, check_fields, knob
 from agl.scoring.evaluate import evaluate_frames, load_predictions_any
 
 SUMMARY = "run_summary.json"  # the model run's summary in a level's folder (agl.inference.finalize.SUMMARY)
-KEYS = ("protocol", "level_bootstrap", "seed", "track")  # what the stage reads of `counterfactual:`
+KEYS = ("protocol", "level_bootstrap", "seed", "track", "resampling_unit")  # what the stage reads of `counterfactual:`
 
 # (data folder, run folder) -> (the run's summary, its dry-run estimate as a dict)
 RunModel = Callable[[Path, Path], tuple[dict[str, Any], dict[str, Any]]]
@@ -36,6 +37,7 @@ class ListenConfig:
     level_bootstrap: int = knob("count", BOOTSTRAP)  # resamples per 95% CI of a level's metrics
     protocol: str = "paper"
     seed: int = knob("seed", 0)
+    resampling_unit: str = DEFAULT_UNIT  # what a level's CIs resample (agl.scoring.clusters)
     track: bool = True  # one MLflow run per level
     experiment: str | None = None
 
@@ -44,6 +46,8 @@ class ListenConfig:
         object.__setattr__(self, "level_bootstrap", int(self.level_bootstrap))
         object.__setattr__(self, "seed", int(self.seed))
         object.__setattr__(self, "protocol", str(self.protocol))
+        object.__setattr__(self, "resampling_unit",
+                           parse_unit(self.resampling_unit, "counterfactual.resampling_unit").name)
 
     @classmethod
     def from_params(cls, section: dict[str, Any] | None, mlflow: dict[str, Any] | None = None) -> ListenConfig:
@@ -60,7 +64,7 @@ def score_level(data: Path, run_dir: Path, config: ListenConfig) -> dict[str, An
         manifest = load_manifest(Path(data) / "manifest.csv", columns=["title"])
     preds = load_predictions_any(Path(run_dir) / "predictions.jsonl")
     result, scored = evaluate_frames(manifest, preds, config.protocol, bootstrap=config.level_bootstrap,
-                                     seed=config.seed)
+                                     seed=config.seed, unit=config.resampling_unit)
     scored = scored.sort_values("sample_id").round(
         {"distance_km": 3, "pred_lat": 6, "pred_lon": 6, "true_lat": 6, "true_lon": 6}
     )

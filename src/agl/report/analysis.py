@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 
 from agl.dataset.manifest import CATEGORY_COLUMNS
-from agl.scoring.metrics import bootstrap_ci
+from agl.scoring.clusters import subset
+from agl.scoring.metrics import cluster_ci
 from agl.scoring.paired import paired_test
 from agl.scoring.wording import insufficient
 
@@ -34,10 +35,26 @@ NO_ANSWER = frozenset({"", "nan", "0", "0.0", "-1", "null", "none", "n/a", "na",
                        "unable", "cannot", "not specified"})
 
 
+def clusters_of(frame: pd.DataFrame) -> np.ndarray | None:
+    """The rows' cluster labels renumbered 0..G-1 (the `cluster` column the report adds,
+    agl.report.inputs.with_clusters); None without one (every clip its own)."""
+    if "cluster" not in frame:
+        return None
+    return subset(frame["cluster"].to_numpy(), slice(None))
+
+
 def group_row(frame: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0) -> dict:
-    """Counts, means and 95% CIs of one group of scored clips."""
+    """Counts, means and 95% CIs of one group of scored clips; the CIs resample its clusters
+    (the `cluster` column) where it has one, and `n_clusters` counts them."""
     d = frame["distance_km"].to_numpy(dtype=float)
+    labels = clusters_of(frame)
+
+    def bootstrap_ci(values, stat, n, seed):
+        return cluster_ci(values, stat, n, seed, clusters=labels)
+
     row: dict = {"n": int(len(frame)), "n_km": int(np.isfinite(d).sum())}
+    if labels is not None:
+        row["n_clusters"] = int(np.unique(labels).size)
     row["km_sum"] = float(np.nansum(d))
     row["mean_km"] = float(np.nanmean(d)) if row["n_km"] else math.nan
     row["mean_km_lo"], row["mean_km_hi"] = bootstrap_ci(d, "mean", bootstrap, seed)
@@ -178,12 +195,14 @@ def run_breakdowns(scored: pd.DataFrame, *, min_clips: int = 10, bootstrap: int 
 def compare_runs(a: pd.DataFrame, b: pd.DataFrame, *, n_boot: int = 2000, n_perm: int = 10000,
                  seed: int = 0, min_support: int = 1) -> pd.DataFrame:
     """Run A vs run B on their common clips: mean km and country accuracy (A - B); a metric
-    with fewer than `min_support` common scored clips gets a note instead of an estimate."""
+    with fewer than `min_support` common scored clips (or clusters, where the tables carry a
+    `cluster` column) gets a note instead of an estimate. Clusters: paired_test's."""
     j = a.merge(b, on="sample_id", suffixes=("_a", "_b"))
     rows = []
     for i, col in enumerate(("distance_km", "country_correct", "continent_correct")):
         r = paired_test(j[f"{col}_a"], j[f"{col}_b"], metric=col, n_boot=n_boot, n_perm=n_perm,
-                        seed=seed + i, min_n=min_support)
+                        seed=seed + i, min_n=min_support,
+                        clusters=j["cluster_a"].to_numpy() if "cluster_a" in j else None)
         rows.append(r.__dict__)
     frame = pd.DataFrame(rows)
     frame.attrs["common_clips"] = int(len(j))
@@ -248,7 +267,9 @@ def country_factors(scored: pd.DataFrame, *, bootstrap: int = 200, seed: int = 0
         frame = pd.DataFrame([{**counts(c), **_NAN4, "note": why} for c in x.columns])
         frame.attrs.update(base, insufficient=why)
         return frame
-    draws, failed = _bootstrap_fits(xv, y, bootstrap, seed)
+    rows = scored["country_correct"].notna().to_numpy()
+    labels = clusters_of(scored[rows]) if "cluster" in scored else None
+    draws, failed = _bootstrap_fits(xv, y, bootstrap, seed, labels)
     draws_a = np.array(draws) if draws else np.full((1, len(point)), np.nan)
     lo, hi = np.nanpercentile(draws_a, [2.5, 97.5], axis=0)
     names = ["intercept", *supported]
@@ -294,12 +315,19 @@ def _logit(xm: np.ndarray, ym: np.ndarray) -> np.ndarray | None:
     return np.concatenate([model.intercept_, model.coef_[0]])
 
 
-def _bootstrap_fits(xv: np.ndarray, y: np.ndarray, bootstrap: int, seed: int) -> tuple[list[np.ndarray], int]:
-    """The fits of `bootstrap` row resamples, and how many failed (counted, not estimated)."""
+def _bootstrap_fits(xv: np.ndarray, y: np.ndarray, bootstrap: int, seed: int,
+                    labels: np.ndarray | None = None) -> tuple[list[np.ndarray], int]:
+    """The fits of `bootstrap` resamples, and how many failed (counted, not estimated). With
+    cluster `labels` (0..G-1) a resample draws G whole clusters; single clips are the rows."""
     rng = np.random.default_rng(seed)
     draws, failed = [], 0
+    groups = len(y) if labels is None else int(labels.max()) + 1 if len(labels) else 0
+    members = np.argsort(labels, kind="stable") if labels is not None else None
+    bounds = np.searchsorted(labels[members], np.arange(groups + 1)) if labels is not None else None
     for _ in range(bootstrap):
-        idx = rng.integers(0, len(y), size=len(y))
+        idx = rng.integers(0, groups, size=groups)
+        if labels is not None and groups != len(y):
+            idx = np.concatenate([members[bounds[g]:bounds[g + 1]] for g in idx])
         got = _logit(xv[idx], y[idx]) if len(np.unique(y[idx])) == 2 else None
         if got is None:
             failed += 1  # one outcome only, or no convergence: counted, not estimated

@@ -23,7 +23,7 @@ from agl.errors import AglError
 from agl.judges.modes import JudgeConfig, distribution, prompt_version
 from agl.report import analysis, maps, plots, sections
 from agl.report.error_modes import run_modes
-from agl.report.inputs import ReportConfig, ReportInputs, ReportOptions, RunInput, collect_runs
+from agl.report.inputs import ReportConfig, ReportInputs, ReportOptions, RunInput, collect_runs, with_clusters
 from agl.report.page import render_page
 from agl.report.tables import slug
 
@@ -39,6 +39,7 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
         raise AglError("no evaluated runs found (metrics.json + scores_<protocol>.csv); "
                        "run the evaluate stage first (dvc repro evaluate)")
     inputs = inputs or ReportInputs(run_dirs=())
+    runs = with_clusters(runs, options.resampling_unit)
     out_dir = Path(out_dir)
     figs, tables = out_dir / "plots", out_dir / "tables"
     cdf_dir = out_dir / "cdf"

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from agl.core.checks import check_params
 from agl.errors import AglError, reject_unknown_keys
 from agl.judges.modes import JudgeConfig, judge_from_config
 from agl.predictions.records import read_predictions
+from agl.scoring.clusters import DEFAULT_UNIT, cluster_labels, parse_unit
 
 
 @dataclass
@@ -52,6 +54,27 @@ class ReportOptions:
     # as params.yaml `report.explorer` gives it: a breakdown row that names clips links to
     # them there; "" (or null in params) for no links.
     explorer: str = ""
+    # What every interval and test resamples (agl.scoring.clusters): clip, cell:<deg>, city,
+    # site:<km>; each run's score table gains a `cluster` column of it (with_clusters).
+    resampling_unit: str = DEFAULT_UNIT
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resampling_unit",
+                           parse_unit(self.resampling_unit, "params report.resampling_unit").name)
+
+
+def with_clusters(runs: list[RunInput], unit: str) -> list[RunInput]:
+    """Each run's score table with a `cluster` column under `unit`: the clusters of the union
+    of the runs' clips (a `site` chain does not depend on which run scored which clip), so two
+    runs' common clips carry the same clusters in a paired test."""
+    if not runs:
+        return runs
+    truth = pd.concat([r.scored[["sample_id", "true_lat", "true_lon", "true_city", "true_country"]]
+                       for r in runs], ignore_index=True).drop_duplicates("sample_id")
+    label = dict(zip(truth["sample_id"], cluster_labels(truth, unit), strict=True))
+    for r in runs:
+        r.scored["cluster"] = r.scored["sample_id"].map(label).to_numpy(dtype=np.int64)
+    return runs
 
 
 def collect_runs(roots: list[Path], protocol: str) -> list[RunInput]:

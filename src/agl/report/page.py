@@ -45,7 +45,10 @@ def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], boar
     if board is not None and not board.empty:
         rendered = [(header, rows_of, *render_rows(rows_of)) for header, rows_of in groups(board)]
         paper = any("paper" in head for _, _, head, _ in rendered)
-        parts.append("<p>Mean distance and accuracies with 95% bootstrap intervals"
+        parts.append("<p>Mean distance and accuracies with 95% bootstrap intervals that "
+                     "resample each run's clusters of clips (its unit in the 'clusters' column; "
+                     "docs/metrics.md#clusters); the design effect is the width of that interval "
+                     "over the width of one that treats clips as independent"
                      + ("; 'paper' columns are the values the AGL1K paper reports for the same "
                         "model" if paper else "") + ".</p>")
         for k, (header, rows_of, head, rows) in enumerate(rendered):
@@ -92,8 +95,10 @@ def _render_data(a: dict[str, Any], options: ReportOptions, judge: JudgeConfig |
         parts.append(f"<section id='paired-section{tag}'><h2>Paired comparisons</h2><p>Best run "
                      "(lowest mean km) against each other run on their common clips: "
                      "difference A - B with a paired bootstrap 95% CI and a sign-flip "
-                     f"permutation p-value; fewer than {options.min_support} common scored "
-                     "clips: \"insufficient data (n = k, needs "
+                     f"permutation p-value, both by cluster ({options.resampling_unit}: whole "
+                     "clusters resampled, each cluster's signs flipped together); detectable: the smallest "
+                     "true difference these clips detect with 80% power at the 5% level (agl power); fewer than "
+                     f"{options.min_support} common scored clips or clusters: \"insufficient data (n = k, needs "
                      f"{options.min_support})\", none: \"—\" (not applicable).</p>")
         parts.append(tables.paired_table(a["paired"], f"paired{tag}"))
         parts.append("</section>")

@@ -118,7 +118,9 @@ def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
         return table(["group", "n", *(label for label, *_ in ESTIMATES)], [], table_id)
     ns = {col: frame[n_col].astype(int).to_numpy() for _, col, n_col, _, _ in ESTIMATES}
     row_n = frame["n"].astype(int).to_numpy()
-    head, where = ["group", "n"], {}
+    # Clusters (the report's resampling unit): shown beside n; support is counted in both.
+    clusters = frame["n_clusters"].astype(int).to_numpy() if "n_clusters" in frame else row_n
+    head, where = ["group", "n", *(["clusters"] if "n_clusters" in frame else [])], {}
     for label, col, _, _, _ in ESTIMATES:
         shown = ns[col] >= max(min_n, 1)  # the cells that print an estimate
         if (ns[col][shown] == row_n[shown]).all():
@@ -135,7 +137,8 @@ def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
         cells: list[Cell] = []
         for _, col, _, digits, ci in ESTIMATES:
             n = int(ns[col][i])
-            gap = withheld(n, min_n)
+            gap = withheld(n, min_n) or (withheld(int(clusters[i]), min_n, " clusters")
+                                         if n else None)
             if gap is not None:
                 cells.append(gap_cell(gap))
                 continue
@@ -143,7 +146,8 @@ def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
             if where[col] == "cell" and n != row_n[i]:
                 value += f" (n = {n:,})"
             cells.append(value)
-        rows.append([_group_cell(r, link), f"{int(r['n']):,}", *_merge_gaps(cells)])
+        counts = [f"{int(r['n']):,}", *([f"{int(clusters[i]):,}"] if "n_clusters" in frame else [])]
+        rows.append([_group_cell(r, link), *counts, *_merge_gaps(cells)])
     return table(head, rows, table_id)
 
 
@@ -170,18 +174,20 @@ def paired_table(frame: pd.DataFrame, table_id: str = "") -> str:
     """Paired comparisons (`agl.report.analysis.compare_runs` rows with `a` and `b`): means,
     A - B with its 95% CI and p; a row without an estimate gives its note once across those
     cells ("—" for no common scored clip, "insufficient data (...)" below minimum support)."""
-    head = ["A", "B", "metric", "n", "mean A", "mean B", "A - B [95% CI]", "p"]
+    head = ["A", "B", "metric", "n", "clusters", "mean A", "mean B", "A - B [95% CI]", "p",
+            "detectable (80% power)"]
     rows: list[list[Cell]] = []
     for _, r in frame.iterrows():
         digits = 1 if r["metric"] == "distance_km" else 3
-        first: list[Cell] = [str(r["a"]), str(r["b"]), str(r["metric"]), f"{int(r['n']):,}"]
+        first: list[Cell] = [str(r["a"]), str(r["b"]), str(r["metric"]), f"{int(r['n']):,}",
+                             f"{int(r.get('n_clusters', r['n'])):,}"]
         note = r.get("note")
         if isinstance(note, str) and note:
-            rows.append([*first, gap_cell(note, 4)])
+            rows.append([*first, gap_cell(note, 5)])
             continue
         diff = f"{r['diff']:+,.{digits}f} [{r['ci_lo']:+,.{digits}f}, {r['ci_hi']:+,.{digits}f}]"
         rows.append([*first, number(r["mean_a"], digits), number(r["mean_b"], digits), diff,
-                     f"{r['p_value']:.4f}"])
+                     f"{r['p_value']:.4f}", number(r.get("detectable"), digits)])
     return table(head, rows, table_id)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from agl.core.checks import check_value
 from agl.core.geo import EARTH_MAX_KM
 from agl.errors import AglError
+from agl.scoring.clusters import DEFAULT_UNIT, parse_unit
 
 # The one default bootstrap count (params.yaml sets its own per section).
 BOOTSTRAP = 1000
@@ -44,6 +45,7 @@ class EvaluateConfig:
     metric_bootstrap: int = knob("count0", BOOTSTRAP)  # resamples per 95% CI (0: none)
     seed: int = knob("seed", 0)
     strict_refusal_km: float = knob("positive", EARTH_MAX_KM)
+    resampling_unit: str = DEFAULT_UNIT  # what a CI resamples (agl.scoring.clusters)
     track: bool = True  # log one MLflow run
     experiment: str | None = None
 
@@ -53,6 +55,7 @@ class EvaluateConfig:
         object.__setattr__(self, "metric_bootstrap", int(self.metric_bootstrap))
         object.__setattr__(self, "seed", int(self.seed))
         object.__setattr__(self, "strict_refusal_km", float(self.strict_refusal_km))
+        object.__setattr__(self, "resampling_unit", parse_unit(self.resampling_unit, "evaluate.resampling_unit").name)
         if not self.protocols:
             raise AglError("evaluate.protocols is empty: nothing to score under; list paper and/or strict")
 

@@ -19,6 +19,7 @@ from agl.dataset.manifest_cache import load_manifest_cached
 from agl.errors import AglError
 from agl.predictions.importer import import_with_report, is_published_file, published_frame
 from agl.predictions.records import Prediction, TornLineWarning, prediction_frame
+from agl.scoring.clusters import DEFAULT_UNIT, cluster_labels, parse_unit, subset
 from agl.scoring.config import EvaluateConfig
 from agl.scoring.coverage import Coverage, check_run_summary, torn_error
 from agl.scoring.metrics import SUMMARY_COLUMNS, summarize_later
@@ -103,24 +104,33 @@ def evaluate_frames(
     bootstrap: int,
     seed: int = 0,
     strict_refusal_km: float = EARTH_MAX_KM,
+    unit: str = DEFAULT_UNIT,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Score predictions (a frame of agl.predictions.records.FRAME_COLUMNS) against a manifest
-    frame under one protocol: metrics with bootstrap CIs and the per-clip score table."""
+    frame under one protocol: metrics with bootstrap CIs and the per-clip score table.
+
+    `unit` (agl.scoring.clusters): what the intervals resample; `ci95` is that unit's, and
+    for any unit but `clip` the clip interval stands beside it as `ci95_clip`."""
     check_resampling(bootstrap, seed)
+    parsed = parse_unit(unit)
     scored, notes = score_with_notes(
         manifest, predictions, protocol, strict_refusal_km=strict_refusal_km
     )
     if scored.empty:
         raise AglError("no prediction matches a clip of the manifest; nothing to evaluate")
+    # Clusters over every scored clip (a `site` chain may cross the speech split), then split.
+    labels = None if parsed.kind == "clip" else cluster_labels(scored, parsed)
     # The three summaries' bootstrap draws run at once (threads, for large tables).
-    whole = summarize_later(scored, bootstrap=bootstrap, seed=seed)
+    whole = summarize_later(scored, bootstrap=bootstrap, seed=seed, clusters=labels)
     speech = scored["has_speech"].to_numpy(dtype=bool)
     parts = {
-        name: summarize_later(_rows(scored, mask, SUMMARY_COLUMNS), bootstrap=bootstrap, seed=seed)
+        name: summarize_later(_rows(scored, mask, SUMMARY_COLUMNS), bootstrap=bootstrap, seed=seed,
+                              clusters=subset(labels, mask))
         for name, mask in (("speech", speech), ("non_speech", ~speech))
         if mask.any()
     }
     result = whole()
+    result["resampling_unit"] = parsed.name
     result["by_speech"] = {name: part() for name, part in parts.items()}
     result["notes"] = notes
     return result, scored
@@ -206,7 +216,8 @@ def evaluate_run(
     artifacts = [Path(predictions_path)]
     for protocol in config.protocols:
         result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=config.metric_bootstrap,
-                                         seed=config.seed, strict_refusal_km=config.strict_refusal_km)
+                                         seed=config.seed, strict_refusal_km=config.strict_refusal_km,
+                                         unit=config.resampling_unit)
         doc["protocols"][protocol] = result
         scores_path = out_dir / f"scores_{protocol}.csv"
         canonical.write_csv(scored, scores_path)
@@ -238,18 +249,23 @@ def _run_metrics(doc: dict[str, Any], run_summary: dict[str, Any]) -> dict[str, 
     metrics: dict[str, Any] = {}
     for protocol, res in doc["protocols"].items():
         for k, v in res.items():
-            if k in ("ci95", "notes"):
+            if k in ("ci95", "ci95_clip", "design_effect", "notes", "resampling_unit"):
                 continue
             if k == "by_speech":
                 for part, sub in v.items():
                     for kk, vv in sub.items():
-                        if kk != "ci95":
+                        if kk not in ("ci95", "ci95_clip", "design_effect"):
                             metrics[f"{protocol}.{part}.{kk}"] = vv
             else:
                 metrics[f"{protocol}.{k}"] = v
         for k, (lo, hi) in res["ci95"].items():
             metrics[f"{protocol}.ci95_lo.{k}"] = lo
             metrics[f"{protocol}.ci95_hi.{k}"] = hi
+        for k, (lo, hi) in res.get("ci95_clip", {}).items():  # the clip unit's, for comparison
+            metrics[f"{protocol}.ci95_clip_lo.{k}"] = lo
+            metrics[f"{protocol}.ci95_clip_hi.{k}"] = hi
+        for k, v in res.get("design_effect", {}).items():
+            metrics[f"{protocol}.design_effect.{k}"] = v
     # The inference run's accounting (run_summary.json): cost, tokens, latency, outcomes.
     for k, v in run_summary.items():
         if isinstance(v, int | float) and not isinstance(v, bool) and k not in (
@@ -283,6 +299,7 @@ def _log_evaluation(doc: dict[str, Any], config: EvaluateConfig, info: dict[str,
     manifest, manifest_path = data
     params = {"run": run, "protocols": ",".join(config.protocols), "bootstrap": config.metric_bootstrap,
               "seed": config.seed, "strict_refusal_km": config.strict_refusal_km,
+              "resampling_unit": config.resampling_unit,
               **{k: v for k, v in info.items() if k not in ("run",)}}
     return log_run(
         run_key=f"{run}@{doc['data_version'][:16]}",

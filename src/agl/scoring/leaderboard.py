@@ -66,10 +66,18 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
                                "data_version": doc.get("data_version", ""),
                                "dataset_clips": doc.get("dataset_clips"),
                                "clips_predicted": doc.get("clips_predicted")}
+        # The interval is the run's resampling unit's (agl.scoring.clusters); the clip one
+        # and the design effect (their widths' ratio) stand beside it.
+        row["n_clusters"] = res.get("n_clusters", res["n"])
+        row["resampling_unit"] = res.get("resampling_unit", "clip")
         for c in COLUMNS:
             row[c] = res.get(c)
             lo, hi = res.get("ci95", {}).get(c, (None, None))
             row[f"{c}_lo"], row[f"{c}_hi"] = lo, hi
+            lo, hi = res.get("ci95_clip", res.get("ci95", {})).get(c, (None, None))
+            row[f"{c}_clip_lo"], row[f"{c}_clip_hi"] = lo, hi
+        for c in ("distance_error_km", "country_acc"):
+            row[f"design_effect_{c}"] = res.get("design_effect", {}).get(c, 1.0)
         rows.append(row)
     _no_protocol(unscored, protocol, ranked=len(rows))
     frame = pd.DataFrame(rows)
@@ -187,7 +195,8 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     the paper, "—" where the paper gives no value (its random baseline has no accuracies); a
     table where no run has a counterpart has no paper columns (the demo's)."""
     head = ["#", "run", "model", "n / N", "distance km [95% CI]", "paper km", "median km",
-            "GeoScore", "continent", "paper", "country", "paper", "city", "paper", "reject"]
+            "GeoScore", "continent", "paper", "country", "paper", "city", "paper", "reject",
+            "clusters", "design effect (km, country)"]
     paper_at = (5, 9, 11, 13)  # the paper's columns in `head`
     rows = []
     any_paper = False
@@ -202,6 +211,9 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         done = r.get("clips_predicted")
         n = str(int(done if done is not None and pd.notna(done) else r["n"]))
         coverage = f"{n} / {int(clips)}" if clips is not None and pd.notna(clips) else n
+        unit = str(r.get("resampling_unit") or "clip") if pd.notna(r.get("resampling_unit")) else "clip"
+        clusters = r.get("n_clusters")
+        clusters = f"{int(clusters)} ({unit})" if clusters is not None and pd.notna(clusters) else ""
         in_paper = any(pd.notna(r.get(f"paper_{c}")) for c in PAPER_COLUMNS)
         any_paper |= in_paper
         paper = {c: _cell(r.get(f"paper_{c}"), 2) if in_paper else "" for c in PAPER_COLUMNS}
@@ -211,7 +223,9 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             _cell(r["geoscore"], 1), _with_ci(r, "continent_acc", 2),
             paper["continent_acc"], _with_ci(r, "country_acc", 2),
             paper["country_acc"], _with_ci(r, "city_acc", 2),
-            paper["city_acc"], _cell(r["reject_rate"], 2),
+            paper["city_acc"], _cell(r["reject_rate"], 2), clusters,
+            f"{_cell(r.get('design_effect_distance_error_km'), 2)}, "
+            f"{_cell(r.get('design_effect_country_acc'), 2)}",
         ])
     if not any_paper:
         keep = [k for k in range(len(head)) if k not in paper_at]
@@ -284,6 +298,12 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
         notes.append(IMPORTED_NOTE)
     if any(NOT_APPLICABLE in c for row in render_rows(rows)[1] for c in row):
         notes.append(NOT_APPLICABLE_LEGEND)
+    if "n_clusters" in rows:
+        notes.append("95% intervals resample whole clusters of clips (the 'clusters' column: how "
+                     "many, under which unit; docs/metrics.md#clusters). The design effect is "
+                     "that interval's width over the width of one resampling single clips: how "
+                     "much treating clips as independent would overstate the precision. The "
+                     "clip intervals are in leaderboard.csv (*_clip_lo, *_clip_hi).")
     return notes
 
 

@@ -13,6 +13,15 @@ are drawn as independent Poissons (the Poisson bootstrap, the standard large-n f
 multinomial resample); each bin holds ~0.1% of the rows, so the interval differs from the
 row-level bootstrap by far less than its own Monte-Carlo noise, at a cost independent of n
 (tests check the two agree).
+
+Clusters (docs/metrics.md#clusters): with cluster labels (agl.scoring.clusters) whole
+clusters are resampled instead of rows, by the same three routes: the exact multinomial of
+the clusters' (correct, wrong, excluded) count patterns for 0/1 columns; for a small table,
+cluster indices drawn as the row bootstrap draws rows, each resample's statistic computed
+from the drawn clusters' sums (mean) or as a weighted median; for a large one, clusters
+sorted by their influence into 1,024 quantile bins whose counts are drawn as Poissons
+(agl.scoring.resample). Clusters of single clips draw what the row bootstrap draws, from
+the same seed.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from agl.core.geo import geoscore, usable_cpus
+from agl.scoring import resample
 
 THRESHOLDS_KM: tuple[int, ...] = (1, 10, 25, 100, 200, 750, 1000, 2500)
 EXACT_LIMIT = 50_000
@@ -40,6 +50,10 @@ HEADLINE = (
     *(f"within_{t}km" for t in THRESHOLDS_KM),
 )
 
+
+# The metrics whose design effect (cluster interval width / clip interval width) is reported.
+DESIGN_EFFECT = ("distance_error_km", "median_km", "geoscore", "continent_acc", "country_acc",
+                 "city_acc")
 
 # The columns of a score table that `summarize` reads.
 SUMMARY_COLUMNS = ("distance_km", "city_correct", "country_correct", "continent_correct",
@@ -78,19 +92,25 @@ def _point(values: np.ndarray, stat: str) -> float:
     return float(np.mean(v) if stat == "mean" else np.median(v))
 
 
-def summarize(scored: pd.DataFrame, *, bootstrap: int, seed: int = 0) -> dict:
+def summarize(scored: pd.DataFrame, *, bootstrap: int, seed: int = 0,
+              clusters: np.ndarray | None = None) -> dict:
     """All headline metrics of one score table, their CIs and the counts behind them."""
-    return summarize_later(scored, bootstrap=bootstrap, seed=seed)()
+    return summarize_later(scored, bootstrap=bootstrap, seed=seed, clusters=clusters)()
 
 
 def summarize_later(
-    scored: pd.DataFrame, *, bootstrap: int, seed: int = 0
+    scored: pd.DataFrame, *, bootstrap: int, seed: int = 0, clusters: np.ndarray | None = None
 ) -> Callable[[], dict]:
     """`summarize`, with the bootstrap intervals started now (in threads for a large table);
-    calling the result waits for them. Lets a caller summarise several tables at once."""
+    calling the result waits for them. Lets a caller summarise several tables at once.
+
+    `clusters` (per-row labels, agl.scoring.clusters): `ci95` resamples whole clusters,
+    `ci95_clip` single clips (for comparison), `design_effect` is the ratio of their widths
+    for the DESIGN_EFFECT metrics, `n_clusters` counts them. Without: clips, `ci95` only."""
     out: dict = {"n": int(len(scored))}
     columns = metric_columns(scored)
-    intervals = _intervals_later(columns, bootstrap, seed, len(scored))
+    intervals = intervals_later(columns, bootstrap, seed, len(scored), clusters)
+    clip_intervals = intervals_later(columns, bootstrap, seed, len(scored), None) if clusters is not None else None
     for name, (values, stat) in columns.items():
         out[name] = _point(values, stat)
     d = scored["distance_km"].to_numpy(dtype=float)
@@ -98,16 +118,31 @@ def summarize_later(
     out["n_distance_excluded"] = int((~np.isfinite(d)).sum())
     for level in ("city", "country", "continent"):
         out[f"n_{level}_scored"] = int(scored[f"{level}_correct"].notna().sum())
+    if clusters is not None:
+        out["n_clusters"] = int(np.unique(clusters).size)
 
     def finish() -> dict:
         out["ci95"] = intervals()
+        if clip_intervals is not None:
+            out["ci95_clip"] = clip_intervals()
+            out["design_effect"] = {k: design_effect(out["ci95"][k], out["ci95_clip"][k])
+                                    for k in DESIGN_EFFECT}
         return out
 
     return finish
 
 
-def _intervals_later(columns: dict[str, tuple[np.ndarray, str]], n: int, seed: int,
-                     rows: int) -> Callable[[], dict[str, list[float]]]:
+def design_effect(cluster: list[float], clip: list[float]) -> float:
+    """Width of the cluster interval over the clip interval's (NaN where either is missing
+    or the clip interval has no width)."""
+    wide, narrow = cluster[1] - cluster[0], clip[1] - clip[0]
+    if not (np.isfinite(wide) and np.isfinite(narrow)) or narrow <= 0:
+        return float("nan")
+    return float(wide / narrow)
+
+
+def intervals_later(columns: dict[str, tuple[np.ndarray, str]], n: int, seed: int,
+                     rows: int, clusters: np.ndarray | None) -> Callable[[], dict[str, list[float]]]:
     """Each metric's interval (the i-th metric seeded `seed + i`), started now; calling the
     result waits for them.
 
@@ -120,7 +155,9 @@ def _intervals_later(columns: dict[str, tuple[np.ndarray, str]], n: int, seed: i
 
     def interval(job: tuple[str, np.ndarray, str, int]) -> list[float]:
         _, values, stat, job_seed = job
-        return list(bootstrap_ci(values, stat=stat, n=n, seed=job_seed))
+        if clusters is not None and rows > EXACT_LIMIT:
+            job_seed = seed  # the binned cluster route: one shared draw (resample.bin_counts)
+        return list(cluster_ci(values, stat=stat, n=n, seed=job_seed, clusters=clusters))
 
     if rows <= EXACT_LIMIT:
         return lambda: {job[0]: interval(job) for job in jobs}
@@ -128,6 +165,43 @@ def _intervals_later(columns: dict[str, tuple[np.ndarray, str]], n: int, seed: i
     futures = [pool.submit(interval, job) for job in jobs]
     pool.shutdown(wait=False)  # the threads end once the queue is done
     return lambda: {job[0]: future.result() for job, future in zip(jobs, futures, strict=True)}
+
+
+def cluster_ci(values, stat: str, n: int, seed: int = 0,
+               clusters: np.ndarray | None = None) -> tuple[float, float]:
+    """Percentile 95% interval of `stat` over the non-NaN values, whole clusters resampled
+    (labels 0..G-1 per row, agl.scoring.clusters). No labels: the row bootstrap
+    (`bootstrap_ci`). Clusters of single clips numbered as the rows give the row bootstrap's
+    draws by construction on a small table (the exact and index routes make the same random
+    calls and sums; tests check it bit for bit) and by delegation on a large one (the binned
+    routes bin rows by value, clusters by influence)."""
+    values = np.asarray(values, dtype=float)
+    if clusters is None:
+        return bootstrap_ci(values, stat, n, seed)
+    labels = np.asarray(clusters, dtype=np.int64)
+    groups = int(labels.max()) + 1 if labels.size else 0
+    if groups == len(values) and len(values) > EXACT_LIMIT:  # single clips: the clip route
+        return bootstrap_ci(values, stat, n, seed)
+    if n <= 0 or not np.isfinite(values).any():
+        return (float("nan"), float("nan"))
+    if len(values) > EXACT_LIMIT:  # 0/1 columns too: their count patterns are many
+        # One draw of bin counts per (clusters, resamples, seed), shared by the metrics.
+        return _percentiles(resample.binned_draws(values, labels, groups, stat, n, int(seed)))
+    rng = np.random.default_rng(seed)
+    draws = None
+    if stat == "mean" and np.isin(_finite(values), (0.0, 1.0)).all():
+        draws = resample.binary_draws(values, labels, groups, n, rng)
+    if draws is None:
+        draws = resample.index_draws(values, labels, groups, stat, n, rng)
+    return _percentiles(draws)
+
+
+def _percentiles(draws: np.ndarray) -> tuple[float, float]:
+    draws = draws[np.isfinite(draws)]
+    if draws.size == 0:
+        return (float("nan"), float("nan"))
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    return (float(lo), float(hi))
 
 
 def bootstrap_ci(
@@ -145,11 +219,7 @@ def bootstrap_ci(
         draws = _row_draws(values, stat, n, rng)
     else:
         draws = _binned_draws(values, stat, n, rng)
-    draws = draws[np.isfinite(draws)]
-    if draws.size == 0:
-        return (float("nan"), float("nan"))
-    lo, hi = np.percentile(draws, [2.5, 97.5])
-    return (float(lo), float(hi))
+    return _percentiles(draws)
 
 
 def _binary_draws(ones: int, zeros: int, nans: int, n: int, rng) -> np.ndarray:

@@ -26,19 +26,28 @@ def fmt(value: Any, pattern: str) -> str:
 
 def metrics_table(result: dict[str, Any], title: str = "") -> str:
     """One run's metrics as a plain-text table for the terminal, with the speech split where
-    present."""
+    present. Under a cluster unit each metric shows the cluster interval, the clip interval
+    beside it (for comparison) and the design effect (their widths' ratio)."""
     speech = result.get("by_speech", {})
-    head = f"{'metric':<28} {'all':>10} {'95% CI':>23}"
+    unit = result.get("resampling_unit", "clip")
+    clip = result.get("ci95_clip")
+    head = f"{'metric':<28} {'all':>10} {'95% CI (' + unit + ')':>25}"
+    if clip is not None:
+        head += f" {'95% CI (clip)':>25} {'deff':>5}"
     cols = [k for k in ("speech", "non_speech") if k in speech]
     head += "".join(f" {c:>11}" for c in cols)
-    lines = [title, f"clips scored: {result['n']}"
-             + "".join(f", {c}: {speech[c]['n']}" for c in cols)
+    clusters = (f" in {result['n_clusters']} clusters ({unit})" if "n_clusters" in result else "")
+    lines = [title, f"clips scored: {result['n']}{clusters}"
+             + "".join(f", {c}: {speech[c]['n']}"
+                       + (f" in {speech[c]['n_clusters']}" if "n_clusters" in speech[c] else "")
+                       for c in cols)
              + (f" ({coverage_text(result['clips_predicted'], result['dataset_clips'])})"
                 if "dataset_clips" in result else ""), head, "-" * len(head)]
     for key, label, pattern in ROWS:
-        lo, hi = result["ci95"].get(key, (None, None))
-        ci = f"[{fmt(lo, pattern)}, {fmt(hi, pattern)}]"
-        row = f"{label:<28} {fmt(result.get(key), pattern):>10} {ci:>23}"
+        row = f"{label:<28} {fmt(result.get(key), pattern):>10} {_interval(result['ci95'], key, pattern):>25}"
+        if clip is not None:
+            deff = result.get("design_effect", {}).get(key)
+            row += f" {_interval(clip, key, pattern):>25} {fmt(deff, '{:.2f}') if deff is not None else '':>5}"
         row += "".join(f" {fmt(speech[c].get(key), pattern):>11}" for c in cols)
         lines.append(row)
     notes = {k: v for k, v in result.get("notes", {}).items() if k != "protocol" and v}
@@ -49,6 +58,11 @@ def metrics_table(result: dict[str, Any], title: str = "") -> str:
     for k, v in notes.items():
         lines.append(f"note: {k.replace('_', ' ')}: {v}")
     return "\n".join(line for line in lines if line is not None)
+
+
+def _interval(ci: dict[str, Any], key: str, pattern: str) -> str:
+    lo, hi = ci.get(key, (None, None))
+    return f"[{fmt(lo, pattern)}, {fmt(hi, pattern)}]"
 
 
 def coverage_text(predicted: int, clips: int) -> str:

@@ -188,12 +188,14 @@ def _model_figures(effects: pd.DataFrame, model: str, figs: Path) -> list[str]:
 
 def _effects_table(effects: pd.DataFrame) -> str:
     """The table of every model's effects on all, speech and non-speech clips."""
-    head = ["model", "intervention", "level", "group", "n", "metric", "original", "perturbed",
-            "change [95% CI]", "p"]
+    head = ["model", "intervention", "level", "group", "n", "clusters", "metric", "original",
+            "perturbed", "change [95% CI]", "p"]
     rows = []
     for r in effects[effects["group"].isin([g for g, _, _ in GROUPS])].itertuples():
         d = 1 if r.metric == "distance_km" else 3
-        first = [r.model, r.intervention, r.level, r.group.replace("_", "-"), f"{r.n:,}", r.metric]
+        clusters = getattr(r, "n_clusters", r.n)  # effects tables before issue 31: clips alone
+        first = [r.model, r.intervention, r.level, r.group.replace("_", "-"), f"{r.n:,}",
+                 f"{int(clusters):,}", r.metric]
         if r.note:  # "—" (no paired clip scored) or "insufficient data (...)": agl.scoring.wording
             rows.append([*first, gap_cell(r.note, 4)])
             continue

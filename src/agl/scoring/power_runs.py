@@ -1,0 +1,52 @@
+"""`agl power` on two runs' files: score both, pair their clips, cluster them, and ask
+agl.scoring.power. Apart from power.py so that the paired tests (which use its detectable
+difference) do not load the scoring of files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agl.errors import AglError
+from agl.scoring.power import ALPHA, POWER, Power, power_analysis
+
+METRICS = ("distance_km", "country_correct", "continent_correct", "city_correct")
+
+
+@dataclass(frozen=True)
+class PowerConfig:
+    """`agl power`'s question: which metric, under which protocol and unit, at what level."""
+
+    metric: str = "distance_km"
+    protocol: str = "paper"
+    unit: str = "site:25"
+    target: float | None = None  # in the metric's unit: km, or a share (0.05 = 5 points)
+    alpha: float = ALPHA
+    power: float = POWER
+    n_boot: int = 2000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise AglError(f"power: unknown metric '{self.metric}'; choose one of {', '.join(METRICS)}")
+
+
+def power_files(a: str, b: str, manifest_path: str, config: PowerConfig) -> Power:
+    """`power_analysis` of run A - run B (predictions files) on their common clips of the
+    manifest, clusters under `config.unit` formed over those clips."""
+    import warnings
+
+    from agl.dataset.manifest_cache import load_manifest_cached
+    from agl.scoring.clusters import cluster_labels
+    from agl.scoring.evaluate import load_predictions_any, score_run
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a repaired manifest: evaluate says so
+        manifest = load_manifest_cached(manifest_path, columns=[])
+    scored = [score_run(manifest, load_predictions_any(p), config.protocol) for p in (a, b)]
+    joined = scored[0].merge(scored[1][["sample_id", config.metric]], on="sample_id", suffixes=("", "_b"))
+    if joined.empty:
+        raise AglError(f"power: {a} and {b} score no clip in common")
+    d = joined[config.metric].to_numpy(dtype=float) - joined[f"{config.metric}_b"].to_numpy(dtype=float)
+    return power_analysis(d, cluster_labels(joined, config.unit), metric=config.metric,
+                          target=config.target, alpha=config.alpha, power=config.power,
+                          n_boot=config.n_boot, seed=config.seed)
