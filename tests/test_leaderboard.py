@@ -113,3 +113,27 @@ def test_paper_run_named_by_its_published_short_name():
         run_source({"published": "qwen3"}, published)
     with pytest.raises(AglError, match="needs a name and a path"):
         run_source({"name": "x"}, published)
+
+
+def test_a_run_refusing_more_than_max_refused_is_listed_unranked(tmp_path):
+    """On the demo, langprior refused all 32 clips and ranked second, above both random
+    baselines, on the paper's fixed 10,000 km per refusal."""
+    demo = "SYNTHETIC demo set (32 generated clips; not AGL1K recordings)"
+    files = []
+    for run, km, reject in (("knn", 8401.1, 0.0), ("langprior", 10000.0, 1.0), ("random", 11163.3, 0.0),
+                            ("half", 10500.0, 0.5)):
+        path = _versioned(tmp_path, run, km, "d" * 64, 32, 32, demo)
+        doc = json.loads(path.read_text())
+        doc["protocols"]["paper"]["reject_rate"] = reject
+        path.write_text(json.dumps(doc))
+        files.append(path)
+    board = leaderboard.collect(files, "paper", max_refused=0.5)
+    assert board["run"].tolist() == ["knn", "half", "random", "langprior"]
+    assert board["rank"].tolist()[:3] == [1, 2, 3] and pd.isna(board["rank"].iloc[3])  # 0.5 itself is ranked
+    leaderboard.write(leaderboard.attach_paper(board, None), tmp_path / "out", protocol="paper")
+    md = (tmp_path / "out" / "leaderboard.md").read_text()
+    assert "| unranked (100% refused) | langprior | langprior | 32 / 32 | 10000.00" in md
+    assert md.index("| 3 | random") < md.index("| unranked (100% refused) | langprior")
+    assert "Unranked: langprior: refused more than the share leaderboard.max_refused" in md
+    csv = pd.read_csv(tmp_path / "out" / "leaderboard.csv")
+    assert csv.set_index("run").loc["langprior", "unranked"] and pd.isna(csv.set_index("run").loc["langprior", "rank"])

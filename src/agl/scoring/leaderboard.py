@@ -44,13 +44,21 @@ PAPER_COLUMNS = ("distance_error_km", "continent_acc", "country_acc", "city_acc"
 # rank shows the refusal rate and a note says so (params leaderboard.refusal_note): one clip in
 # ten moves a mean of a few thousand km by several hundred, enough to swap neighbours.
 REFUSAL_NOTE_SHARE = 0.1
+# Above this share of refused clips a run is not ranked at all (params leaderboard.max_refused):
+# listed below the ranked runs with its numbers, because more than half of its mean is the
+# rule's fixed distance, not guesses (the demo's langprior refuses all 32 synthetic clips and
+# once ranked second). The paper is silent; the authors' published runs refuse far less (the
+# Qwen2.5-Omni file: under a third), so no paper row leaves the ranking.
+MAX_REFUSED_SHARE = 0.5
+UNRANKED = "unranked"
 
 
 def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 1.0,
-            refusal_note: float = REFUSAL_NOTE_SHARE) -> pd.DataFrame:
+            refusal_note: float = REFUSAL_NOTE_SHARE, max_refused: float = MAX_REFUSED_SHARE) -> pd.DataFrame:
     """One row per run from `metrics.json` files written by the evaluate stages, grouped by data
     version (largest dataset first), full runs before subset runs, then by mean distance.
-    `refusal_heavy`: the run refused at least `refusal_note` of its clips."""
+    `refusal_heavy`: the run refused at least `refusal_note` of its clips; `unranked`: more
+    than `max_refused` (listed last, rank empty)."""
     rows, unscored = [], []
     for path in metrics_files:
         doc = json.loads(Path(path).read_text())
@@ -87,11 +95,14 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
     done = pd.to_numeric(frame["clips_predicted"], errors="coerce").fillna(frame["n"])
     frame["coverage"] = (done / n_all).round(6)
     frame["subset"] = (frame["coverage"] < full_coverage).fillna(False).astype(bool)
+    reject = pd.to_numeric(frame["reject_rate"], errors="coerce")
+    frame["unranked"] = (reject > max_refused).fillna(False).astype(bool)
     size = n_all.groupby(frame["data_version"]).transform("max").fillna(0)
     frame = frame.assign(_size=-size).sort_values(
-        ["_size", "data_version", "subset", "distance_error_km", "run"], kind="stable"
+        ["_size", "data_version", "unranked", "subset", "distance_error_km", "run"], kind="stable"
     ).drop(columns="_size").reset_index(drop=True)
-    frame["rank"] = frame.groupby("data_version").cumcount() + 1
+    ranked = frame[~frame["unranked"]]
+    frame["rank"] = (ranked.groupby("data_version").cumcount() + 1).reindex(frame.index).astype("Int64")
     frame["protocol"] = protocol
     reject = pd.to_numeric(frame["reject_rate"], errors="coerce")
     frame["refusal_heavy"] = (reject >= refusal_note).fillna(False).astype(bool)
@@ -201,7 +212,10 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     rows = []
     any_paper = False
     for i, r in board.iterrows():
-        rank = str(int(r["rank"]) if "rank" in r and pd.notna(r["rank"]) else i + 1)
+        if _flag(r, "unranked"):
+            rank = UNRANKED
+        else:
+            rank = str(int(r["rank"]) if "rank" in r and pd.notna(r["rank"]) else i + 1)
         if _flag(r, "refusal_heavy"):
             rank += f" ({_refused(r)})"
         run = f"{r['run']} *" if _flag(r, "subset") else str(r["run"])
@@ -285,6 +299,11 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
         rule = _refusal_rule(str(heavy["protocol"].iloc[0]) if "protocol" in heavy else "paper")
         runs = "; ".join(f"{r['run']} refused {round(float(r['reject_rate']) * int(r['n']))} "
                          f"of {int(r['n'])} clips" for _, r in heavy.iterrows())
+        unranked = [str(r["run"]) for _, r in rows.iterrows() if _flag(r, "unranked")]
+        if unranked:
+            notes.append(f"{UNRANKED.capitalize()}: {', '.join(unranked)}: refused more than the share "
+                         "leaderboard.max_refused of its clips, so its mean is mostly the rule's fixed "
+                         "distance; listed with its numbers below the ranked runs, not ranked.")
         notes.append(f"A rank marked \"(x% refused)\" belongs to a run that refused many of its "
                      f"clips ({runs}): {rule}, so that rank comes from the rule, not from located "
                      "guesses. A run refusing every clip averages that distance whatever it "
@@ -360,7 +379,8 @@ def build(files: list[Path], cfg: dict[str, Any], *, base_url: str, cache_dir: s
     from agl.dataset.sources import paper_values  # (as above)
 
     board = collect(files, cfg["protocol"], full_coverage=float(cfg.get("full_coverage", 1.0)),
-                    refusal_note=float(cfg.get("refusal_note", REFUSAL_NOTE_SHARE)))
+                    refusal_note=float(cfg.get("refusal_note", REFUSAL_NOTE_SHARE)),
+                    max_refused=float(cfg.get("max_refused", MAX_REFUSED_SHARE)))
     if board.empty or not (board["paper_name"] != "").any():
         return attach_paper(board, None), ""
     try:
