@@ -706,3 +706,10 @@ def test_a_correct_page_passes(tmp_path, params):
         "See [here](#fine), `agl models --yaml NAME` and `params.yaml: paper.base_url`.\n",
         encoding="utf-8")
     assert check_page(page, params) == []
+
+
+def test_the_readme_names_every_default_model():
+    """The README's list of default runs once left out langprior, which the demo runs."""
+    models = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))["models"]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert [m for m in models if f"`{m}`" not in readme] == []
