@@ -186,6 +186,9 @@ def test_the_checked_in_data_dvc_pins_exactly_a_fresh_demo(demo_dir, tmp_path):
     """A fresh clone's `agl download` must rebuild the very data data.dvc names (real DVC)."""
     pinned = yaml.safe_load((REPO / "data.dvc").read_text())["outs"][0]
     shutil.copytree(demo_dir, tmp_path / "data")
+    from agl.dataset.croissant import write_card
+
+    write_card(tmp_path / "data")  # `agl download` writes the card beside the demo (data/croissant.json)
     env = subprocess_env()
     for cmd in (["init", "--no-scm", "-q"], ["add", "-q", "data"]):
         subprocess.run([sys.executable, "-m", "dvc", *cmd], cwd=tmp_path, env=env, check=True,

@@ -263,6 +263,14 @@ def test_model_text_stays_text_and_gaps_are_notes(browser, tmp_path):
         page.goto(f"{url}#{fragment}")
         expect(page.locator("body")).to_have_attribute("data-view", "list")
         expect(page.locator("body")).to_have_attribute("data-count", str(len(keys)))
+        # The count can already match the previous view (k2, then k1: both one row): wait
+        # for the rows themselves before reading them.
+        try:
+            page.wait_for_function(
+                "keys => JSON.stringify([...document.querySelectorAll('a.row')].map(r => r.dataset.key))"
+                " === JSON.stringify(keys)", arg=keys, timeout=10_000)
+        except Exception:  # the assertion below says what was shown instead
+            pass
         assert page.locator("a.row").evaluate_all("rows => rows.map(r => r.dataset.key)") == keys, fragment
     expect(page.locator("#message")).to_contain_text("no clip has country Turkey")
     page.goto(f"{url}#clip=nope")

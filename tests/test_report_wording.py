@@ -177,7 +177,9 @@ def test_a_refusal_heavy_rank_carries_its_refusal_rate_and_a_note(tmp_path):
     files = [_metrics(tmp_path, "knn", 8401.11, 0.0), _metrics(tmp_path, "birdrange", 10000.0, 1.0),
              _metrics(tmp_path, "random", 11163.33, 0.0, acc=math.nan),
              _metrics(tmp_path, "hedger", 9500.0, 0.05)]
-    board = leaderboard.collect(files, "paper", refusal_note=0.1)
+    # max_refused 1.0: ranked despite refusing everything (by default it would be listed
+    # unranked: test_leaderboard), so the marker beside its rank is what is checked here.
+    board = leaderboard.collect(files, "paper", refusal_note=0.1, max_refused=1.0)
     assert board["refusal_heavy"].tolist() == [False, False, True, False]  # knn, hedger, birdrange
     leaderboard.write(leaderboard.attach_paper(board, None), tmp_path / "out", protocol="paper")
     md = (tmp_path / "out" / "leaderboard.md").read_text()

@@ -55,6 +55,10 @@ class Backend(abc.ABC):
     # and whether it refuses to start without one: `agl infer --dry-run` names an unset key.
     default_key_envs: tuple[str, ...] = ()
     key_required: bool = False
+    # Whether the first request of a run goes alone: a served API model can be retired
+    # (agl.errors.ModelGone after one request, not after a full batch of them); a local model
+    # cannot, and its first batch stays whole.
+    probe_first: bool = False
     # The largest reply body an HTTP backend reads, and the largest batch status or result
     # file (agl.backends.service.client_args caps them while they stream); the runner sets
     # them from params.yaml infer.max_reply_bytes / max_batch_bytes.

@@ -48,6 +48,7 @@ _BLOCKED = {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION",
 class Gemini(Backend):
     default_key_envs: tuple[str, ...] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     key_required = True
+    probe_first = True
     def __init__(self, model: str, **settings: Any):
         super().__init__(model, **settings)
         self.deterministic = is_deterministic(settings)

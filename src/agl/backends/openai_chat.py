@@ -70,6 +70,7 @@ _FORMATS = {".mp3": "mp3", ".wav": "wav"}
 class OpenAIChat(Backend):
     default_key_envs: tuple[str, ...] = ("OPENAI_API_KEY",)
     key_required = True
+    probe_first = True
 
     def __init__(self, model: str, **settings: Any):
         super().__init__(model, **settings)

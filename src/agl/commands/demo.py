@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from agl.dataset.demo import DEFAULT_SEED, write_demo  # lazy: `agl --help` imports every command module
 
     if args.out == "data":  # the default, relative to here
-        from agl.core.workspace import refuse_inside_project
+        from agl.core.workspace import refuse_inside_project  # lazy: `agl --help` imports every command module
 
         refuse_inside_project("agl demo", "data/")
     seed = DEFAULT_SEED if args.seed is None else args.seed

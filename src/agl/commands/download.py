@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from agl.errors import AglError  # lazy: `agl --help` imports every command module
 
     if args.out is None and not args.params.exists():
-        from agl.core.workspace import refuse_inside_project
+        from agl.core.workspace import refuse_inside_project  # lazy: `agl --help` imports every command module
 
         refuse_inside_project("agl download", "data/")
     params: dict = {}

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 def read_params(path: Path) -> dict:
     import yaml
 
-    from agl.errors import AglError
+    from agl.errors import AglError  # lazy: `agl --help` imports every command module
 
     if not path.is_file():
         return {}

@@ -63,8 +63,8 @@ def _is_eee(src: str) -> bool:
 
 def _import_eee(args: argparse.Namespace) -> int:
     from agl.commands.export import read_params  # the same params reading as `agl export`
-    from agl.core.geo import EARTH_MAX_KM
-    from agl.errors import AglError
+    from agl.core.geo import EARTH_MAX_KM  # lazy: `agl --help` imports every command module
+    from agl.errors import AglError  # lazy: `agl --help` imports every command module
     from agl.interchange.eee_import import ImportConfig, import_records  # a command's lazy load
 
     if args.reparse:

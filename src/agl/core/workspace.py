@@ -47,7 +47,7 @@ def enclosing_project(start: Path | None = None) -> Path | None:
 def refuse_inside_project(command: str, writes: str) -> None:
     """One line instead of a second data/ or build/ inside a subfolder of the project (run
     from docs/, `agl download` once made docs/data/ from the built-in defaults and exited 0)."""
-    from agl.errors import AglError
+    from agl.errors import AglError  # lazy: only a refusal needs it
 
     root = enclosing_project()
     if root is not None:

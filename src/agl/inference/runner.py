@@ -15,7 +15,7 @@ once. A call that still fails becomes `Reply(status=FAILED, error=...)`, never t
 
 A model the provider says is gone (`BackendError.gone`: 404 model_not_found, Gemini's
 NOT_FOUND) is not a clip's failure but the run's: `ModelGone` is raised, never retried, and
-the run stops. The first request of a stream goes alone, so a retired model costs one
+the run stops. The first request of an API backend's stream goes alone (`probe_first`), so a retired model costs one
 request, not `concurrency` of them.
 """
 
@@ -245,11 +245,13 @@ async def stream(
         return i, await _call(backend, r, cache=cache, semaphore=semaphore, timeout_s=timeout_s,
                               max_retries=max_retries, backoff=backoff)
 
-    # The first request goes alone: a retired model (ModelGone) is known after one request.
-    if requests:
+    # An API model's first request goes alone: a retired model (ModelGone) is known after
+    # one request (a local model's first batch stays whole: Backend.probe_first).
+    first = 1 if requests and getattr(backend, "probe_first", False) else 0
+    if first:
         yield await one(0, requests[0])
     # Tasks beyond the semaphore wait cheaply; creating them all keeps the pipe full.
-    tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(requests) if i]
+    tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(requests) if i >= first]
     try:
         for fut in asyncio.as_completed(tasks):
             yield await fut

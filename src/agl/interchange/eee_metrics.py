@@ -102,7 +102,7 @@ def result(protocol: str, metric: str, res: dict[str, Any], source_data: dict[st
 def protocols_of(results: list[dict[str, Any]], where: str) -> dict[str, dict[str, Any]]:
     """metrics.json `protocols` from a record's evaluation results (import: the numbers as
     the record states them). Each interval must say how it was drawn."""
-    from agl.errors import AglError
+    from agl.errors import AglError  # lazy: only a bad record needs it
 
     out: dict[str, dict[str, Any]] = {}
     for i, r in enumerate(results):

@@ -95,7 +95,7 @@ def power_analysis(d, labels, *, metric: str = "", target: float | None = None,
         raise AglError(f"power: alpha and power must lie in (0, 1), got {alpha} and {power}")
     d = np.asarray(d, dtype=float)
     keep = np.isfinite(d)
-    from agl.scoring.clusters import subset
+    from agl.scoring.clusters import subset  # lazy: only `agl power` needs it
 
     labels = subset(np.asarray(labels), keep)
     d = d[keep]

@@ -35,9 +35,9 @@ def power_files(a: str, b: str, manifest_path: str, config: PowerConfig) -> Powe
     manifest, clusters under `config.unit` formed over those clips."""
     import warnings
 
-    from agl.dataset.manifest_cache import load_manifest_cached
-    from agl.scoring.clusters import cluster_labels
-    from agl.scoring.evaluate import load_predictions_any, score_run
+    from agl.dataset.manifest_cache import load_manifest_cached  # lazy: only `agl power` needs it
+    from agl.scoring.clusters import cluster_labels  # lazy: only `agl power` needs it
+    from agl.scoring.evaluate import load_predictions_any, score_run  # lazy: only `agl power` needs it
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # a repaired manifest: evaluate says so
