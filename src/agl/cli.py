@@ -59,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"agl {args.command}: interrupted; rerun the same command to resume.",
                   file=sys.stderr)
             return 130
+        except BrokenPipeError:  # `agl verify | head`: the reader is gone; no traceback
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # as Python's docs do
+            return 141
 
 
 if __name__ == "__main__":
