@@ -80,3 +80,11 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert main(["exp", "--input", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--input" in err[0] and "dvc exp show --json" in err[0]
+
+
+def test_a_document_of_the_wrong_shape_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "shape.json"
+    bad.write_text('[{"rev": "workspace", "data": {"params": 3}}]')
+    assert main(["exp", "--input", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not the shape `dvc exp show --json` writes" in err[0], err

@@ -61,7 +61,12 @@ def run(args: argparse.Namespace) -> int:
         doc = _dvc_json(args.all_commits)
     if not isinstance(doc, list):
         raise AglError("`dvc exp show --json` gave no list of revisions; is this DVC 3?")
-    rows = rows_from_dvc(doc)
+    try:
+        rows = rows_from_dvc(doc)
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:  # a hand-edited or foreign file
+        where = f"--input {args.input}" if args.input is not None else "`dvc exp show --json`"
+        raise AglError(f"{where}: not the shape `dvc exp show --json` writes (DVC 3): "
+                       f"{type(exc).__name__}: {exc}") from None
     if args.json:
         json.dump(as_json(rows), sys.stdout, indent=1, default=str)
         print()
