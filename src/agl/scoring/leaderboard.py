@@ -97,6 +97,7 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
     frame["subset"] = (frame["coverage"] < full_coverage).fillna(False).astype(bool)
     reject = pd.to_numeric(frame["reject_rate"], errors="coerce")
     frame["unranked"] = (reject > max_refused).fillna(False).astype(bool)
+    frame["refusal_heavy"] = (reject >= refusal_note).fillna(False).astype(bool)
     size = n_all.groupby(frame["data_version"]).transform("max").fillna(0)
     frame = frame.assign(_size=-size).sort_values(
         ["_size", "data_version", "unranked", "subset", "distance_error_km", "run"], kind="stable"
@@ -104,8 +105,7 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
     ranked = frame[~frame["unranked"]]
     frame["rank"] = (ranked.groupby("data_version").cumcount() + 1).reindex(frame.index).astype("Int64")
     frame["protocol"] = protocol
-    reject = pd.to_numeric(frame["reject_rate"], errors="coerce")
-    frame["refusal_heavy"] = (reject >= refusal_note).fillna(False).astype(bool)
+    frame["refusal_heavy"] = frame.pop("refusal_heavy")  # leaderboard.csv's column order: last
     return frame
 
 
