@@ -55,6 +55,27 @@ def load(*keys: str, path: Path | str | None = None, required: bool = True) -> d
     return out
 
 
+def transport(path: Path | str | None = None) -> Any:
+    """params.yaml `executor:` (local, or shards on a Ray cluster) as an ExecutorConfig, under
+    the environment's AGL_EXECUTOR / AGL_RAY_ADDRESS (what a cluster job script sets).
+
+    Read outside `load` on purpose: the executor is transport (it never changes a record, a
+    fingerprint or a cache key), so no stage declares it and moving `dvc repro` to a cluster
+    re-runs nothing and leaves dvc.lock as it is (docs/cluster.md; tests/test_ray_transport.py
+    checks that no stage declares `executor`)."""
+    import os
+
+    from agl.inference.transport import ExecutorConfig
+
+    path = Path(path) if path else ROOT / "params.yaml"
+    try:
+        params = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        sys.exit(f"{path}: cannot read params ({exc})")
+    cfg = ExecutorConfig.from_params(params.get("executor"), str(path))
+    return cfg.with_flags(os.environ.get("AGL_EXECUTOR") or None, os.environ.get("AGL_RAY_ADDRESS") or None)
+
+
 def run_main(main) -> None:
     """Run a stage's main with the CLI's error handling: one line, non-zero exit."""
     import warnings

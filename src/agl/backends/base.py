@@ -47,6 +47,9 @@ class Backend(abc.ABC):
     # neighbours, prior's label counts): its records are kept across reruns only while the
     # whole dataset is unchanged (agl.inference.freshness).
     reads_dataset: bool = False
+    # Whether the backend loads a model into its own process (transformers): a cluster
+    # executor keeps it in a long-lived actor instead of building it per shard.
+    loads_model: bool = False
     # The largest reply body an HTTP backend reads, and the largest batch status or result
     # file (agl.backends.service.client_args caps them while they stream); the runner sets
     # them from params.yaml infer.max_reply_bytes / max_batch_bytes.

@@ -1,0 +1,199 @@
+"""The ray executor on a real Ray mini-cluster (a head and 2 worker nodes on 127.0.0.1).
+
+Not collected by the suite itself (no `test_` prefix): tests/test_ray_transport.py runs this
+file in a private network namespace (`unshare -n`, loopback only), because Ray binds and
+dials the machine's interface address otherwise. The cluster starts once for the whole file
+(about 15 s), every test shares it.
+
+Each test runs one model with `executor: local` and then with `executor: ray`, each into its
+own run folder, and compares the tracked files byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from fake_llm import Answer, FakeServer, openai_completion
+from test_inference_api import make_clips
+
+from agl.contracts.models import ModelSpec
+from agl.dataset.manifest import clips, load_manifest
+from agl.inference.model_run import run_inference
+from agl.inference.runner import Backoff, RunOptions
+from agl.inference.transport import ExecutorConfig, RayConfig
+from agl.prompts import load_prompt
+
+ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[ray]'")
+
+KEY = "sk-test-RAY-0123456789abcdef"
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    from ray.cluster_utils import Cluster
+
+    os.environ["OPENAI_API_KEY"] = KEY  # the nodes' workers inherit it (never a Ray config)
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    workers = [c.add_node(num_cpus=2) for _ in range(2)]
+    c.wait_for_nodes()
+    ray.init(address=c.address, log_to_driver=False, logging_level="ERROR")
+    yield c, workers
+    ray.shutdown()
+    c.shutdown()
+
+
+def answer_by_clip(sha_to_key, delay_s: float = 0.0, log: list | None = None):
+    """A deterministic reply per clip (its longitude), so records differ from clip to clip."""
+    def answer(call):
+        key = sha_to_key[call.audio_sha256[0]]
+        if log is not None:
+            log.append((key, "start", time.monotonic()))
+        i = int(key.split("_")[1])
+        text = json.dumps({"city": "Berlin", "country": "Germany", "continent": "Europe",
+                           "latitude": 50.0 + i / 10, "longitude": 10.0 + i, "confidence": 0.5})
+        if delay_s:
+            time.sleep(delay_s)
+        if log is not None:
+            log.append((key, "end", time.monotonic()))
+        return Answer(200, openai_completion(text))
+    return answer
+
+
+def openai_setup(tmp_path: Path, n: int):
+    manifest, audio = make_clips(tmp_path, n)
+    sha = {hashlib.sha256((audio / f"clip_{i:03d}" / "a.wav").read_bytes()).hexdigest(): f"clip_{i:03d}"
+           for i in range(n)}
+    return clips(load_manifest(manifest)), audio, sha
+
+
+def run(spec, cl, audio, out, *, transport=None, cache=None, concurrency=2):
+    options = RunOptions(cache_dir=cache, concurrency=concurrency, timeout_s=30, max_retries=2,
+                         backoff=Backoff(base_s=0.01, cap_s=0.05), progress=False,
+                         transport=transport or ExecutorConfig())
+    return run_inference(spec, load_prompt(), cl, out_dir=out, audio_root=audio, options=options)
+
+
+def ray_cfg(c, shards: int, **kw) -> ExecutorConfig:
+    return ExecutorConfig(kind="ray", ray=RayConfig(address=c.address, shards=shards, **kw))
+
+
+def tracked(out: Path) -> tuple[bytes, bytes]:
+    return (out / "predictions.jsonl").read_bytes(), (out / "run_summary.json").read_bytes()
+
+
+def timings(out: Path) -> dict:
+    return json.loads((out / "run_summary.timings.json").read_text())
+
+
+def test_api_backend_shards_match_local_byte_for_byte(cluster, tmp_path):
+    c, _ = cluster
+    cl, audio, sha = openai_setup(tmp_path, 20)
+    with FakeServer(answer_by_clip(sha)) as server:
+        spec = ModelSpec("fake", "openai", "fake", settings={"base_url": server.url + "/v1", "temperature": 0})
+        run(spec, cl, audio, tmp_path / "local")
+        local = tracked(tmp_path / "local")
+        assert len(server.calls) == 20
+        for shards in (1, 4, 16):
+            before = len(server.calls)
+            out = tmp_path / f"ray{shards}"
+            run(spec, cl, audio, out, transport=ray_cfg(c, shards), cache=tmp_path / f"cache{shards}")
+            assert tracked(out) == local, shards
+            asked = Counter(sha[x.audio_sha256[0]] for x in server.calls[before:])
+            assert sorted(asked) == sorted(x.key for x in cl) and set(asked.values()) == {1}
+            facts = timings(out)["ray"]
+            assert facts["shards"] == min(shards, 20) and not facts["failed_shards"]
+            assert sum(r["asked"] for r in facts["shard_results"]) == 20
+
+        # The driver answers from the cache before planning: no shard, no request.
+        before = len(server.calls)
+        out = tmp_path / "ray4-again"
+        run(spec, cl, audio, out, transport=ray_cfg(c, 4), cache=tmp_path / "cache4")
+        assert tracked(out) == local and len(server.calls) == before
+        assert timings(out)["ray"] == {**timings(out)["ray"], "shards": 0, "from_cache": 20}
+
+        # A resumed run (half the records there) asks only for the missing clips.
+        out = tmp_path / "ray-resume"
+        out.mkdir()
+        lines = local[0].decode().splitlines(keepends=True)
+        (out / "predictions.jsonl").write_text("".join(lines[::2]))
+        run(spec, cl, audio, out, transport=ray_cfg(c, 4))
+        assert tracked(out) == local and len(server.calls) == before + 10
+
+
+def test_model_actor_pool_matches_local(cluster, tmp_path, family_model, real_mp3s):
+    """A tiny random transformers family: actors load it once and serve every shard."""
+    if not real_mp3s:
+        pytest.skip("no real MP3s under ../shared/data/agl1k/archive (tests/helpers.py)")
+    from test_backend_transformers import mp3_manifest
+
+    c, _ = cluster
+    root = tmp_path / "audio"
+    for i in range(6):  # six clips from the shared MP3s (cycled), each its own key
+        src = real_mp3s[i % len(real_mp3s)]
+        (root / f"k{i}").mkdir(parents=True)
+        shutil.copy(src, root / f"k{i}" / src.name)
+    cl = mp3_manifest(tmp_path, sorted(root.glob("*/*.mp3")))
+    spec = ModelSpec("tiny", "transformers", str(family_model("qwen2_audio")),
+                     settings={"device": "cpu", "max_new_tokens": 6, "max_seconds": 4})
+    run(spec, cl, root, tmp_path / "local")
+    local = tracked(tmp_path / "local")
+    for shards in (1, 4, 16):
+        out = tmp_path / f"ray{shards}"
+        run(spec, cl, root, out, transport=ray_cfg(c, shards, actors=2))
+        assert tracked(out) == local, shards
+        facts = timings(out)["ray"]
+        served = {r["node"] for r in facts["shard_results"]}
+        assert facts["shards"] == min(shards, 6) and len(served) >= 1 and not facts["failed_shards"]
+
+
+def test_worker_node_killed_mid_run_completes_identically(cluster, tmp_path):
+    """A worker node removed without grace while its shards are in flight: Ray reruns them
+    elsewhere, each asks only its missing clips, and the records match a local run."""
+    c, workers = cluster
+    n = 48
+    cl, audio, sha = openai_setup(tmp_path, n)
+    log: list = []
+    with FakeServer(answer_by_clip(sha, delay_s=0.15, log=log)) as server:
+        spec = ModelSpec("fake", "openai", "fake", settings={"base_url": server.url + "/v1", "temperature": 0})
+        run(spec, cl, audio, tmp_path / "local", concurrency=4)
+        local = tracked(tmp_path / "local")
+        log.clear()
+        before = len(server.calls)
+        victim = workers[0]
+        killed = {}
+
+        def kill_when_busy():
+            while sum(1 for _, what, _ in log if what == "end") < 12:
+                time.sleep(0.01)
+            killed["at"] = time.monotonic()
+            c.remove_node(victim, allow_graceful=False)
+
+        killer = threading.Thread(target=kill_when_busy, daemon=True)
+        killer.start()
+        out = tmp_path / "ray"
+        run(spec, cl, audio, out, transport=ray_cfg(c, 8, max_retries=3), concurrency=2)
+        killer.join(30)
+        assert tracked(out) == local
+        asked = Counter(sha[x.audio_sha256[0]] for x in server.calls[before:])
+        assert set(asked) == {x.key for x in cl}
+        twice = {k for k, v in asked.items() if v > 1}
+        # Only clips whose request was in flight at the kill (started, not yet answered) are asked again.
+        started = {k for k, what, t in log if what == "start" and t <= killed["at"]}
+        ended = {k for k, what, t in log if what == "end" and t <= killed["at"]}
+        assert twice <= started and all(asked[k] == 2 for k in twice)
+        facts = timings(out)["ray"]
+        retried = Counter(a["shard"] for a in facts["attempts"])
+        assert any(v > 1 for v in retried.values())  # the victim's shards ran again
+        print(f"\nnode kill: {len(twice)} clip(s) asked twice, all in flight at the kill "
+              f"({len(started - ended)} in flight then); shards retried: "
+              f"{sorted(k for k, v in retried.items() if v > 1)}")
+    workers[0] = c.add_node(num_cpus=2)  # the next test has its two workers again
+    c.wait_for_nodes()
