@@ -8,9 +8,10 @@ posts into a record through its sink, writing the cache entry too. Shards never 
 * API backends (gemini, openai, openai-compatible, the baselines): one Ray task per shard,
   each running the async runner with the run's concurrency, retries and Retry-After cap;
   `max_retries` reruns a shard whose node died, elsewhere.
-* A backend that loads a model into its process (`Backend.loads_model`: transformers): a pool
-  of actors with `num_gpus` each; an actor loads the model once and serves shard after shard
-  (batching as in a local run); an actor whose node died restarts elsewhere.
+* A backend that loads a model into its process (`Backend.loads_model`: transformers), or
+  builds its state from the whole dataset (`reads_dataset`: knn, prior): a pool of actors
+  (`num_gpus` each); an actor loads the model (or the dataset) once and serves shard after
+  shard (batching as in a local run); an actor whose node died restarts elsewhere.
   vLLM is never run inside Ray: it stays a set of servers (`base_url` replicas).
 
 Replies go to a collector actor pinned to the driver's node, which keeps the ids answered: a
@@ -133,7 +134,8 @@ def _shard_task(work: Work, requests: tuple[Request, ...], shard: int, collector
 
 
 class _ModelActor:
-    """One loaded model (transformers) serving shard after shard on its node's devices."""
+    """One loaded model (transformers), or one dataset-wide state (knn's features), serving
+    shard after shard on its node's devices."""
 
     def __init__(self, work: Work) -> None:
         import ray  # inside a Ray worker
@@ -228,13 +230,14 @@ class _ClusterRun:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # Ray's own
 
         here = self.ray.get_runtime_context().get_node_id()
+        self.driver_node = here
         cls = self.ray.remote(num_cpus=0)(_Collector)
-        return cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)).remote()
+        return cls.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote()
 
     def _submit(self, shards: list[tuple[str, ...]], by_id: dict[str, Request]) -> dict[Any, int]:
         ray, cfg = self.ray, self.cfg
         base = ray.put(self.work)
-        if not self.backend.loads_model:
+        if not (self.backend.loads_model or self.backend.reads_dataset):
             task = ray.remote(_shard_task).options(num_cpus=cfg.num_cpus, max_retries=cfg.max_retries,
                                                    scheduling_strategy="SPREAD")
             return {task.remote(base, tuple(by_id[i] for i in ids), n, self.collector): n
@@ -278,7 +281,7 @@ class _ClusterRun:
 
     def facts(self) -> dict[str, Any]:
         nodes = Counter(r["node"] for r in self.results)
-        return {"shard_results": sorted(self.results, key=lambda r: r["shard"]),
+        return {"driver_node": self.driver_node, "shard_results": sorted(self.results, key=lambda r: r["shard"]),
                 "attempts": self.collected.get("attempts", []),
                 "duplicates_dropped": self.collected.get("duplicates", {}),
                 "failed_shards": self.errors, "nodes": dict(nodes)}
