@@ -52,6 +52,8 @@ def cluster():
 def answer_by_clip(sha_to_key, delay_s: float = 0.0, log: list | None = None):
     """A deterministic reply per clip (its longitude), so records differ from clip to clip."""
     def answer(call):
+        if not call.audio_sha256:  # a body cut short: its sender's node died while it was sent
+            return Answer(drop=True)
         key = sha_to_key[call.audio_sha256[0]]
         if log is not None:
             log.append((key, "start", time.monotonic()))
@@ -184,7 +186,8 @@ def test_worker_node_killed_mid_run_completes_identically(cluster, tmp_path):
         run(spec, cl, audio, out, transport=ray_cfg(c, 8, max_retries=3), concurrency=2)
         killer.join(30)
         assert tracked(out) == local
-        asked = Counter(sha[x.audio_sha256[0]] for x in server.calls[before:])
+        cut = [x for x in server.calls[before:] if not x.audio_sha256]  # sent half by the dead node
+        asked = Counter(sha[x.audio_sha256[0]] for x in server.calls[before:] if x.audio_sha256)
         assert set(asked) == {x.key for x in cl}
         twice = {k for k, v in asked.items() if v > 1}
         # A clip asked twice was first asked by a shard the kill stopped: its first request
@@ -197,7 +200,10 @@ def test_worker_node_killed_mid_run_completes_identically(cluster, tmp_path):
         retried = Counter(a["shard"] for a in facts["attempts"])
         assert any(v > 1 for v in retried.values())  # the victim's shards ran again
         assert sum(facts["duplicates_dropped"].values()) <= len(twice)
-        print(f"\nnode kill: {len(twice)} of {n} clips asked twice (in flight at the kill), "
+        # At most what the dead node had in flight: 2 shards (its 2 CPUs) x concurrency 2.
+        assert len(twice) + len(cut) <= 4
+        print(f"\nnode kill: {len(twice)} of {n} clips asked twice (in flight at the kill; "
+              f"{len(cut)} request(s) cut off mid-body), "
               f"{sum(facts['duplicates_dropped'].values())} late reply dropped by the collector; "
               f"shards retried: {sorted(k for k, v in retried.items() if v > 1)}; "
               f"remove_node took {killed['done'] - killed['at']:.2f} s")
@@ -226,7 +232,10 @@ def test_demo_infer_stages_on_ray_match_local(cluster, tmp_path, monkeypatch):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     write_demo(tmp_path / "data")
     monkeypatch.chdir(tmp_path)
-    for name in params["models"]:
+    # langprior (Whisper language ID) takes about 100 s per run of the 32 demo clips on the
+    # shared 2-core machine; its path (a model actor) is the one knn, prior and the tiny
+    # transformers family take, so it is left out here for time alone.
+    for name in [m for m in params["models"] if m != "langprior"]:
         outs = {}
         for kind in ("local", "ray"):
             if kind == "ray":
@@ -234,14 +243,62 @@ def test_demo_infer_stages_on_ray_match_local(cluster, tmp_path, monkeypatch):
                 monkeypatch.setenv("AGL_RAY_ADDRESS", c.address)
             shutil.rmtree(tmp_path / "cache", ignore_errors=True)  # each answers every clip itself
             out = tmp_path / kind / name
-            t0 = time.monotonic()
             rc = infer_stage.main(["--name", name, "--manifest", "data/manifest.csv", "--audio-root",
                                    "data/audio", "--out", str(out), "--params", str(tmp_path / "params.yaml"),
                                    "--telemetry", str(tmp_path / "telemetry.json")])
             assert rc == 0
-            print(name, kind, round(time.monotonic() - t0, 1), timings(out).get("ray", {}).get("wall_s"))
             outs[kind] = tracked(out)
             monkeypatch.delenv("AGL_EXECUTOR", raising=False)
             monkeypatch.delenv("AGL_RAY_ADDRESS", raising=False)
         assert outs["ray"] == outs["local"], name
         assert "ray" in timings(tmp_path / "ray" / name) and "ray" not in timings(tmp_path / "local" / name)
+
+
+def test_ctrl_c_cancels_the_shards_and_keeps_every_answered_clip(cluster, tmp_path):
+    """`agl infer --executor ray --ray-address ADDR`, interrupted: exit 130, every clip
+    answered before the interrupt is in predictions.jsonl, and the rerun asks only the rest."""
+    import signal
+    import subprocess
+    import sys
+
+    from helpers import subprocess_env
+    from test_inference_resume import wait_for_lines
+
+    c, _ = cluster
+    n = 12
+    manifest, audio = make_clips(tmp_path, n)
+    sha = {hashlib.sha256((audio / f"clip_{i:03d}" / "a.wav").read_bytes()).hexdigest(): f"clip_{i:03d}"
+           for i in range(n)}
+    gate = {"open": 4}
+    reply = answer_by_clip(sha)
+    lock = threading.Lock()
+
+    def answer(call):
+        with lock:
+            if gate["open"] <= 0:
+                return Answer(hold=True)  # in flight at the interrupt: never answered
+            gate["open"] -= 1
+        return reply(call)
+
+    with FakeServer(answer) as server:
+        cmd = [sys.executable, "-m", "agl.cli", "infer", "--backend", "openai-compatible", "--model", "fake",
+               "--base-url", server.url + "/v1", "--setting", "temperature=0", "--manifest", str(manifest),
+               "--audio-root", str(audio), "--out", str(tmp_path / "run"), "--cache-dir", "",
+               "--retries", "0", "--no-progress", "--executor", "ray", "--ray-address", c.address,
+               "--ray-shards", "3"]
+        env = subprocess_env()
+        proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, cwd=tmp_path)
+        wait_for_lines(tmp_path / "run" / "predictions.jsonl", 4, proc, timeout=120)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, proc.stderr.read().decode()
+        kept = (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()
+        assert len(kept) == 4
+        first = len(server.calls)
+        gate["open"] = 10**9
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=180)
+        assert done.returncode == 0, done.stderr
+        again = Counter(sha[x.audio_sha256[0]] for x in server.calls[first:])
+        answered_first = {json.loads(x)["sample_id"] for x in kept}
+        assert set(again) == {f"clip_{i:03d}" for i in range(n)} - answered_first
+        assert set(again.values()) == {1}
+        assert len((tmp_path / "run" / "predictions.jsonl").read_text().splitlines()) == n
