@@ -69,6 +69,7 @@ def main() -> int:
         rc = in_private_network(sys.argv[1:])
         if rc is not None:
             return rc
+    if not os.environ.get("AGL_BENCH_NETNS"):
         print("note: not in a private network namespace: Ray binds this machine's interface address")
 
     import ray
@@ -106,6 +107,11 @@ def main() -> int:
                 timed_run(spec, subset[: 4 * n], tmp / "audio", tmp / "warm", ray_opts)  # workers started
                 wall, summary = timed_run(spec, subset, tmp / "audio", tmp / f"ray{n}", ray_opts)
                 used = len(summary["ray"]["nodes"])
+                if os.environ.get("AGL_BENCH_SHARDS"):  # each shard's node, start and seconds
+                    t0 = min(r["started"] for r in summary["ray"]["shard_results"])
+                    for r in summary["ray"]["shard_results"]:
+                        print(f"  shard {r['shard']}: node {r['node'][:6]} +{r['started'] - t0:.2f} s, "
+                              f"{r['seconds']:.2f} s, {r['asked']} clips", file=sys.stderr)
                 rows.append((n, len(subset), wall, len(subset) / wall, n * args.concurrency / args.latency, used))
                 if n == 1:
                     local, _ = timed_run(spec, subset, tmp / "audio", tmp / "local", options())
