@@ -11,6 +11,8 @@ driver's collector, one fsync'd record per reply written by the driver alone.
 
     python benchmarks/ray_scaling.py [--per-node 240] [--concurrency 4] [--latency 0.2]
 
+`AGL_BENCH_SHARDS=1` also prints each shard's node, start and seconds (where time went).
+
 Ray binds and dials the machine's interface address; the script re-runs itself in a
 private network namespace (`unshare -n`, loopback only) when it can (`--no-netns`: as is).
 The fake server runs in its own process, so its threads do not share the driver's GIL.
