@@ -7,6 +7,8 @@ re-runs exactly the stages that read it.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,19 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # so a stage runs from a checkout without an install
+INTERRUPTED = "interrupted; `dvc repro` resumes where it stopped"
+
+
+def _interrupted_while_starting(signum, frame) -> None:
+    # Ctrl-C while the stage is still importing (pandas, torch: seconds): nothing is written
+    # yet, so one line and out, not a traceback through the import machinery. run_main puts
+    # Python's own handler back, so an interrupt inside main is a KeyboardInterrupt.
+    sys.stderr.write(f"{Path(sys.argv[0]).name}: {INTERRUPTED}\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
+signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 
 def load(*keys: str, path: Path | str | None = None, required: bool = True) -> dict[str, Any]:
@@ -55,27 +70,6 @@ def load(*keys: str, path: Path | str | None = None, required: bool = True) -> d
     return out
 
 
-def transport(path: Path | str | None = None) -> Any:
-    """params.yaml `executor:` (local, or shards on a Ray cluster) as an ExecutorConfig, under
-    the environment's AGL_EXECUTOR / AGL_RAY_ADDRESS (what a cluster job script sets).
-
-    Read outside `load` on purpose: the executor is transport (it never changes a record, a
-    fingerprint or a cache key), so no stage declares it and moving `dvc repro` to a cluster
-    re-runs nothing and leaves dvc.lock as it is (docs/cluster.md; tests/test_ray_transport.py
-    checks that no stage declares `executor`)."""
-    import os
-
-    from agl.inference.transport import ExecutorConfig
-
-    path = Path(path) if path else ROOT / "params.yaml"
-    try:
-        params = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        sys.exit(f"{path}: cannot read params ({exc})")
-    cfg = ExecutorConfig.from_params(params.get("executor"), str(path))
-    return cfg.with_flags(os.environ.get("AGL_EXECUTOR") or None, os.environ.get("AGL_RAY_ADDRESS") or None)
-
-
 def run_main(main) -> None:
     """Run a stage's main with the CLI's error handling: one line, non-zero exit."""
     import warnings
@@ -88,8 +82,12 @@ def run_main(main) -> None:
     warnings.showwarning = lambda message, *a, **k: print(
         f"{name}: warning: {message}", file=sys.stderr
     )
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         sys.exit(main() or 0)
     except AglError as exc:
         print(f"{name}: error: {exc}", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt:  # what was written is whole (files are renamed into place)
+        print(f"{name}: {INTERRUPTED}", file=sys.stderr)
+        sys.exit(130)

@@ -2,9 +2,9 @@
 
 Reads params `infer` (how to run), `models.<name>` (which model) and `paper.base_url` /
 `paper.published` (where a `prompt_source: paper:<name>` points); `executor` (local or a Ray
-cluster: transport, read undeclared, see `_params.transport`). A rerun after a crash
-resumes (predictions.jsonl is a persistent output); unchanged calls come from the response
-cache, so they cost nothing. Exits 75 while batch clips are out and 1 when no clip succeeded,
+cluster: transport, read undeclared, see `agl.inference.transport.read_transport`). A rerun
+after a crash resumes (predictions.jsonl is a persistent output); unchanged calls come from
+the response cache, so they cost nothing. Exits 75 while batch clips are out and 1 when no clip succeeded,
 so DVC locks no unfinished run and evaluate never scores a run of failures.
 """
 
@@ -18,6 +18,7 @@ import _params
 from agl.inference.entry import batch_control, finish_run
 from agl.inference.model_run import RunTarget, run_spec, summary_line
 from agl.inference.runspec import SOURCE_PARAMS, model_entry, parse_infer, source_config
+from agl.inference.transport import read_transport
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     target = RunTarget(args.manifest, args.audio_root, args.out,
                        telemetry=args.telemetry or f"build/telemetry/{args.name}.json")
     summary = run_spec(spec, infer, target, progress=sys.stderr.isatty(), sources=source_config(p),
-                       transport=_params.transport(args.params))
+                       transport=read_transport(args.params or _params.ROOT / "params.yaml"))
     # A stage that exits 0 is locked by DVC: only `dvc repro -f` runs it again.
     print(summary_line(summary, retry=f"`dvc repro -f infer@{args.name}` retries the failures"),
           file=sys.stderr)

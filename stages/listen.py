@@ -3,7 +3,7 @@
 Reads params `models.<MODEL>` and `infer` (how to run, as infer@<model>), `counterfactual`
 (protocol, level_bootstrap, seed, track), `mlflow`, and `paper.base_url` / `paper.published`
 (where a `prompt_source: paper:<name>` points); `executor` as infer@<model> (transport, read
-undeclared: `_params.transport`).
+undeclared: `agl.inference.transport.read_transport`).
 For each level under PERTURB_DIR: prints the dry-run estimate (requests, audio minutes,
 cost), runs the model (resumable and cached like infer@<model>), scores it, and logs one
 MLflow run tagged with its parent dataset, intervention and level, nested under the model's
@@ -26,6 +26,7 @@ from agl.counterfactual.listen import KEYS, ListenConfig, listen_levels
 from agl.inference.estimate import estimate_run
 from agl.inference.model_run import RunTarget, run_spec, summary_line
 from agl.inference.runspec import SOURCE_PARAMS, parse_infer, source_config
+from agl.inference.transport import read_transport
 
 
 def model_runner(spec, infer, sources, intervention: str, transport=None):
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         _params.load(f"models.{args.model}", "infer", "counterfactual.level_bootstrap")  # exits naming it
     spec = parse_models({args.model: p[f"models.{args.model}"]})[0]
     run_model = model_runner(spec, parse_infer(p["infer"]), source_config(p), args.intervention,
-                             _params.transport())  # the executor: as infer@<model>'s
+                             read_transport(_params.ROOT / "params.yaml"))  # as infer@<model>
     config = ListenConfig.from_params({k: p[f"counterfactual.{k}"] for k in KEYS}, p["mlflow"])
     summary, timings = listen_levels(spec, args.intervention, args.perturb_dir, args.out_dir, config, run_model)
     args.summary_path.parent.mkdir(parents=True, exist_ok=True)

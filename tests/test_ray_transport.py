@@ -100,15 +100,16 @@ def test_no_stage_declares_the_executor_and_infer_and_listen_read_it():
             assert not str(key).startswith("executor"), name
         assert not any("executor" in str(d) for d in body.get("deps", [])), name
     for script in ("infer.py", "listen.py"):
-        assert "_params.transport(" in (REPO / "stages" / script).read_text(encoding="utf-8")
+        assert "read_transport(" in (REPO / "stages" / script).read_text(encoding="utf-8")
     params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
     assert ExecutorConfig.from_params(params["executor"]).kind == "local"  # the offline default
 
 
 def test_importing_agl_and_the_default_executor_never_import_ray():
     code = ("import sys, agl, agl.cli, agl.inference.model_run, agl.inference.executors as e; "
-            "e.available_executors(); e.get_executor('ray'); sys.path.insert(0, 'stages'); "
-            "import _params; _params.transport(); assert 'ray' not in sys.modules, 'ray imported'")
+            "from agl.inference.transport import read_transport; e.available_executors(); "
+            "e.get_executor('ray'); read_transport('params.yaml'); "
+            "assert 'ray' not in sys.modules, 'ray imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=subprocess_env(),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

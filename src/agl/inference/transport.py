@@ -3,8 +3,9 @@
 
 Transport, like a model's replicas: which executor answers a clip never changes the answer's
 record, the run's fingerprint or a cache key. So the section is read by the stages outside
-DVC's params (no stage declares `executor`, tests/test_ray_transport.py checks it): moving a
-run from this machine to a Ray cluster re-runs no stage and leaves dvc.lock as it is.
+DVC's params (no stage declares `executor`, tests/test_ray_transport.py checks it; the stages
+call `read_transport`): moving a run from this machine to a Ray cluster re-runs no stage and
+leaves dvc.lock as it is.
 
     executor:
       kind: local            # local: the async runner here; ray: shards on a Ray cluster
@@ -16,7 +17,9 @@ run from this machine to a Ray cluster re-runs no stage and leaves dvc.lock as i
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from agl.errors import AglError, reject_unknown_keys
@@ -79,6 +82,16 @@ class ExecutorConfig:
         """The command line's `--executor`, `--ray-address` and `--ray-shards` over this config."""
         ray = {k: v for k, v in (("address", address), ("shards", shards)) if v is not None}
         return _one({"kind": kind or self.kind, "ray": ray}, self.ray, "agl infer") if (kind or ray) else self
+
+
+def read_transport(params_path: str | Path) -> ExecutorConfig:
+    """params.yaml `executor:` under the environment's AGL_EXECUTOR / AGL_RAY_ADDRESS (what a
+    cluster job script sets). The infer and listen stages call this instead of declaring the
+    section: transport never re-runs a stage (docs/cluster.md)."""
+    from agl.inference.runspec import load_params  # the one reader of a params file
+
+    cfg = ExecutorConfig.from_params(load_params(params_path).get("executor"), str(params_path))
+    return cfg.with_flags(os.environ.get("AGL_EXECUTOR") or None, os.environ.get("AGL_RAY_ADDRESS") or None)
 
 
 def _one(section: dict[str, Any], base: RayConfig, where: str) -> ExecutorConfig:
