@@ -27,6 +27,7 @@ from agl.contracts.models import ModelSpec
 from agl.dataset.manifest import clips, load_manifest
 from agl.inference.model_run import run_inference
 from agl.inference.runner import Backoff, RunOptions
+from agl.inference.shards import plan_shards
 from agl.inference.transport import ExecutorConfig, RayConfig
 from agl.prompts import load_prompt
 
@@ -56,14 +57,14 @@ def answer_by_clip(sha_to_key, delay_s: float = 0.0, log: list | None = None):
             return Answer(drop=True)
         key = sha_to_key[call.audio_sha256[0]]
         if log is not None:
-            log.append((key, "start", time.monotonic()))
+            log.append((key, "start", time.time()))
         i = int(key.split("_")[1])
         text = json.dumps({"city": "Berlin", "country": "Germany", "continent": "Europe",
                            "latitude": 50.0 + i / 10, "longitude": 10.0 + i, "confidence": 0.5})
         if delay_s:
             time.sleep(delay_s)
         if log is not None:
-            log.append((key, "end", time.monotonic()))
+            log.append((key, "end", time.time()))
         return Answer(200, openai_completion(text))
     return answer
 
@@ -190,22 +191,22 @@ def test_worker_node_killed_mid_run_completes_identically(cluster, tmp_path):
         asked = Counter(sha[x.audio_sha256[0]] for x in server.calls[before:] if x.audio_sha256)
         assert set(asked) == {x.key for x in cl}
         twice = {k for k, v in asked.items() if v > 1}
-        # A clip asked twice was first asked by a shard the kill stopped: its first request
-        # started before the node was gone, the second after the kill began; never a third.
-        first = {k: min(t for kk, what, t in log if kk == k and what == "start") for k in twice}
-        second = {k: sorted(t for kk, what, t in log if kk == k and what == "start")[1] for k in twice}
-        assert all(asked[k] == 2 for k in twice)
-        assert all(first[k] <= killed["done"] and second[k] >= killed["at"] for k in twice)
+        # A clip asked twice belongs to a shard whose first attempt ran on the killed node and
+        # was rerun: its request was in flight there (the node's workers outlive its raylet
+        # by a moment) and the rerun asked it again, once; no other clip is asked twice.
         facts = timings(out)["ray"]
-        retried = Counter(a["shard"] for a in facts["attempts"])
-        assert any(v > 1 for v in retried.values())  # the victim's shards ran again
+        shard_of = {k: i for i, ids in enumerate(plan_shards([x.key for x in cl], 8)) for k in ids}
+        tries: dict[int, list] = {}
+        for a in sorted(facts["attempts"], key=lambda a: a["at"]):
+            tries.setdefault(a["shard"], []).append(a["node"])
+        retried = {s for s, nodes in tries.items() if len(nodes) > 1}
+        assert retried and all(tries[s][0] == victim.node_id for s in retried)
+        assert all(asked[k] == 2 and shard_of[k] in retried for k in twice)
         assert sum(facts["duplicates_dropped"].values()) <= len(twice)
-        # At most what the dead node had in flight: 2 shards (its 2 CPUs) x concurrency 2.
-        assert len(twice) + len(cut) <= 4
         print(f"\nnode kill: {len(twice)} of {n} clips asked twice (in flight at the kill; "
               f"{len(cut)} request(s) cut off mid-body), "
               f"{sum(facts['duplicates_dropped'].values())} late reply dropped by the collector; "
-              f"shards retried: {sorted(k for k, v in retried.items() if v > 1)}; "
+              f"shards retried: {sorted(retried)}; "
               f"remove_node took {killed['done'] - killed['at']:.2f} s")
     workers[0] = c.add_node(num_cpus=2)  # the next test has its two workers again
     c.wait_for_nodes()
