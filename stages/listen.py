@@ -2,7 +2,8 @@
 
 Reads params `models.<MODEL>` and `infer` (how to run, as infer@<model>), `counterfactual`
 (protocol, level_bootstrap, seed, track, resampling_unit), `mlflow`, and `paper.base_url` / `paper.published`
-(where a `prompt_source: paper:<name>` points).
+(where a `prompt_source: paper:<name>` points); `executor` as infer@<model> (transport, read
+undeclared: `agl.inference.transport.read_transport`).
 For each level under PERTURB_DIR: prints the dry-run estimate (requests, audio minutes,
 cost), runs the model (resumable and cached like infer@<model>), scores it, and logs one
 MLflow run tagged with its parent dataset, intervention and level, nested under the model's
@@ -25,9 +26,10 @@ from agl.counterfactual.listen import KEYS, ListenConfig, listen_levels
 from agl.inference.estimate import estimate_run
 from agl.inference.model_run import RunTarget, run_spec, summary_line
 from agl.inference.runspec import SOURCE_PARAMS, parse_infer, source_config
+from agl.inference.transport import read_transport
 
 
-def model_runner(spec, infer, sources, intervention: str):
+def model_runner(spec, infer, sources, intervention: str, transport=None):
     """(data, out) -> (run summary, estimate): the model on one level, with its lines printed."""
     def run_model(data: Path, out: Path):
         where = f"listen {spec.name} x {intervention}/{data.name}"
@@ -35,7 +37,8 @@ def model_runner(spec, infer, sources, intervention: str):
         est = estimate_run(spec, infer, manifest=target.manifest, audio_root=target.audio_root, out_dir=out,
                            sources=sources)
         print(f"{where}: before the run: {est.line()}", file=sys.stderr)
-        run = run_spec(spec, infer, target, progress=sys.stderr.isatty(), sources=sources)
+        run = run_spec(spec, infer, target, progress=sys.stderr.isatty(), sources=sources,
+                       transport=transport)
         retry = f"`dvc repro -f listen@{spec.name}-{intervention}` retries the failures"
         print(f"{where}: {summary_line(run, retry=retry)}", file=sys.stderr)
         return run, est.as_dict()
@@ -56,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     if p[f"models.{args.model}"] is None or p["infer"] is None or p["counterfactual.level_bootstrap"] is None:
         _params.load(f"models.{args.model}", "infer", "counterfactual.level_bootstrap")  # exits naming it
     spec = parse_models({args.model: p[f"models.{args.model}"]})[0]
-    run_model = model_runner(spec, parse_infer(p["infer"]), source_config(p), args.intervention)
+    run_model = model_runner(spec, parse_infer(p["infer"]), source_config(p), args.intervention,
+                             read_transport(_params.ROOT / "params.yaml"))  # as infer@<model>
     config = ListenConfig.from_params({k: p[f"counterfactual.{k}"] for k in KEYS}, p["mlflow"])
     summary, timings = listen_levels(spec, args.intervention, args.perturb_dir, args.out_dir, config, run_model)
     args.summary_path.parent.mkdir(parents=True, exist_ok=True)

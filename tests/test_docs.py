@@ -50,7 +50,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Programs whose flags are not checked, and why: third-party tools this project does not own
 # (vllm is not installed here; pip/git/apt-get are the user's own tools) and shell built-ins.
-UNCHECKED_PROGRAMS = {"pip", "git", "apt-get", "vllm", "cd", "rm", "export"}
+# sbatch / kubectl: a cluster's own tools (docs/cluster.md); the scripts they run are checked
+# by tests/test_ray_transport.py.
+UNCHECKED_PROGRAMS = {"pip", "git", "apt-get", "vllm", "cd", "rm", "export", "sbatch", "kubectl"}
 # `python -m <module>` invocations that are not checked (pytest's flags are pytest's).
 UNCHECKED_MODULES = {"pytest"}
 # Names in backticks that look like params keys but are MLflow's own (its dataset API and a

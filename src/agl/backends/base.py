@@ -59,6 +59,9 @@ class Backend(abc.ABC):
     # (agl.errors.ModelGone after one request, not after a full batch of them); a local model
     # cannot, and its first batch stays whole.
     probe_first: bool = False
+    # Whether the backend loads a model into its own process (transformers): a cluster
+    # executor keeps it in a long-lived actor instead of building it per shard.
+    loads_model: bool = False
     # The largest reply body an HTTP backend reads, and the largest batch status or result
     # file (agl.backends.service.client_args caps them while they stream); the runner sets
     # them from params.yaml infer.max_reply_bytes / max_batch_bytes.

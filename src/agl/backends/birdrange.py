@@ -52,6 +52,7 @@ class BirdRange(Backend):
     # finished clips are never requested twice anyway (predictions.jsonl resumes).
     deterministic = False
     needs_audio = True
+    loads_model = True  # a speech / bird model in this process: one Ray actor per copy
 
     def __init__(self, model: str = "birdnet-v2.4-range", **settings: Any):
         super().__init__(model, **settings)

@@ -91,6 +91,7 @@ class LanguagePrior(Backend):
     # key does not see; finished clips are never requested twice anyway (predictions resume).
     deterministic = False
     needs_audio = True
+    loads_model = True  # a speech / bird model in this process: one Ray actor per copy
 
     def __init__(self, model: str = "pypi-whisper-base", **settings: Any):
         super().__init__(model, **settings)

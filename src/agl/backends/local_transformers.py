@@ -63,6 +63,8 @@ from agl.errors import AglError
 class LocalTransformers(Backend):
     """A local audio-language model (see the module docstring for its settings)."""
 
+    loads_model = True  # on a Ray cluster: one actor per model copy (agl.inference.executors)
+
     def __init__(self, model: str, **settings: Any):
         super().__init__(model, **settings)
         self.deterministic = not bool(settings.get("do_sample", False))

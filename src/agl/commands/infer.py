@@ -52,6 +52,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", action="store_true",
                    help="print the requests, audio minutes and estimated cost; send nothing")
+    r = p.add_argument_group("executor (transport: never part of a record or a cache key; "
+                             "docs/cluster.md)")
+    r.add_argument("--executor", choices=("local", "ray"), default=None,
+                   help="local: the async runner in this process; ray: shards on a Ray cluster "
+                        "(default: params.yaml executor.kind with --entry, else local)")
+    r.add_argument("--ray-address", metavar="ADDR", default=None,
+                   help="the Ray cluster: auto, ray://host:10001 or host:6379 (default: a local "
+                        "Ray sized to this machine)")
+    r.add_argument("--ray-shards", type=int, default=None, metavar="N",
+                   help="cut the pending clips into N interleaved shards (default 16)")
     b = p.add_argument_group("batch mode (gemini, openai; see docs/batch.md)")
     b.add_argument("--batch", action="store_true",
                    help="send the requests as batch jobs (half price, up to 24 h); returns once "
@@ -72,7 +82,8 @@ def run_gone_named(spec, infer, args: argparse.Namespace) -> dict:
 
     try:
         return run_spec(spec, infer, RunTarget(args.manifest, args.audio_root, args.out),
-                        limit=args.limit, progress=not args.no_progress)
+                        limit=args.limit, progress=not args.no_progress,
+                        transport=_transport(args, spec))
     except ModelGone as exc:
         from agl.inference.roster import retirement  # (lazy, as above)
 
@@ -196,6 +207,22 @@ def _from_entry(args: argparse.Namespace):
     spec = find_model(parse_models(params.get("models"), str(args.params)), args.entry,
                       str(args.params))
     return spec, parse_infer(params.get("infer"), str(args.params))
+
+
+def _transport(args: argparse.Namespace, spec):
+    """params.yaml `executor:` (with --entry) under the command's --executor / --ray-* flags,
+    for this model; Ray missing is one line saying how to install it."""
+    from agl.inference.runspec import load_params  # lazy: `agl --help` stays instant
+    from agl.inference.transport import ExecutorConfig  # (lazy, as above)
+
+    base = (ExecutorConfig.from_params(load_params(args.params).get("executor"), str(args.params))
+            if args.entry else ExecutorConfig())
+    cfg = base.for_model(spec.name).with_flags(args.executor, args.ray_address, args.ray_shards)
+    if cfg.kind == "ray":
+        from agl.inference.executors.ray_cluster import require_ray  # (lazy, as above)
+
+        require_ray()
+    return cfg
 
 
 def run(args: argparse.Namespace) -> int:

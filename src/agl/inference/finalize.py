@@ -62,6 +62,7 @@ VOLATILE_SUMMARY = (
     "session_cache_hits",
     "session_cost_usd",
     "batch_in_flight",
+    "ray",  # the ray executor's nodes, shards, attempts and seconds (transport, not a result)
 )
 # The authors' verbatim fields stay verbatim.
 QUANTITIES = {"original": canonical.EXACT}

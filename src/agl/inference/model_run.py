@@ -46,6 +46,7 @@ from agl.inference.runner import Backoff, RunOptions, progress_bar
 from agl.inference.runspec import InferSettings, prompt_source
 from agl.inference.sink import RecordSink
 from agl.inference.summary import run_summary
+from agl.inference.transport import ExecutorConfig
 from agl.inference.work import Work
 from agl.predictions.records import PredictionWriter, iter_records, write_predictions
 from agl.prompts import Prompt, load_prompt
@@ -109,7 +110,8 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
     settings = dict(spec.settings or {})
     backend_cls = get_backend(spec.backend)
     plan = _plan(spec, prompt, list(clips), out_dir, audio_root, options, backend_cls)
-    executor = executor_for(settings)  # mode: batch hands clips to the provider's batch API
+    # mode: batch hands clips to the provider's batch API; else params.yaml `executor.kind`
+    executor = executor_for(settings, options.transport.kind)
     t0 = time.perf_counter()
     session = {"requests": 0, "cache_hits": 0, "cost_usd": 0.0}
     report = None
@@ -229,7 +231,8 @@ class RunTarget:
 
 
 def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit: int | None = None,
-             progress: bool = True, sources: Any = None) -> dict[str, Any]:
+             progress: bool = True, sources: Any = None,
+             transport: ExecutorConfig | None = None) -> dict[str, Any]:
     """Run one model of params.yaml over `target.manifest`; returns the run summary.
 
     A model served by several replicas (`base_url` a list, see agl.backends.endpoints) runs with the
@@ -237,7 +240,8 @@ def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit:
     file) gains `endpoints` (requests, failures, latency per endpoint), also written to
     `target.telemetry` when given: timings stay out of DVC's outputs. `sources` (a SourceConfig)
     resolves a `paper:<name>` prompt source (default: params.yaml's `paper:` in the working
-    directory; a stage passes the keys it declared)."""
+    directory; a stage passes the keys it declared). `transport`: params.yaml `executor:`
+    (None: local), this model's overrides applied here."""
     with warnings.catch_warnings():
         warnings.simplefilter("default", ManifestWarning)
         frame = load_manifest(target.manifest)
@@ -254,6 +258,7 @@ def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit:
         backoff=Backoff(retry_after_cap_s=float(infer.retry_after_cap_s)),
         progress=progress, limit=limit if limit is not None else infer.limit,
         max_reply_bytes=int(infer.max_reply_bytes), max_batch_bytes=int(infer.max_batch_bytes),
+        transport=(transport or ExecutorConfig()).for_model(spec.name),
     )
     try:
         summary = run_inference(spec, prompt, manifest_clips(frame), out_dir=target.out_dir,

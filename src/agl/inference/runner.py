@@ -38,6 +38,7 @@ from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import known_secrets, scrub
 from agl.errors import AglError, ModelGone
 from agl.inference.cache import ResponseCache, cache_key
+from agl.inference.transport import ExecutorConfig
 
 PROBE_SECONDS = 1.0  # how much of each clip must decode before it is sent
 
@@ -79,6 +80,9 @@ class RunOptions:
     # agl.core.http refuses more while it streams (params.yaml infer.max_reply_bytes).
     max_reply_bytes: int = MAX_REPLY_BYTES
     max_batch_bytes: int = MAX_BATCH_BYTES
+    # Which executor carries the requests (params.yaml `executor:`): transport, never part of
+    # a record, a fingerprint or a cache key.
+    transport: ExecutorConfig = ExecutorConfig()
 
     def bound(self, backend: Backend) -> Backend:
         """`backend` with these reply caps (read when its SDK client is first made)."""
@@ -174,6 +178,26 @@ async def _from_cache(backend: Backend, request: Request, cache: ResponseCache,
         hit = scrub_reply(hit, secrets)
         return replace(hit, extra={**hit.extra, "attempts": 0, "cached": True})
     return request, key
+
+
+async def lookup(backend: Backend, request: Request, cache: ResponseCache | None) -> Reply | None:
+    """The cached reply for `request` (as the runner would serve it), else None: how a
+    driver leaves out what the cache answers before it hands the rest to shards."""
+    if cache is None or not backend.deterministic:
+        return None
+    found = await _from_cache(backend, request, cache, known_secrets(backend.settings))
+    return found if isinstance(found, Reply) and found.extra.get("cached") else None
+
+
+async def remember(backend: Backend, request: Request, reply: Reply, cache: ResponseCache | None) -> None:
+    """Cache `reply` (one answered elsewhere, by a shard) exactly as the runner caches its own."""
+    if cache is None or not backend.deterministic or reply.status is ReplyStatus.FAILED:
+        return
+    if reply.extra.get("cached"):
+        return
+    await _answered(reply, int(reply.extra.get("attempts", 1)), reply.latency_s or 0.0, cache,
+                    cache_key(backend.name, backend.model, backend.settings, await asyncio.to_thread(
+                        hash_audio, request)))
 
 
 async def _attempt(backend: Backend, request: Request, semaphore: asyncio.Semaphore,
@@ -327,4 +351,5 @@ def progress_bar(total: int, backend: Backend, *, enabled: bool):
                 file=sys.stderr, disable=not enabled, dynamic_ncols=True)
 
 
-__all__ = ["Backoff", "RunOptions", "complete", "complete_sync", "cost_usd", "progress_bar", "stream"]
+__all__ = ["Backoff", "RunOptions", "complete", "complete_sync", "cost_usd", "lookup", "progress_bar", "remember",
+           "stream"]

@@ -8,6 +8,8 @@ answers them and does nothing else: each answer goes back through `Sink.put` as 
   (`agl.inference.runner`: concurrency, timeout, retries, the response cache).
 * `batch` (`agl.inference.executors.batch`): the provider's batch API (`agl.inference.batch`),
   the clips it cannot take going through `local`.
+* `ray` (`agl.inference.executors.ray_cluster`): shards on a Ray cluster, replies streamed
+  back to this process (params.yaml `executor:`, `agl.inference.transport`).
 
 An executor is one module here that registers itself with `@register_executor("<name>")`;
 `get_executor(name)` imports them on first use, as `agl.backends.get_backend` does.
@@ -100,6 +102,7 @@ def get_executor(name: str) -> Executor:
     return _REGISTRY[name]()
 
 
-def executor_for(settings: dict[str, Any] | None) -> Executor:
-    """The executor a model entry asks for: `batch` for `settings.mode: batch`, else `local`."""
-    return get_executor("batch" if is_batch(settings) else "local")
+def executor_for(settings: dict[str, Any] | None, kind: str = "local") -> Executor:
+    """The executor a model entry asks for: `batch` for `settings.mode: batch` (the provider
+    does the work: no cluster needed), else `kind` (params.yaml `executor.kind`)."""
+    return get_executor("batch" if is_batch(settings) else kind)
