@@ -22,12 +22,14 @@ The order makes every kill recoverable with nothing lost and nothing paid twice:
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
 from typing import Any
 
 from agl.contracts.calls import Reply, Request
 from agl.core.secrets import known_secrets, scrub
+from agl.errors import ModelGone
 from agl.inference.batch import state as state_mod
 from agl.inference.batch.context import PassContext, PassReport, quiet, short, to_sync
 from agl.inference.batch.provider import BatchProvider, JobStatus, provider_class
@@ -158,6 +160,7 @@ async def _collect(ctx: PassContext, prov: BatchProvider, state: BatchState,
             report.messages.append(f"could not read the results of job {job.job_id} "
                                    f"({short(exc)}); rerun later")
             continue
+        _stop_if_gone(ctx, results)
         answers = _job_answers(ctx, state, job, st, results, finished | answered)
         for a in answers:
             await sink.put(a)
@@ -170,6 +173,24 @@ async def _collect(ctx: PassContext, prov: BatchProvider, state: BatchState,
         await quiet(prov.cleanup(job, st))
         save()
     return answered
+
+
+# A result line saying the model itself is gone (OpenAI's codes, a 404 naming the model as
+# OpenAI, vLLM and Gemini word it): the synchronous path's ModelGone (agl.backends'
+# model_gone), read from the line's text, since a batch line carries no exception.
+_GONE = re.compile(r"model_not_found|model_decommissioned|model_deprecated|"
+                   r"\b404\b.*\bmodel\b.*\b(does not exist|not exist|not found)", re.I | re.S)
+
+
+def _stop_if_gone(ctx: PassContext, results: dict[str, Reply | str]) -> None:
+    """The run's end, not the clips': a job whose lines say the model is gone stops the run
+    before any of them is recorded (the job stays in the state file; a rerun stops again)."""
+    for text in results.values():
+        if isinstance(text, str) and _GONE.search(text):
+            backend = ctx.backend
+            msg = scrub(text, known_secrets(backend.settings))
+            raise ModelGone(f"{backend.name}:{backend.model} is gone: {msg}",
+                            model=backend.model, provider_message=msg)
 
 
 def _job_answers(ctx: PassContext, state: BatchState, job: Job, st: JobStatus,
