@@ -254,3 +254,18 @@ def test_gemma3n_loads_without_its_vision_tower(family_model):
         tower(pixel_values=None)
     assert model.model.audio_tower is not None and list(model.model.audio_tower.parameters())
     assert transformers.AutoModel.__dict__.get("from_config") is before
+
+
+def test_sampling_is_repeated_by_its_seed(tmp_path, family_model, audio_set):
+    """`do_sample` with a `seed` (the paper protocol's MiniCPM-o and Kimi-Audio settings):
+    the same seed gives the same text clip for clip, another seed other text."""
+    model_dir = family_model("qwen2_audio")
+    texts = {}
+    for run, seed in (("a", 7), ("b", 7), ("c", 8)):
+        summary = _run(model_dir, audio_set, tmp_path / run, max_seconds=4, batch_size=3,
+                       do_sample=True, temperature=1.0, seed=seed)
+        assert summary["n_failed"] == 0
+        preds = read_predictions(tmp_path / run / "predictions.jsonl")
+        texts[run] = {k: p.raw_reply for k, p in preds.items()}
+    assert texts["a"] == texts["b"]
+    assert texts["a"] != texts["c"]

@@ -20,7 +20,8 @@ Settings:
   device        cpu | cuda | cuda:N | auto (default: cuda when available)
   dtype         float32 | bfloat16 | float16 | auto (default: bfloat16 on GPU, else float32)
   max_new_tokens (512), do_sample (false: greedy, so replies are cached), temperature, top_p
-  seed          with do_sample: torch's seed before each batch's generate (greedy ignores it)
+  seed          with do_sample: each clip is generated alone, torch seeded by (seed, clip id),
+                so a clip's draw is repeatable whatever its batch or order (greedy ignores it)
   system_prompt the system turn of every request (agl.inference.model_run)
   max_seconds   only the first N seconds of each clip (default: the whole clip, up to the
                 family's window, e.g. Qwen2-Audio's 30 s)
@@ -44,6 +45,7 @@ peak RSS on CPU) to a file that must stay outside DVC outputs.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import threading
 import time
@@ -162,15 +164,21 @@ class LocalTransformers(Backend):
             live = [item for item in batch if not item[3].done()]  # timed out: skipped
             if not live:
                 continue
-            try:
-                replies = await asyncio.to_thread(self._generate_batch, model, processor,
-                                                  config, live)
-            except Exception as exc:  # noqa: BLE001 - recorded per clip, never raised
-                replies = [Reply(ReplyStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
-                           for _ in live]
-            for (_, _, _, fut), reply in zip(live, replies, strict=True):
-                if not fut.done():
-                    fut.set_result(reply)
+            # A seeded draw is the clip's own: one clip per generate, seeded by (seed, clip),
+            # so its text does not depend on which clips shared its batch or in what order.
+            for group in ([[item] for item in live] if self._seeded_sampling() else [live]):
+                try:
+                    replies = await asyncio.to_thread(self._generate_batch, model, processor,
+                                                      config, group)
+                except Exception as exc:  # noqa: BLE001 - recorded per clip, never raised
+                    replies = [Reply(ReplyStatus.FAILED, error=f"{type(exc).__name__}: {exc}")
+                               for _ in group]
+                for (_, _, _, fut), reply in zip(group, replies, strict=True):
+                    if not fut.done():
+                        fut.set_result(reply)
+
+    def _seeded_sampling(self) -> bool:
+        return bool(self.settings.get("do_sample", False)) and self.settings.get("seed") is not None
 
     def _messages(self, request: Request) -> list[dict[str, Any]]:
         content: list[dict[str, Any]] = []
@@ -202,9 +210,11 @@ class LocalTransformers(Backend):
             if clock.cuda:
                 torch.cuda.reset_peak_memory_stats(device)
             if gen["do_sample"] and self.settings.get("seed") is not None:
-                # The authors seed torch once per run (openllm.py L1387); here each batch's
-                # draw restarts from the seed, so a rerun of the same batches repeats it.
-                torch.manual_seed(int(self.settings["seed"]))
+                # The authors seed torch once per run (openllm.py L1387), so a clip's draw
+                # there depends on every clip before it; here each clip (alone in its
+                # generate, see _drain_queue) restarts from (seed, its id): a rerun, a
+                # resumed run or another order repeats it.
+                torch.manual_seed(clip_seed(int(self.settings["seed"]), items[0][0].sample_id))
             clock.start()
             with torch.inference_mode():
                 out = generator.generate(**inputs, **gen)
@@ -344,3 +354,10 @@ def _decode(seq, n_in: int, eos: set[int], tok) -> tuple[list[str], list[int]]:
         n_outs.append(n_out)
         texts_out.append(tok.decode(new[:n_out], skip_special_tokens=True))
     return texts_out, n_outs
+
+
+def clip_seed(seed: int, sample_id: str) -> int:
+    """torch's seed for one clip's draw: the run's seed and the clip's id, hashed (stable
+    across processes, unlike hash())."""
+    digest = hashlib.sha256(f"{seed}\0{sample_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
