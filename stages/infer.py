@@ -1,7 +1,8 @@
 """DVC stage `infer@<name>`: run one model of params.yaml `models:` over the dataset.
 
-Reads params `infer` (how to run), `models.<name>` (which model) and `paper.base_url` /
-`paper.published` (where a `prompt_source: paper:<name>` points); `executor` (local or a Ray
+Reads params `infer` (how to run), `models.<name>` (which model) and `paper.published` (the
+pinned file a `prompt_source: paper:<name>` reads; `paper.base_url`, where it is fetched from,
+is read undeclared: agl.inference.runspec.stage_sources); `executor` (local or a Ray
 cluster: transport, read undeclared, see `agl.inference.transport.read_transport`). A rerun
 after a crash resumes (predictions.jsonl is a persistent output); unchanged calls come from
 the response cache, so they cost nothing. Exits 75 while batch clips are out and 1 when no clip succeeded,
@@ -17,7 +18,7 @@ import _params
 
 from agl.inference.entry import batch_control, finish_run
 from agl.inference.model_run import RunTarget, run_spec, summary_line
-from agl.inference.runspec import SOURCE_PARAMS, model_entry, parse_infer, source_config
+from agl.inference.runspec import SOURCE_PARAMS, model_entry, parse_infer, stage_sources
 from agl.inference.transport import read_transport
 
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         return batch_control(spec, infer, args.out, cancel=args.batch_cancel)
     target = RunTarget(args.manifest, args.audio_root, args.out,
                        telemetry=args.telemetry or f"build/telemetry/{args.name}.json")
-    summary = run_spec(spec, infer, target, progress=sys.stderr.isatty(), sources=source_config(p),
+    summary = run_spec(spec, infer, target, progress=sys.stderr.isatty(), sources=stage_sources(p, spec, infer, source),
                        transport=read_transport(args.params or _params.ROOT / "params.yaml"))
     # A stage that exits 0 is locked by DVC: only `dvc repro -f` runs it again.
     print(summary_line(summary, retry=f"`dvc repro -f infer@{args.name}` retries the failures"),

@@ -1,9 +1,10 @@
 """Stage listen@<model>-<intervention>: one model on every level of one derived dataset.
 
 Reads params `models.<MODEL>` and `infer` (how to run, as infer@<model>), `counterfactual`
-(protocol, level_bootstrap, seed, track, resampling_unit), `mlflow`, and `paper.base_url` / `paper.published`
-(where a `prompt_source: paper:<name>` points); `executor` as infer@<model> (transport, read
-undeclared: `agl.inference.transport.read_transport`).
+(protocol, level_bootstrap, seed, track, resampling_unit), `mlflow`, and `paper.published`
+(the pinned file a `prompt_source: paper:<name>` reads; `paper.base_url` read undeclared, as
+infer@<model>); `executor` as infer@<model> (transport, read undeclared:
+`agl.inference.transport.read_transport`).
 For each level under PERTURB_DIR: prints the dry-run estimate (requests, audio minutes,
 cost), runs the model (resumable and cached like infer@<model>), scores it, and logs one
 MLflow run tagged with its parent dataset, intervention and level, nested under the model's
@@ -25,7 +26,7 @@ from agl.core import canonical
 from agl.counterfactual.listen import KEYS, ListenConfig, listen_levels
 from agl.inference.estimate import estimate_run
 from agl.inference.model_run import RunTarget, run_spec, summary_line
-from agl.inference.runspec import SOURCE_PARAMS, parse_infer, source_config
+from agl.inference.runspec import SOURCE_PARAMS, parse_infer, stage_sources
 from agl.inference.transport import read_transport
 
 
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     if p[f"models.{args.model}"] is None or p["infer"] is None or p["counterfactual.level_bootstrap"] is None:
         _params.load(f"models.{args.model}", "infer", "counterfactual.level_bootstrap")  # exits naming it
     spec = parse_models({args.model: p[f"models.{args.model}"]})[0]
-    run_model = model_runner(spec, parse_infer(p["infer"]), source_config(p), args.intervention,
+    infer = parse_infer(p["infer"])
+    run_model = model_runner(spec, infer, stage_sources(p, spec, infer, "params.yaml"), args.intervention,
                              read_transport(_params.ROOT / "params.yaml"))  # as infer@<model>
     config = ListenConfig.from_params({k: p[f"counterfactual.{k}"] for k in KEYS}, p["mlflow"])
     summary, timings = listen_levels(spec, args.intervention, args.perturb_dir, args.out_dir, config, run_model)

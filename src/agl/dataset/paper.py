@@ -102,7 +102,7 @@ def _read(url: str, tmp: Path, limits: Limits | None, timeout: float,
         raise AglError(f"{url}: {exc}; nothing cached") from None
     except httpx.HTTPError as exc:
         raise AglError(f"{url}: cannot fetch ({type(exc).__name__}: {exc}); check the "
-                       f"network, or {_where(url_from)} (a mirror works too)") from None
+                       f"network, or {_where(url_from)}{_offline_hint(url_from)}") from None
     if r.status_code != 200:
         raise AglError(f"{url}: HTTP {r.status_code}; check {_where(url_from)}")
     return r.sha256, r.content_type
@@ -113,6 +113,15 @@ def _cached_error_page(path: Path, name: str) -> bool:
         return False
     with open(path, "rb") as fh:
         return looks_like_html(fh.read(512))
+
+
+def _offline_hint(url_from: str) -> str:
+    """How to go on without the network: a local copy in the same layout, still checked."""
+    if url_from.startswith("given"):
+        return " (or pass the path of a local copy instead of the URL)"
+    return ("; offline, set it to a local folder holding the same layout (a checkout of the "
+            "authors' repository at that commit, or just that file at that path under the "
+            "folder): a pinned SHA-256 is still checked (docs/paper.md, Offline)")
 
 
 def _where(url_from: str) -> str:

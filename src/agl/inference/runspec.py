@@ -18,6 +18,7 @@ from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import check_config
 from agl.dataset.sources import SourceConfig
 from agl.errors import AglError, reject_unknown_keys
+from agl.prompts import PAPER
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,10 @@ def prompt_source(spec: ModelSpec, infer: InferSettings) -> str | None:
     return spec.prompt_source or infer.prompt_source
 
 
-# The params keys a `paper:<name>` prompt source resolves through (a stage declares them).
+# The params keys a `paper:<name>` prompt source resolves through. A stage declares only
+# `paper.published`: a stage's paper prompt must be pinned there by SHA-256 (stage_sources),
+# so `paper.base_url` says where the bytes come from, never what they are, and moving it to a
+# mirror or a local copy re-runs no model (docs/paper.md, Offline).
 SOURCE_PARAMS = ("paper.base_url", "paper.published")
 
 
@@ -98,6 +102,23 @@ def source_config(p: dict[str, Any]) -> Any:
 
     paper = {k.split(".", 1)[1]: p[k] for k in SOURCE_PARAMS if p.get(k) is not None}
     return SourceConfig.from_params({"paper": paper})
+
+
+def stage_sources(p: dict[str, Any], spec: ModelSpec, infer: InferSettings, source: str) -> Any:
+    """`source_config(p)` for a stage, refusing a `paper:<name>` prompt source that is not
+    pinned by SHA-256 under `paper.published`: an unpinned file could change with
+    `paper.base_url`, which the infer and listen stages do not declare."""
+    cfg = source_config(p)
+    src = prompt_source(spec, infer)
+    if (spec.prompt or infer.prompt) != PAPER or not isinstance(src, str) or not src.startswith("paper:"):
+        return cfg
+    name = src.split(":", 1)[1]
+    pinned = cfg.published.get(name)
+    if pinned is None or not pinned.sha256:
+        raise AglError(f"{source}: models.{spec.name}: prompt_source {src} is not pinned; a "
+                       f"stage reads its prompt only from a file pinned by SHA-256: add "
+                       f"paper.published.{name} with its path and sha256 (docs/paper.md)")
+    return cfg
 
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
