@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -259,3 +260,43 @@ def test_redirect_rules():
     assert ok(src, httpx.URL("https://cdn.example.net/x"), (".example.net",))
     assert ok(src, httpx.URL("https://example.net/x"), ("example.net",))
     assert not ok(src, httpx.URL("file:///etc/passwd"), ())
+
+
+@pytest.mark.parametrize("behaviour", [slow_body(0.5), slow_headers(0.5)], ids=["body", "headers"])
+def test_a_stalled_transfer_ends_before_its_deadline_in_one_line(behaviour, tmp_path):
+    """A byte every half second (2 bytes/s) under a floor of 64 bytes/s over 2 s: cut at the
+    window's end, long before the 300 s deadline, and nothing is cached."""
+    cfg = SourceConfig.from_params({"paper": {"min_rate_bps": 64, "stall_window_s": 2}})
+    assert cfg.deadline_s == 300
+    with HostileServer({"/p.jsonl": behaviour}) as server:
+        with pytest.raises(AglError) as err:
+            resolve_source(f"{server.url}/p.jsonl", cache_dir=tmp_path / "cache", config=cfg)
+    msg = str(err.value)
+    assert "\n" not in msg and "the transfer stalled" in msg, msg
+    assert "under 64 bytes/s (paper.min_rate_bps, paper.stall_window_s)" in msg, msg
+    assert files_under(tmp_path / "cache") == []
+
+
+def test_a_slow_but_steady_transfer_is_not_a_stall(tmp_path):
+    """Above the floor: 20 bytes a second for 3 s against a floor of 4 bytes/s over 1 s."""
+    payload = b'{"k": 1}\n' * 6
+    def steady(h):
+        h.send_response(200)
+        h.send_header("Content-Type", "text/plain")
+        h.send_header("Content-Length", str(len(payload)))
+        h.end_headers()
+        for i in range(0, len(payload), 3):
+            h.wfile.write(payload[i:i + 3])
+            h.wfile.flush()
+            time.sleep(0.15)
+    cfg = SourceConfig.from_params({"paper": {"min_rate_bps": 4, "stall_window_s": 1}})
+    with HostileServer({"/p.jsonl": steady}) as server:
+        got = resolve_source(f"{server.url}/p.jsonl", cache_dir=tmp_path / "cache", config=cfg)
+    assert got.read_bytes() == payload
+
+
+@pytest.mark.parametrize("value", [0, -1, "fast", True, float("inf")])
+def test_a_bad_stall_floor_is_one_line(value):
+    with pytest.raises(AglError) as err:
+        SourceConfig.from_params({"paper": {"min_rate_bps": value}})
+    assert "paper.min_rate_bps" in str(err.value) and "\n" not in str(err.value)

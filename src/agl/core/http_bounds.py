@@ -39,12 +39,54 @@ class Limits:
     redirect_hosts: tuple[str, ...] = ()  # more hosts a redirect may go to (".x.org": subdomains)
     max_redirects: int = 5
     param: str = ""  # e.g. "download": refusals name download.deadline_s
+    # A stalled transfer (curl's --speed-limit / --speed-time): once the first byte has come,
+    # a window of `stall_window_s` that brings fewer than `min_rate_bps` bytes a second on
+    # average ends the request, besides the deadline. None: no floor (a model's reply, which
+    # the runner's per-call timeout bounds, may pause while it thinks).
+    min_rate_bps: float | None = None
+    stall_window_s: float = 30.0
 
     def name(self, key: str) -> str:
         """How the user sets `key`: `download.deadline_s`, or `--deadline-s` (param "--")."""
         if self.param == "--":
             return "--" + key.replace("_", "-")
         return f"{self.param}.{key}" if self.param else key
+
+
+class Pace:
+    """One request's bytes over time, from its first byte: `add` after every socket read.
+    A window of `limits.stall_window_s` under `limits.min_rate_bps` marks it `stalled` and
+    raises `timeout` (the family's ReadTimeout, which the transport turns into the stall's
+    own refusal)."""
+
+    def __init__(self, limits: Limits):
+        self.rate, self.window = limits.min_rate_bps, float(limits.stall_window_s)
+        self.start: float | None = None
+        self.count = 0
+        self.stalled = False
+
+    def add(self, n: int, timeout: type[Exception]) -> None:
+        if not self.rate:
+            return
+        now = time.monotonic()
+        if self.start is None:
+            if n:
+                self.start, self.count = now, n
+            return
+        self.count += n
+        if now - self.start < self.window:
+            return
+        if self.count < self.rate * (now - self.start):
+            self.stalled = True
+            raise timeout(f"stalled: {self.count} bytes in {now - self.start:.0f} s")
+        self.start, self.count = now, 0
+
+
+def stall_refusal(url: httpx.URL, limits: Limits, pace: Pace) -> Refused:
+    keys = ("" if limits.param == "--"  # a command whose flags do not set the floor
+            else f" ({limits.name('min_rate_bps')}, {limits.name('stall_window_s')})")
+    return Refused(f"the transfer stalled: {pace.count:,} byte(s) in {limits.stall_window_s:g} s, "
+                   f"under {limits.min_rate_bps:g} bytes/s{keys}", retryable=True)
 
 
 class Refused(Exception):
@@ -192,6 +234,7 @@ class Checks:
         if _DEADLINE_KEY not in request.extensions and self.limits.deadline_s is not None:
             request.extensions[_DEADLINE_KEY] = time.monotonic() + self.limits.deadline_s
         self.deadline: float | None = request.extensions.get(_DEADLINE_KEY)
+        self.pace = Pace(self.limits)
         if _MAX_BYTES_KEY in request.extensions:
             self.cap = (request.extensions[_MAX_BYTES_KEY],
                         request.extensions.get(_CAP_NAME_KEY) or self.limits.name("max_bytes"))

@@ -31,6 +31,16 @@ from agl.core import http_bounds as http
 # read it drives; the network streams read it. Shared by both families.
 DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("agl_deadline",
                                                                          default=None)
+# The running request's transfer pace (agl.core.http_bounds.Pace): every socket read adds to
+# it, so a transfer trickling under the floor stops (headers and body alike).
+PACE: contextvars.ContextVar[http.Pace | None] = contextvars.ContextVar("agl_pace", default=None)
+
+
+def _paced(data: bytes, timeout: type[Exception]) -> bytes:
+    pace = PACE.get()
+    if pace is not None:
+        pace.add(len(data), timeout)
+    return data
 
 
 @functools.cache
@@ -68,7 +78,7 @@ def _sync_network(hc, left):
             self._inner = inner
 
         def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-            return self._inner.read(max_bytes, left(timeout))
+            return _paced(self._inner.read(max_bytes, left(timeout)), hc.ReadTimeout)
 
         def write(self, buffer: bytes, timeout: float | None = None) -> None:
             self._inner.write(buffer, left(timeout))
@@ -107,7 +117,7 @@ def _async_network(hc, left):
             self._inner = inner
 
         async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-            return await self._inner.read(max_bytes, left(timeout))
+            return _paced(await self._inner.read(max_bytes, left(timeout)), hc.ReadTimeout)
 
         async def write(self, buffer: bytes, timeout: float | None = None) -> None:
             await self._inner.write(buffer, left(timeout))
@@ -157,14 +167,17 @@ def _deadline_aware(name: str, transport, wrap):
 def _reading(hx, checks, request):
     """Drive one read under the request's deadline; a timeout past the deadline becomes the
     deadline's own refusal (one line naming the URL and the limit)."""
-    token = DEADLINE.set(checks.deadline)
+    token, pace = DEADLINE.set(checks.deadline), PACE.set(checks.pace)
     try:
         yield
     except hx.TimeoutException:
+        if checks.pace.stalled:
+            raise http.stall_refusal(request.url, checks.limits, checks.pace) from None
         if checks.deadline is not None and time.monotonic() >= checks.deadline - 0.05:
             raise http.deadline_refusal(request.url, checks.limits) from None
         raise
     finally:
+        PACE.reset(pace)
         DEADLINE.reset(token)
 
 

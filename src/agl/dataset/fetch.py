@@ -52,6 +52,8 @@ class Policy:
     jobs: int = 4
     timeout_s: float = 60.0  # each connect / read / write
     deadline_s: float = 900.0  # one request whole (headers and body), however it trickles
+    min_rate_bps: float = 1024.0  # a transfer under this many bytes/s over stall_window_s stalled
+    stall_window_s: float = 30.0
     max_document_bytes: int = 20_000_000  # a manifest, a metadata record, a search page
     max_clip_bytes: int = 500_000_000  # a clip whose size the Archive does not list
     redirect_hosts: tuple[str, ...] = ()  # beyond the host itself and its subdomains
@@ -86,7 +88,8 @@ def limits(policy: Policy) -> Limits:
     """The policy's bounds on one request (`agl.core.http.Limits`)."""
     return Limits(timeout_s=policy.timeout_s, deadline_s=policy.deadline_s,
                   max_bytes=policy.max_document_bytes,
-                  redirect_hosts=tuple(policy.redirect_hosts), param=policy.param)
+                  redirect_hosts=tuple(policy.redirect_hosts), param=policy.param,
+                  min_rate_bps=policy.min_rate_bps or None, stall_window_s=policy.stall_window_s)
 
 
 def make_client(policy: Policy) -> httpx.Client:

@@ -231,6 +231,8 @@ DOWNLOAD_KEYS = {
     "jobs": int,
     "timeout_s": (int, float),
     "deadline_s": (int, float),
+    "min_rate_bps": (int, float),
+    "stall_window_s": (int, float),
     "max_document_bytes": int,
     "max_clip_bytes": int,
     "redirect_hosts": list,
@@ -286,8 +288,9 @@ def _checked_download(download: dict | None, overrides: dict, source: str) -> di
         kind = DOWNLOAD_KEYS[key]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise AglError(f"{source}: download.{key}: {value!r} has the wrong type")
-    for key in ("jobs", "timeout_s", "deadline_s", "max_document_bytes", "max_clip_bytes"):
-        if key in section and section[key] <= 0:
+    for key in ("jobs", "timeout_s", "deadline_s", "max_document_bytes", "max_clip_bytes",
+                "min_rate_bps", "stall_window_s"):
+        if key in section and not 0 < section[key] < float("inf"):
             raise AglError(f"{source}: download.{key} must be positive, not {section[key]}")
     check_params("download", section, source)  # demo_seed
     if section.get("manifest_sha256") is not None:
@@ -316,6 +319,8 @@ def _policy(section: dict, progress: bool) -> Policy:
         jobs=section.get("jobs", defaults.jobs),
         timeout_s=float(section.get("timeout_s", defaults.timeout_s)),
         deadline_s=float(section.get("deadline_s", defaults.deadline_s)),
+        min_rate_bps=float(section.get("min_rate_bps", defaults.min_rate_bps)),
+        stall_window_s=float(section.get("stall_window_s", defaults.stall_window_s)),
         max_document_bytes=section.get("max_document_bytes", defaults.max_document_bytes),
         max_clip_bytes=section.get("max_clip_bytes", defaults.max_clip_bytes),
         redirect_hosts=tuple(section.get("redirect_hosts", [])),

@@ -64,12 +64,15 @@ class SourceConfig:
     deadline_s: float = 300.0
     max_bytes: int = 100_000_000
     redirect_hosts: tuple[str, ...] = ()
+    min_rate_bps: float = 1024.0  # a stalled transfer ends (paper.min_rate_bps / stall_window_s)
+    stall_window_s: float = 30.0
 
     def limits(self) -> Limits:
         """The bounds as `agl.core.http.Limits` (refusals name `paper.<key>`)."""
         return Limits(timeout_s=self.timeout_s, deadline_s=self.deadline_s,
                       max_bytes=self.max_bytes, redirect_hosts=tuple(self.redirect_hosts),
-                      param="paper")
+                      param="paper", min_rate_bps=self.min_rate_bps or None,
+                      stall_window_s=self.stall_window_s)
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> SourceConfig:
@@ -136,12 +139,12 @@ class SourceConfig:
 
 
 def _read_bounds(cfg: SourceConfig, paper: dict[str, Any]) -> None:
-    for key in ("timeout_s", "deadline_s", "max_bytes"):
+    for key in ("timeout_s", "deadline_s", "max_bytes", "min_rate_bps", "stall_window_s"):
         value = paper.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or (
-                key == "max_bytes" and not isinstance(value, int)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or (
+                value == float("inf")) or (key == "max_bytes" and not isinstance(value, int)):
             raise AglError(f"params.yaml paper.{key}: must be a positive "
                            f"{'whole ' if key == 'max_bytes' else ''}number, not {value!r}")
         setattr(cfg, key, value)
