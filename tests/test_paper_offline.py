@@ -76,3 +76,14 @@ def test_no_model_stage_declares_where_the_paper_files_come_from():
         body = stages[name].get("do") or stages[name]  # foreach (infer) or matrix (listen)
         declared = [str(p).split("#")[0].strip() for p in body["params"]]
         assert "paper.published" in declared and "paper.base_url" not in declared, (name, declared)
+
+
+@pytest.mark.parametrize("url", ["http://user:pw-123456@127.0.0.1:9/AGL1K",
+                                 "http://127.0.0.1:9/AGL1K?api_key=abc123456"])
+def test_a_paper_url_with_a_credential_is_refused_before_any_request(url, tmp_path):
+    cfg = _config(url, b"{}\n")
+    with pytest.raises(AglError) as err:
+        resolve_source("paper:demo", cache_dir=tmp_path / "cache", config=cfg)
+    msg = str(err.value)
+    assert "carries a credential" in msg and "pw-123456" not in msg and "abc123456" not in msg, msg
+    assert "cannot fetch" not in msg  # refused, not tried

@@ -27,6 +27,7 @@ from typing import Any
 
 from agl.core.checks import sha256_value
 from agl.core.http import Limits
+from agl.core.secrets import strip_url_credentials, url_credentials
 from agl.dataset.manifest import content_hash
 from agl.dataset.paper import resolve
 from agl.errors import AglError
@@ -206,6 +207,10 @@ def resolve_source(
             sha256, sha256_from = entry.sha256, config.pin_name(name)
     else:
         url = text
+    if url_credentials(url):  # as infer refuses them: a published file needs no key
+        raise AglError(f"{strip_url_credentials(url)}: the URL carries a credential "
+                       f"(user:password@ or a key in its query), from {url_from}; a published "
+                       "file needs none: give a URL without it, or a local copy")
     if not sha256 and url in config.pinned():
         sha256, sha256_from = config.pinned()[url], f"the pinned SHA-256 of {url} ({config.origin})"
     return fetch(url, cache_dir, sha256=sha256, limits=config.limits(), url_from=url_from,
