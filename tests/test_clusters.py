@@ -24,6 +24,7 @@ def scored_table(values: dict[str, np.ndarray], lat: np.ndarray, lon: np.ndarray
     n = len(lat)
     base = {"distance_km": np.full(n, 100.0), "city_correct": np.zeros(n), "country_correct": np.zeros(n),
             "continent_correct": np.zeros(n), "refused": np.zeros(n, bool), "failed": np.zeros(n, bool),
+            "status": ["ok"] * n, "pred_lat": lat, "pred_lon": lon,
             "true_lat": lat, "true_lon": lon, "true_city": [f"c{i}" for i in range(n)],
             "true_country": ["X"] * n}
     return pd.DataFrame({**base, **values})

@@ -168,3 +168,50 @@ def test_cli_takes_repeated_base_urls_and_prints_each_endpoint(tmp_path, capsys)
     assert rc == 0 and calls == 6
     assert f"{a.url}/v1: " in err and f"{b.url}/v1: " in err
     assert '"endpoints"' not in (tmp_path / "run" / "run_summary.json").read_text()  # timings stay out
+
+
+@pytest.mark.parametrize(("status", "retry_after"), [(429, None), (429, "1"), (500, None)],
+                         ids=["429", "429-retry-after", "500"])
+def test_one_endpoints_429_stays_with_the_clip_that_met_it(tmp_path, status, retry_after):
+    """One endpoint; one clip's request meets a 429 (or a 500) once, every other request is
+    answered. The failure backs the endpoint off (endpoint_backoff_s longer than the request
+    timeout), so the clips queued behind it wait: they are delayed, never failed with a timeout
+    or a 429 they did not meet, and the clip that met it is answered on its retry. The run's
+    request count is what the server received: a wait in the queue is no request."""
+    manifest, audio = make_clips(tmp_path, 6)
+    lock = threading.Lock()
+    met: list[str] = []  # the audio hash of the clip whose request met the failure
+
+    def answer(call):
+        with lock:
+            if call.n == 2:  # the first request after the probe's
+                met.extend(call.audio_sha256)
+                return Answer(status, {"error": {"message": "busy", "type": "server_busy"}},
+                              headers={"Retry-After": retry_after} if retry_after else {})
+        return Answer(200, openai_completion(GOOD))
+
+    with FakeServer(answer) as server:
+        settings = {"base_url": [server.url + "/v1"], "temperature": 0,
+                    "endpoint_backoff_s": 1.6}  # longer than timeout_s: waiting is not sending
+        from agl.backends.base import get_backend
+
+        backend = get_backend("openai-compatible")("fake-audio-model", **settings)
+        summary = run_inference(
+            ModelSpec("run", "openai-compatible", "fake-audio-model", settings=settings),
+            load_prompt(), clips(load_manifest(manifest)), out_dir=tmp_path / "run",
+            audio_root=audio,
+            options=RunOptions(cache_dir=None, concurrency=pool_capacity(settings), timeout_s=1.0,
+                               max_retries=2, progress=False, backoff=FAST),
+            backend=backend,
+        )
+        received = len(server.calls)
+        per_clip = Counter(h for c in server.calls for h in c.audio_sha256)
+    preds = read_predictions(tmp_path / "run" / "predictions.jsonl")
+    assert len(met) == 1 and per_clip[met[0]] == 2  # met it once, answered on the retry
+    bad = {k: p.error for k, p in preds.items() if p.status is not Status.OK}
+    assert not bad, bad
+    assert not [k for k, p in preds.items() if str(status) in str(p.error or "")]
+    assert summary["complete"] and summary["n_ok"] == 6
+    assert received == 7 and summary["session_requests"] == received
+    (endpoint,) = backend.endpoint_report()
+    assert endpoint["requests"] == received and endpoint["failures"] == 1

@@ -1,6 +1,7 @@
 """Leaderboard: runs ranked, CIs shown, the paper's reported values beside matching rows."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -132,8 +133,14 @@ def test_a_run_refusing_more_than_max_refused_is_listed_unranked(tmp_path):
     assert board["rank"].tolist()[:3] == [1, 2, 3] and pd.isna(board["rank"].iloc[3])  # 0.5 itself is ranked
     leaderboard.write(leaderboard.attach_paper(board, None), tmp_path / "out", protocol="paper")
     md = (tmp_path / "out" / "leaderboard.md").read_text()
-    assert "| unranked (100% refused) | langprior | langprior | 32 / 32 | 10000.00" in md
-    assert md.index("| 3 | random") < md.index("| unranked (100% refused) | langprior")
-    assert "Unranked: langprior: refused more than the share leaderboard.max_refused" in md
+    assert "| unranked (100% rejected) | langprior | langprior | 32 / 32 | 10000.00" in md
+    assert md.index("| 3 | random") < md.index("| unranked (100% rejected) | langprior")
+    assert "Unranked: langprior: rejected more than the share leaderboard.max_refused" in md
+    # an unranked run has no rank: no note speaks of one for it (half is ranked, not heavy
+    # enough to be unranked, and gets the rank note)
+    unranked_note = next(line for line in md.splitlines() if line.startswith("Unranked:"))
+    assert not re.search(r"\brank\b", unranked_note)
+    rank_note = next(line for line in md.splitlines() if line.startswith("A rank marked"))
+    assert "langprior" not in rank_note and "half rejected 5 of 10 clips" in rank_note
     csv = pd.read_csv(tmp_path / "out" / "leaderboard.csv")
     assert csv.set_index("run").loc["langprior", "unranked"] and pd.isna(csv.set_index("run").loc["langprior", "rank"])

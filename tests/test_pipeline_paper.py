@@ -49,7 +49,8 @@ def test_dvc_repro_paper_stages(tmp_path, mirror):
     env = subprocess_env(work, MLFLOW_TRACKING_URI=f"sqlite:///{db}")
     sh("git init -q && (test -d .dvc || dvc init -q) && git add -A && git commit -qm init", work, env)
     out = sh("dvc repro paper", work, env)
-    assert "paper/qwen25-omni: mean 5476.83 km, continent 0.45, country 0.26, city 0.02" in out
+    assert ("paper/qwen25-omni: mean 5476.83 km, continent 0.45, country 0.26, city 0.02; "
+            "refused 322, no coordinates 385, rejected 448") in out
     (work / "build" / "runs").mkdir(parents=True, exist_ok=True)
     board = sh("dvc repro -s leaderboard", work, env)
     row = next(line for line in board.splitlines() if "paper/qwen25-omni" in line)

@@ -161,7 +161,8 @@ def test_paired_and_counterfactual_tables_say_not_applicable_the_same_way(tmp_pa
 
 def _metrics(tmp_path, run, km, reject, n=32, acc=0.1) -> object:
     res = {"n": n, "distance_error_km": km, "median_km": km, "geoscore": 10.0,
-           "reject_rate": reject, "continent_acc": acc, "country_acc": acc, "city_acc": acc,
+           "reject_rate": reject, "n_rejected": round(reject * n),
+           "n_no_coordinates": round(reject * n), "continent_acc": acc, "country_acc": acc, "city_acc": acc,
            "ci95": {"distance_error_km": [km - 100, km + 100]}}
     path = tmp_path / "runs" / run / "metrics.json"
     path.parent.mkdir(parents=True)
@@ -183,19 +184,20 @@ def test_a_refusal_heavy_rank_carries_its_refusal_rate_and_a_note(tmp_path):
     assert board["refusal_heavy"].tolist() == [False, False, True, False]  # knn, hedger, birdrange
     leaderboard.write(leaderboard.attach_paper(board, None), tmp_path / "out", protocol="paper")
     md = (tmp_path / "out" / "leaderboard.md").read_text()
-    assert "| 3 (100% refused) | birdrange |" in md and "| 2 | hedger |" in md
-    note = ("birdrange refused 32 of 32 clips): the paper protocol scores a refusal without "
-            "coordinates as 10,000 km (the paper's rule), so that rank comes from the rule")
+    assert "| 3 (100% rejected) | birdrange |" in md and "| 2 | hedger |" in md
+    note = ("birdrange rejected 32 of 32 clips, 32 of them without coordinates): the paper "
+            "protocol scores a clip without coordinates as 10,000 km (the paper's rule), so that "
+            "rank comes in part from the rule")
     assert note in md
     assert NOT_APPLICABLE_LEGEND in md  # random's accuracies
     page = (tmp_path / "out" / "leaderboard.html").read_text()
-    assert "<td>3 (100% refused)</td><td>birdrange</td>" in page and html.escape(note) in page
+    assert "<td>3 (100% rejected)</td><td>birdrange</td>" in page and html.escape(note) in page
     full, _, refused = _runs()
     report = build_report([RunInput("knn", full), RunInput("birdrange", refused)],
                           tmp_path / "report", options=OPTS,
                           inputs=ReportInputs(run_dirs=(), leaderboard_csv=tmp_path / "out" / "leaderboard.csv"))
     text = (tmp_path / "report" / "report.html").read_text()
-    assert report["runs"] and "<td>3 (100% refused)</td>" in text and html.escape(note) in text
+    assert report["runs"] and "<td>3 (100% rejected)</td>" in text and html.escape(note) in text
 
 
 def test_leaderboard_paper_cells_are_blank_without_a_paper_row():

@@ -9,6 +9,12 @@ doubling per consecutive failure, capped at `endpoint_backoff_cap_s`) and the ca
 at once on another one; only when every endpoint failed this call does the error go back to
 the runner (which retries after its own backoff). A success resets the endpoint's backoff.
 
+A backed-off endpoint delays the calls queued behind it, and only delays them: the wait is
+no part of their request timeout (the runner's deadline is paused while a call waits for an
+endpoint, agl.contracts.calls.Attempt) and no request of theirs (the pool counts the requests
+it sends, which is what the run's summary counts); only the call that met the 429 or 5xx
+carries it.
+
 Nothing is asked twice for an answered clip: a call is retried only after its attempt failed,
 and the runner never re-asks a clip that has a recorded answer. The pool counts requests,
 failures and latency per endpoint (`report()`); the latency figures are timings, so the infer
@@ -18,6 +24,7 @@ stage writes them outside DVC's outputs (see `agl.inference.model_run.run_spec`)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -25,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agl.backends.service import UnreadableReply
+from agl.contracts.calls import ATTEMPT
 from agl.core.http import Refused
 from agl.core.secrets import strip_url_credentials
 from agl.errors import AglError
@@ -159,12 +167,18 @@ class EndpointPool:
         yet tried by this call. The last endpoint failure is raised when none is left."""
         tried: set[str] = set()
         last: BaseException | None = None
+        attempt = ATTEMPT.get()
         while True:
-            ep = await self._acquire(tried, last is not None)
+            # Waiting here (every endpoint busy or backed off, e.g. after another clip's
+            # 429) is queueing, not sending: the runner's deadline is paused meanwhile.
+            with attempt.queued() if attempt is not None else contextlib.nullcontext():
+                ep = await self._acquire(tried, last is not None)
             if ep is None:
                 assert last is not None
                 raise last
             tried.add(ep.url)
+            if attempt is not None:
+                attempt.sending()  # the run's request count is what the servers received
             t0 = self.clock()
             try:
                 result = await fn(ep)

@@ -2,11 +2,16 @@
 
 Failures are statuses, never values: a call that failed is `Reply(status=FAILED, error=...)`,
 never made-up text. Backends (agl.backends) answer these; the runner (agl.inference) retries,
-caches and records them; judges and curation read them.
+caches and records them; judges and curation read them. `Attempt` is what the runner tells a
+backend that queues about the attempt under way: its deadline and its count of requests sent.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -47,3 +52,39 @@ class Reply:
     latency_s: float | None = None
     # Local models: load/prefill/decode timings and tokens per second.
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Attempt:
+    """One attempt of the runner at one request, as a backend that queues sees it (a replica
+    pool, agl.backends.endpoints): the attempt's deadline, paused while the request waits in
+    the queue (`queued`), and how many requests it sent (`sent`; None: the backend does not
+    count, one call is one request). A wait behind another clip's 429 is then neither this
+    clip's timeout nor one of its requests."""
+
+    deadline: Any = None  # the runner's asyncio.Timeout
+    sent: int | None = None
+
+    @contextlib.contextmanager
+    def queued(self) -> Iterator[None]:
+        """No deadline while waiting for an endpoint; what was left of it once one is had."""
+        timer = self.deadline
+        if timer is None or timer.when() is None or timer.expired():
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        left = timer.when() - loop.time()
+        timer.reschedule(None)
+        try:
+            yield
+        finally:
+            if not timer.expired():
+                timer.reschedule(loop.time() + left)
+
+    def sending(self) -> None:
+        """One request leaves for a server."""
+        self.sent = (self.sent or 0) + 1
+
+
+# The attempt under way in this task (the runner sets it around `Backend.generate`).
+ATTEMPT: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar("agl_attempt", default=None)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.backends.base import Backend, BackendError, get_backend
-from agl.contracts.calls import Reply, ReplyStatus, Request
+from agl.contracts.calls import ATTEMPT, Attempt, Reply, ReplyStatus, Request
 from agl.core.audio import probe
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import known_secrets, scrub
@@ -136,29 +136,30 @@ async def _call(
         if not got.ok:
             return Reply(ReplyStatus.FAILED, error=f"unusable audio, not requested: {got.reason}",
                          extra={"attempts": 0, "cached": False})
-    attempt = 0
+    attempt = sent = 0  # the runner's attempts; the requests they sent (a record's `attempts`)
     while True:
         attempt += 1
-        reply, error, retryable, retry_after, latency = await _attempt(
+        reply, error, retryable, retry_after, latency, requests = await _attempt(
             backend, request, semaphore, timeout_s)
+        sent += requests
         if reply is not None:
             reply = scrub_reply(reply, secrets)
         error = scrub(error, secrets)
         if reply is not None and reply.status is not ReplyStatus.FAILED:
-            return await _answered(reply, attempt, latency, cache, key)
+            return await _answered(reply, sent, latency, cache, key)
         if reply is not None:  # the backend returned FAILED itself: not retried
-            return replace(reply, extra={**reply.extra, "attempts": attempt, "cached": False})
+            return replace(reply, extra={**reply.extra, "attempts": sent, "cached": False})
         if not retryable or attempt > max_retries:
             if retryable:
                 error = f"{error} (gave up after {attempt} attempts)"
             return Reply(ReplyStatus.FAILED, error=error, latency_s=latency,
-                         extra={"attempts": attempt, "cached": False})
+                         extra={"attempts": sent, "cached": False})
         if retry_after is not None and retry_after > backoff.retry_after_cap_s:
             return Reply(ReplyStatus.FAILED, latency_s=latency,
                          error=f"{error}; the server asked to wait {retry_after:g} s "
                                f"(Retry-After), more than retry_after_cap_s "
                                f"{backoff.retry_after_cap_s:g} s; rerun later to retry",
-                         extra={"attempts": attempt, "cached": False})
+                         extra={"attempts": sent, "cached": False})
         await asyncio.sleep(backoff.delay(attempt - 1, retry_after))
 
 
@@ -201,14 +202,18 @@ async def remember(backend: Backend, request: Request, reply: Reply, cache: Resp
 
 
 async def _attempt(backend: Backend, request: Request, semaphore: asyncio.Semaphore,
-                   timeout_s: float) -> tuple[Reply | None, str | None, bool, float | None, float]:
+                   timeout_s: float) -> tuple[Reply | None, str | None, bool, float | None, float, int]:
     """One call under the semaphore and the timeout: (reply, error, retryable, retry_after,
-    latency); a raised error is caught and described, never raised."""
+    latency, requests sent); a raised error is caught and described, never raised. A backend
+    that queues (a replica pool) pauses the timeout while the call waits for an endpoint and
+    counts the requests it sends (agl.contracts.calls.Attempt); any other sends one."""
     retry_after: float | None = None
+    state = Attempt()
     async with semaphore:
         t0 = time.perf_counter()
+        token = ATTEMPT.set(state)
         try:
-            async with asyncio.timeout(timeout_s):  # no extra task, unlike wait_for
+            async with asyncio.timeout(timeout_s) as state.deadline:  # no extra task, unlike wait_for
                 reply = await backend.generate(request)
             error, retryable = None, False
         except TimeoutError:
@@ -222,8 +227,10 @@ async def _attempt(backend: Backend, request: Request, semaphore: asyncio.Semaph
             retry_after = exc.retry_after
         except Exception as exc:  # a bug or an SDK surprise: recorded, never raised
             reply, error, retryable = None, f"{type(exc).__name__}: {exc}", False
+        finally:
+            ATTEMPT.reset(token)
         latency = time.perf_counter() - t0
-    return reply, error, retryable, retry_after, latency
+    return reply, error, retryable, retry_after, latency, 1 if state.sent is None else state.sent
 
 
 async def _answered(reply: Reply, attempt: int, latency: float, cache: ResponseCache | None,

@@ -4,8 +4,11 @@ Runs are ranked only against runs on the same data (the manifest's content hash)
 synthetic demo set and a run on AGL1K are never in one table. Within a dataset, a run that
 scored fewer than `full_coverage` of its clips is a subset run: its coverage `n / N` is shown,
 it is ranked after the full runs with a note, because its numbers are not comparable to theirs.
-A run that refuses many clips (`refusal_note`) carries its refusal rate beside its rank, with a
-note: its place comes from the protocol's fixed score for a refusal, not from located guesses.
+A run that rejects many clips (`refusal_note`: its reject rate, any field refused) carries that
+rate beside its rank, with a note counting its clips without coordinates: the protocol scores
+those at a fixed distance, so its place comes partly from that rule, not from located guesses.
+The counts keep their one name each (agl.scoring.metrics.counts): refused, no coordinates,
+rejected.
 Every "—" is "not applicable" (`agl.scoring.wording`).
 
 A run beside a paper value that was not run under the paper's protocol (its model entry's
@@ -38,6 +41,7 @@ COLUMNS = ("distance_error_km", "median_km", "geoscore", "continent_acc", "count
            "city_acc", "reject_rate", "failure_rate", "within_25km", "within_200km",
            "within_750km", "within_2500km")
 PAPER_COLUMNS = ("distance_error_km", "continent_acc", "country_acc", "city_acc")
+COUNTS = ("n_refused", "n_no_coordinates", "n_rejected")
 # The paper is silent on runs that mostly refuse. A refusal scores a fixed distance (paper:
 # 10,000 km, about what a uniformly random guess averages), so a run refusing everything ranks
 # among the baselines without locating anything. At or above this share of refused clips the
@@ -73,7 +77,10 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
                                "dataset": doc.get("dataset", ""), "n": res["n"],
                                "data_version": doc.get("data_version", ""),
                                "dataset_clips": doc.get("dataset_clips"),
-                               "clips_predicted": doc.get("clips_predicted")}
+                               "clips_predicted": doc.get("clips_predicted"),
+                               # agl.scoring.metrics.counts (absent from a record imported
+                               # with its stated numbers only: left empty, never guessed)
+                               **{k: res.get(k) for k in COUNTS}}
         # The interval is the run's resampling unit's (agl.scoring.clusters); the clip one
         # and the design effect (their widths' ratio) stand beside it.
         row["n_clusters"] = res.get("n_clusters", res["n"])
@@ -195,9 +202,9 @@ def _flag(row: pd.Series, name: str) -> bool:
     return str(row.get(name, False)).lower() == "true"
 
 
-def _refused(row: pd.Series) -> str:
-    """The share of clips a run refused, as its rank shows it."""
-    return f"{float(row['reject_rate']):.0%} refused"
+def _rejected(row: pd.Series) -> str:
+    """The share of clips a run rejected (any field refused), as its rank shows it."""
+    return f"{float(row['reject_rate']):.0%} rejected"
 
 
 def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
@@ -217,7 +224,7 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         else:
             rank = str(int(r["rank"]) if "rank" in r and pd.notna(r["rank"]) else i + 1)
         if _flag(r, "refusal_heavy"):
-            rank += f" ({_refused(r)})"
+            rank += f" ({_rejected(r)})"
         run = f"{r['run']} *" if _flag(r, "subset") else str(r["run"])
         if off_protocol(r):
             run += " ‡"
@@ -281,12 +288,28 @@ def served_lines(metrics_files: list[Path]) -> dict[str, list[str]]:
 
 def _refusal_rule(protocol: str) -> str:
     if protocol == "paper":
-        return (f"the paper protocol scores a refusal without coordinates as "
+        return (f"the paper protocol scores a clip without coordinates as "
                 f"{PAPER_REFUSAL_KM:,.0f} km (the paper's rule)")
     if protocol == "strict":
-        return ("the strict protocol scores a refusal as the farthest possible error "
-                "(params evaluate.strict_refusal_km)")
-    return f"the {protocol} protocol scores a refusal at a fixed distance"
+        return ("the strict protocol scores a clip without coordinates as the farthest possible "
+                "error (params evaluate.strict_refusal_km)")
+    return f"the {protocol} protocol scores a clip without coordinates at a fixed distance"
+
+
+def _count(row: pd.Series, key: str) -> int | None:
+    v = pd.to_numeric(row.get(key), errors="coerce")
+    return None if pd.isna(v) else int(v)
+
+
+def _rejected_count(row: pd.Series) -> str:
+    """"<run> rejected 448 of 1442 clips, 385 of them without coordinates": each count under
+    its own name (the second is left out where the run's metrics.json does not hold it)."""
+    n = int(row["n"])
+    rejected = _count(row, "n_rejected")
+    rejected = round(float(row["reject_rate"]) * n) if rejected is None else rejected
+    text = f"{row['run']} rejected {rejected} of {n} clips"
+    none = _count(row, "n_no_coordinates")
+    return text if none is None else f"{text}, {none} of them without coordinates"
 
 
 def table_notes(rows: pd.DataFrame) -> list[str]:
@@ -294,20 +317,23 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
     notes = []
     if "subset" in rows and rows["subset"].astype(str).str.lower().eq("true").any():
         notes.append(SUBSET_NOTE)
-    heavy = rows[[_flag(r, "refusal_heavy") for _, r in rows.iterrows()]]
-    if not heavy.empty:
-        rule = _refusal_rule(str(heavy["protocol"].iloc[0]) if "protocol" in heavy else "paper")
-        runs = "; ".join(f"{r['run']} refused {round(float(r['reject_rate']) * int(r['n']))} "
-                         f"of {int(r['n'])} clips" for _, r in heavy.iterrows())
-        unranked = [str(r["run"]) for _, r in rows.iterrows() if _flag(r, "unranked")]
-        if unranked:
-            notes.append(f"{UNRANKED.capitalize()}: {', '.join(unranked)}: refused more than the share "
-                         "leaderboard.max_refused of its clips, so its mean is mostly the rule's fixed "
-                         "distance; listed with its numbers below the ranked runs, not ranked.")
-        notes.append(f"A rank marked \"(x% refused)\" belongs to a run that refused many of its "
-                     f"clips ({runs}): {rule}, so that rank comes from the rule, not from located "
-                     "guesses. A run refusing every clip averages that distance whatever it "
-                     "heard; under the paper's rule, about what uniformly random guesses score.")
+    rule = _refusal_rule(str(rows["protocol"].iloc[0]) if "protocol" in rows and len(rows) else "paper")
+    out = [_flag(r, "unranked") for _, r in rows.iterrows()]
+    heavy = [_flag(r, "refusal_heavy") and not u for (_, r), u in zip(rows.iterrows(), out, strict=True)]
+    ranked, unranked = rows[heavy], rows[out]
+    if not unranked.empty:
+        # An unranked run has no rank: its note speaks of its mean and where it is listed.
+        runs = "; ".join(_rejected_count(r) for _, r in unranked.iterrows())
+        notes.append(f"{UNRANKED.capitalize()}: {', '.join(map(str, unranked['run']))}: rejected "
+                     "more than the share leaderboard.max_refused of its clips "
+                     f"({runs}): {rule}; listed with its numbers below the ranked runs, not ranked.")
+    if not ranked.empty:
+        runs = "; ".join(_rejected_count(r) for _, r in ranked.iterrows())
+        notes.append(f"A rank marked \"(x% rejected)\" belongs to a run that rejected many of "
+                     f"its clips (refused at least one field; {runs}): {rule}, so that rank "
+                     "comes in part from the rule, not from located guesses. A run refusing "
+                     "every clip averages that distance whatever it heard; under the paper's "
+                     "rule, about what uniformly random guesses score.")
     off = [str(r["run"]) + (f" ({r['run_protocol']})" if r.get("run_protocol") else
                             " (no protocol stated)")
            for _, r in rows.iterrows() if off_protocol(r)]

@@ -2,8 +2,14 @@
 
 A score table (built by `agl.scoring.protocols`) has one row per scored clip and the columns
 `distance_km` (NaN = excluded by the protocol), `city_correct` / `country_correct` /
-`continent_correct` (1, 0, or NaN = excluded), `refused` and `failed` (bool).
+`continent_correct` (1, 0, or NaN = excluded), `refused` and `failed` (bool), `status`, and
+`pred_lat` / `pred_lon` (NaN where the protocol found no usable coordinate).
 Every metric is the mean (or median) of one such column over its non-NaN rows.
+
+Three counts, each with one name everywhere it is printed (docs/metrics.md#three-counts):
+`n_refused` (the model declined: the record's status is `refused`), `n_no_coordinates` (no
+usable latitude/longitude: scored at the protocol's fixed distance, 10,000 km under the
+paper's rule) and `n_rejected` (any predicted field refused: `reject_rate` times n).
 
 Bootstrap: rows are resampled with replacement (B resamples, seeded). For 0/1 columns the
 resampled counts of (correct, wrong, excluded) are drawn from their exact multinomial, which
@@ -57,7 +63,7 @@ DESIGN_EFFECT = ("distance_error_km", "median_km", "geoscore", "continent_acc", 
 
 # The columns of a score table that `summarize` reads.
 SUMMARY_COLUMNS = ("distance_km", "city_correct", "country_correct", "continent_correct",
-                   "refused", "failed")
+                   "refused", "failed", "status", "pred_lat", "pred_lon")
 
 
 def metric_columns(scored: pd.DataFrame) -> dict[str, tuple[np.ndarray, str]]:
@@ -118,6 +124,7 @@ def summarize_later(
     out["n_distance_excluded"] = int((~np.isfinite(d)).sum())
     for level in ("city", "country", "continent"):
         out[f"n_{level}_scored"] = int(scored[f"{level}_correct"].notna().sum())
+    out.update(counts(scored))
     if clusters is not None:
         out["n_clusters"] = int(np.unique(clusters).size)
 
@@ -130,6 +137,23 @@ def summarize_later(
         return out
 
     return finish
+
+
+def no_coordinates(scored: pd.DataFrame) -> np.ndarray:
+    """Rows without a usable coordinate that the protocol scored at its fixed distance. Both
+    protocols leave `pred_lat`/`pred_lon` NaN exactly there, and for the rows they exclude
+    from the distance metrics (distance NaN: an unparseable coordinate), which are not these."""
+    lat, lon = (scored[c].to_numpy(dtype=float) for c in ("pred_lat", "pred_lon"))
+    d = scored["distance_km"].to_numpy(dtype=float)
+    return (np.isnan(lat) | np.isnan(lon)) & np.isfinite(d)
+
+
+def counts(scored: pd.DataFrame) -> dict[str, int]:
+    """The three counts of the module docstring: refused (status), no coordinates (the fixed
+    distance), rejected (any field refused, the reject rate's numerator)."""
+    return {"n_refused": int((scored["status"] == "refused").sum()),
+            "n_no_coordinates": int(no_coordinates(scored).sum()),
+            "n_rejected": int(scored["refused"].to_numpy(dtype=bool).sum())}
 
 
 def design_effect(cluster: list[float], clip: list[float]) -> float:

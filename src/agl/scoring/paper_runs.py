@@ -13,6 +13,7 @@ from agl.predictions.importer import import_with_report
 from agl.predictions.records import write_predictions
 from agl.scoring.config import EvaluateConfig
 from agl.scoring.evaluate import evaluate_run
+from agl.scoring.text import count_text
 
 HEADLINE = ("n", "distance_error_km", "continent_acc", "country_acc", "city_acc")
 
@@ -57,5 +58,6 @@ def reproduce_paper(cfg: dict[str, Any], evaluation: EvaluateConfig, out: Path) 
         res = doc["protocols"]["paper"]
         summary["runs"][name] = {k: res[k] for k in HEADLINE}
         print(f"paper/{name}: mean {res['distance_error_km']:.2f} km, continent "
-              f"{res['continent_acc']:.2f}, country {res['country_acc']:.2f}, city {res['city_acc']:.2f}")
+              f"{res['continent_acc']:.2f}, country {res['country_acc']:.2f}, city {res['city_acc']:.2f}; "
+              f"{count_text(res)}")
     return summary

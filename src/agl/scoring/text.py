@@ -42,7 +42,7 @@ def metrics_table(result: dict[str, Any], title: str = "") -> str:
                        + (f" in {speech[c]['n_clusters']}" if "n_clusters" in speech[c] else "")
                        for c in cols)
              + (f" ({coverage_text(result['clips_predicted'], result['dataset_clips'])})"
-                if "dataset_clips" in result else ""), head, "-" * len(head)]
+                if "dataset_clips" in result else ""), _counts_line(result), head, "-" * len(head)]
     for key, label, pattern in ROWS:
         row = f"{label:<28} {fmt(result.get(key), pattern):>10} {_interval(result['ci95'], key, pattern):>25}"
         if clip is not None:
@@ -58,6 +58,24 @@ def metrics_table(result: dict[str, Any], title: str = "") -> str:
     for k, v in notes.items():
         lines.append(f"note: {k.replace('_', ' ')}: {v}")
     return "\n".join(line for line in lines if line is not None)
+
+
+COUNTS = (("n_refused", "refused"), ("n_no_coordinates", "no coordinates"), ("n_rejected", "rejected"))
+
+
+def count_text(res: dict[str, Any]) -> str:
+    """The three counts (agl.scoring.metrics.counts), each under its one name:
+    "refused 322, no coordinates 385, rejected 448"; "" for a result without them."""
+    return ", ".join(f"{label} {res[key]}" for key, label in COUNTS if res.get(key) is not None)
+
+
+def _counts_line(result: dict[str, Any]) -> str | None:
+    if not count_text(result):
+        return None
+    km = "10,000 km" if result.get("notes", {}).get("protocol") == "paper" else "the refusal distance"
+    return (f"clips refused {result['n_refused']} (the model declined), no coordinates "
+            f"{result['n_no_coordinates']} (scored {km}), rejected {result['n_rejected']} "
+            "(any field refused: the reject rate)")
 
 
 def _interval(ci: dict[str, Any], key: str, pattern: str) -> str:
@@ -84,5 +102,6 @@ def run_lines(doc: dict[str, Any]) -> list[str]:
         out.append(f"{doc['run']} [{protocol}]: n={res['n']} "
                    f"({doc['clips_predicted']}/{doc['dataset_clips']} clips predicted), "
                    f"mean {res['distance_error_km']:.1f} km, country {share(res['country_acc'])}, "
-                   f"continent {share(res['continent_acc'])}")
+                   f"continent {share(res['continent_acc'])}"
+                   + (f", {count_text(res)}" if count_text(res) else ""))
     return out
