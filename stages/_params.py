@@ -13,8 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))  # so a stage runs from a checkout without an install
 INTERRUPTED = "interrupted; `dvc repro` resumes where it stopped"
@@ -40,10 +38,15 @@ def load(*keys: str, path: Path | str | None = None, required: bool = True) -> d
     seed that is not a whole number, ...) is an AglError naming the key.
     """
     path = Path(path) if path else ROOT / "params.yaml"
+    from agl.core.yamlfile import load_yaml  # duplicate keys, bounds, UTF-8: one line each
+    from agl.errors import AglError
+
     try:
-        params = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        sys.exit(f"{path}: cannot read params ({exc})")
+        params = load_yaml(path)
+    except FileNotFoundError:
+        sys.exit(f"{path}: not found; run from the repository root")
+    except AglError as exc:
+        sys.exit(str(exc))
     from agl.core.secrets import check_config
 
     # No credential anywhere in the file: DVC copies params into dvc.lock, MLflow logs them.

@@ -409,3 +409,64 @@ def test_game_post_handler_on_mutated_guesses(data):
 def test_game_post_handler_on_deep_nesting():
     _check_guess(b"[" * 5000 + b"]" * 5000)
     _check_guess(b'{"clip_id": "aporee_1_1", "latitude": ' + b"9" * 5000 + b', "longitude": 1}')
+
+
+# --------------------------------------------------------------------------- params files
+_SECTIONS = ("infer", "models", "paper", "evaluate", "executor", "download", "counterfactual")
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
+                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
+                     st.sampled_from(["NaN", ".inf", "1e12", "yes please", "http://u:p@h/x"]))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3),
+    st.dictionaries(st.sampled_from(["limit", "seed", "backend", "model", "settings",
+                                     "base_url", "published", "kind", "ray", "shards",
+                                     "metric_bootstrap", "concurrency", "path", "sha256"]),
+                    inner, max_size=4)), max_leaves=12)
+_DOCS = st.dictionaries(st.sampled_from(_SECTIONS), _VALUES, max_size=4)
+
+
+def _params_readers(path: Path) -> None:
+    """What a stage and `agl infer` do with a params file: read it, then hand each section
+    to the config that reads it."""
+    from agl.core.checks import check_params
+    from agl.dataset.sources import SourceConfig
+    from agl.inference.runspec import load_params, parse_infer, parse_models
+    from agl.inference.transport import ExecutorConfig
+
+    doc = load_params(path)
+    for name, section in doc.items():
+        if section is not None:
+            check_params(name, section, str(path))
+    parse_infer(doc.get("infer"), str(path))
+    if doc.get("models") is not None:
+        parse_models(doc.get("models"), str(path))
+    SourceConfig.from_params(doc)
+    ExecutorConfig.from_params(doc.get("executor"), str(path))
+
+
+@FUZZ
+@given(st.data())
+def test_params_file_readers_on_generated_and_mutated_files(tmp_path_factory, data):
+    """YAML structure, types, sizes and encodings: a result or one line, never a traceback."""
+    import yaml
+
+    text = yaml.safe_dump(data.draw(_DOCS), sort_keys=False, allow_unicode=True)
+    raw = bytearray(text.encode(data.draw(st.sampled_from(["utf-8", "utf-16", "latin-1"])),
+                                errors="replace"))
+    for _ in range(data.draw(st.integers(0, 3))):  # duplicated lines, stray bytes, cuts
+        op = data.draw(st.sampled_from(["dup", "byte", "cut"]))
+        lines = bytes(raw).splitlines(keepends=True) or [b""]
+        at = data.draw(st.integers(0, len(lines) - 1))
+        if op == "dup":
+            lines.insert(at, lines[at])
+        elif op == "byte":
+            lines[at] = lines[at] + bytes([data.draw(st.integers(0, 255))])
+        else:
+            lines = lines[:at]
+        raw = bytearray(b"".join(lines))
+    path = tmp_path_factory.mktemp("params") / "params.yaml"
+    path.write_bytes(bytes(raw))
+    try:
+        _params_readers(path)
+    except AglError as exc:
+        assert "\n" not in str(exc), str(exc)

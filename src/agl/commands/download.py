@@ -40,10 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import yaml
 
     from agl.dataset.prepare import from_params, prepare  # lazy: `agl --help` imports every command module
-    from agl.errors import AglError  # lazy: `agl --help` imports every command module
 
     if args.out is None and not args.params.exists():
         from agl.core.workspace import refuse_inside_project  # lazy: `agl --help` imports every command module
@@ -51,10 +49,9 @@ def run(args: argparse.Namespace) -> int:
         refuse_inside_project("agl download", "data/")
     params: dict = {}
     if args.params.exists():
-        try:
-            params = yaml.safe_load(args.params.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise AglError(f"{args.params}: not valid YAML ({exc})") from None
+        from agl.core.yamlfile import load_yaml  # the one reader of configuration YAML
+
+        params = load_yaml(args.params)
     overrides = {
         "out": args.out,
         "base_url": args.base_url,

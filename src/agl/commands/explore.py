@@ -66,17 +66,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _report_params() -> dict:
     """params.yaml's `report` section where the command runs in the repository, else {}."""
-    import yaml
+    from agl.core.yamlfile import load_yaml  # the one reader of configuration YAML
+    from agl.errors import AglError  # lazy: `agl --help` imports every command module
 
     path = Path("params.yaml")
     if not path.is_file():
         return {}
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return {}
-    section = doc.get("report") if isinstance(doc, dict) else None
-    return section if isinstance(section, dict) else {}
+    section = load_yaml(path).get("report")
+    if section is not None and not isinstance(section, dict):
+        raise AglError(f"{path}: report: expected a mapping of settings")
+    return section or {}
 
 
 def run(args: argparse.Namespace) -> int:

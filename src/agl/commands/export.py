@@ -56,14 +56,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def read_params(path: Path) -> dict:
-    import yaml
 
-    from agl.errors import AglError  # lazy: `agl --help` imports every command module
 
     if not path.is_file():
         return {}
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise AglError(f"{path}: not valid YAML ({exc})") from None
-    return doc if isinstance(doc, dict) else {}
+    from agl.core.yamlfile import load_yaml  # (lazy, as above)
+
+    return load_yaml(path)

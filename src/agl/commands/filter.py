@@ -28,7 +28,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
 
-    import yaml
 
     from agl.core.jsonutil import dumps  # lazy: `agl --help` imports every command module
     from agl.core.outpaths import input_file, output_file  # lazy: `agl --help` imports every command module
@@ -40,10 +39,11 @@ def run(args: argparse.Namespace) -> int:
 
     section = {}
     if args.params.exists():
-        try:
-            section = (yaml.safe_load(args.params.read_text(encoding="utf-8")) or {}).get("filter", {})
-        except yaml.YAMLError as exc:
-            raise AglError(f"{args.params}: not valid YAML ({exc})") from None
+        from agl.core.yamlfile import load_yaml  # the one reader of configuration YAML
+
+        section = load_yaml(args.params).get("filter") or {}
+        if not isinstance(section, dict):
+            raise AglError(f"{args.params}: filter: expected a mapping of settings")
     cfg = FilterConfig.from_params(section, source=f"{args.params} filter")
     result = filter_manifest(args.manifest, args.audio_root, cfg, jobs=args.jobs)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -67,16 +67,17 @@ def run(args: argparse.Namespace) -> int:
 
 def _report_params(params: Path) -> dict:
     """params.yaml `report:` (empty when the file does not exist)."""
-    import yaml  # lazy: `agl --help` imports every command module
 
     from agl.errors import AglError  # lazy: as above
 
     if not params.exists():
         return {}
-    try:
-        return dict((yaml.safe_load(params.read_text()) or {}).get("report") or {})
-    except yaml.YAMLError as exc:
-        raise AglError(f"{params}: not valid YAML ({exc})") from None
+    from agl.core.yamlfile import load_yaml  # (lazy, as above)
+
+    section = load_yaml(params).get("report") or {}
+    if not isinstance(section, dict):
+        raise AglError(f"{params}: report: expected a mapping of settings")
+    return dict(section)
 
 
 def _judge(cfg: dict, roots: list[Path], judges: Path) -> Path:

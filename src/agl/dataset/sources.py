@@ -79,6 +79,18 @@ class SourceConfig:
     def from_params(cls, params: dict[str, Any] | None) -> SourceConfig:
         params = params or {}
         paper, download = params.get("paper") or {}, params.get("download") or {}
+        for name, section in (("paper", paper), ("download", download)):
+            if not isinstance(section, dict):
+                raise AglError(f"params.yaml {name}: expected a mapping of settings, not {section!r:.60}")
+        published = paper.get("published") or {}
+        if not isinstance(published, dict):
+            raise AglError(f"params.yaml paper.published: expected a mapping of name -> "
+                           f"{{path, sha256}}, not {published!r:.60}")
+        for key in ("base_url", "manifest", "manifest_url"):
+            value = (download if key == "manifest_url" else paper).get(key)
+            if value is not None and not isinstance(value, str):
+                section = "download" if key == "manifest_url" else "paper"
+                raise AglError(f"params.yaml {section}.{key}: expected a URL or path, not {value!r:.60}")
         cfg = cls(origin="params.yaml")
         cfg.base_url = str(paper.get("base_url") or cfg.base_url)
         cfg.manifest = str(paper.get("manifest") or cfg.manifest)
@@ -88,7 +100,7 @@ class SourceConfig:
             cfg.manifest_sha256 = sha256_value(cfg.manifest_sha256,
                                                "params.yaml download.manifest_sha256")
         _read_bounds(cfg, paper)
-        for name, entry in (paper.get("published") or {}).items():
+        for name, entry in published.items():
             if not isinstance(entry, dict) or not entry.get("path"):
                 raise AglError(f"params.yaml paper.published.{name}: needs a 'path' (and optionally 'sha256')")
             sha = entry.get("sha256")
@@ -109,12 +121,9 @@ class SourceConfig:
         path = Path(params_path)
         if not path.exists():
             return cls()
-        import yaml
+        from agl.core.yamlfile import load_yaml  # the one reader of configuration YAML
 
-        try:
-            return cls.from_params(yaml.safe_load(path.read_text(encoding="utf-8")))
-        except yaml.YAMLError as exc:
-            raise AglError(f"{path}: not valid YAML ({exc})") from None
+        return cls.from_params(load_yaml(path))
 
     def names(self) -> dict[str, Published]:
         """Every short name: params entries win over the leaderboard's folder names."""

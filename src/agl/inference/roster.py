@@ -41,11 +41,15 @@ class RosterEntry:
 def load_roster(path: Path | None = None, protocol: str = "controlled") -> list[RosterEntry]:
     """The roster (`agl/data/roster.yaml`, or `path`) under `protocol` (`controlled` or
     `paper`), every entry checked like params.yaml and recording its protocol."""
-    import yaml
+    from agl.core.yamlfile import parse_yaml  # duplicate keys, bounds, UTF-8: one line each
 
     source = path or resources.files("agl") / "data" / "roster.yaml"
     label = str(path or "agl/data/roster.yaml")
-    doc = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+    try:
+        data = source.read_bytes()
+    except OSError as exc:
+        raise AglError(f"{label}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    doc = parse_yaml(data, label)
     models = doc.get("models")
     if not isinstance(models, dict):
         raise AglError(f"{label}: models: expected a mapping of name -> entry")

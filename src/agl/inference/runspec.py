@@ -123,14 +123,12 @@ def stage_sources(p: dict[str, Any], spec: ModelSpec, infer: InferSettings, sour
 
 def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
     """A params file as a dict ({} when empty); a missing or malformed file is an AglError."""
-    import yaml
+    from agl.core.yamlfile import load_yaml  # the one reader of configuration YAML
 
     path = Path(path)
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        doc = load_yaml(path)
     except FileNotFoundError:
         raise AglError(f"{path}: not found; run from the repository root") from None
-    except yaml.YAMLError as exc:
-        raise AglError(f"{path}: not valid YAML ({exc})") from None
     check_config(doc, str(path))  # no credential: params reach dvc.lock and MLflow
     return doc
