@@ -245,3 +245,30 @@ def test_command_exports_with_notes(outputs, tmp_path):
     assert "agl explore: note: " not in r.stderr  # every optional part is here but speech
     _, idx = unwrap((tmp_path / "site" / "data" / "index.js").read_bytes())
     assert idx["protocol"] == "paper" and idx["wrong_km"] == 750.0
+
+
+def test_a_cut_or_short_score_table_is_never_shown_as_whole(outputs, tmp_path):
+    """A scores file cut mid-row is refused with its count; one missing whole rows says how
+    many clips have scores (issue 35: nothing shown as whole that is not)."""
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(outputs, root)
+    alpha = root / "build" / "runs" / "alpha" / "scores_paper.csv"
+    whole = alpha.read_bytes()
+    alpha.write_bytes(whole[: whole.rindex(b"\n", 0, len(whole) - 1) + 8])  # mid-row
+    notes = {r.name: r.result for r in load(paths(root)).runs}
+    assert notes["alpha"].scores is None
+    assert any("ends mid-row" in n and "complete row(s)" in n for n in notes["alpha"].notes), \
+        notes["alpha"].notes
+    lines = whole.decode().splitlines(keepends=True)
+    alpha.write_text("".join(lines[:-2]))  # two whole rows gone
+    result = next(r.result for r in load(paths(root)).runs if r.name == "alpha")
+    assert any(n.startswith("2 of 4 clips have scores") for n in result.notes), result.notes
+
+
+def test_export_into_a_path_under_a_file_is_one_line(explorer, tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(AglError) as err:
+        export(explorer, tmp_path / "a-file" / "site")
+    assert "\n" not in str(err.value) and "a-file" in str(err.value), str(err.value)

@@ -150,3 +150,25 @@ def _screenshot_tables(html_path: Path, png: Path) -> None:
         page.screenshot(path=str(png.with_name("second.png")), full_page=False)
         browser.close()
     assert png.stat().st_size > 20_000 and not math.isnan(png.stat().st_size)
+
+
+def test_a_cut_or_short_score_table_is_refused_by_the_report(tmp_path):
+    """The report scores nothing from a table that is not whole: cut mid-row, or fewer rows
+    than its metrics.json scored."""
+    import json
+
+    from agl.errors import AglError
+    from agl.report.inputs import collect_runs
+
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({"run": "r", "protocols": {"paper": {"n": 3}}}))
+    rows = "sample_id,has_speech,refused,failed\na,False,False,False\nb,False,False,False\n"
+    (run / "scores_paper.csv").write_text(rows + "c,False,Fal")
+    with pytest.raises(AglError, match="ends mid-row .2 complete row"):
+        collect_runs([tmp_path / "runs"], "paper")
+    (run / "scores_paper.csv").write_text(rows)
+    with pytest.raises(AglError, match="2 row.s., but .* scored 3: a cut or stale table"):
+        collect_runs([tmp_path / "runs"], "paper")
+    (run / "scores_paper.csv").write_text(rows + "c,False,False,False\n")
+    assert len(collect_runs([tmp_path / "runs"], "paper")[0].scored) == 3

@@ -23,6 +23,7 @@ import pandas as pd
 from agl.core import canonical
 from agl.core.audio import decode_or_reason, resample
 from agl.core.paths import remove
+from agl.core.tables import read_whole_csv
 from agl.counterfactual.perturb import KINDS, Intervention, apply, speech_segments
 from agl.dataset.checksums import file_digest, read_source, write_lock
 from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest, write_manifest
@@ -321,7 +322,7 @@ def paired_effects(
 def read_scores(path: Path) -> pd.DataFrame:
     if not Path(path).exists():
         raise AglError(f"{path}: no scores; run the evaluate stage of that model first")
-    return pd.read_csv(path)
+    return read_whole_csv(path, "re-run the evaluate stage of that model")
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,15 @@ def _picture(task: tuple[int, str, str]) -> tuple[int, str, bytes | None, str | 
 def _check_destination(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise AglError(f"--export {out}: is a file; give a folder")
+    for parent in out.absolute().parents:  # the first that exists must be a folder we can write
+        if parent.exists():
+            if not parent.is_dir():
+                raise AglError(f"--export {out}: {parent} is a file, not a folder; give a "
+                               "folder path")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise AglError(f"--export {out}: cannot write in {parent}; give a folder you "
+                               "can write")
+            break
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
         raise AglError(f"--export {out}: the folder is not empty and is not an earlier export "
                        f"(no {MARKER} in it); give a new or empty folder")

@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from agl.core.tables import read_whole_csv
 from agl.dataset.manifest import ManifestWarning, dataset_label, load_manifest
 from agl.errors import AglError
 from agl.judges.modes import is_wrong
@@ -210,6 +211,11 @@ def read_scored(folder: Path, protocol: str, wrong_km: float, keys: set[str], *,
         try:
             scores = _read_scores(score_path)
             wrong = is_wrong(scores, wrong_km=wrong_km)
+            unscored = [k for k in preds if k not in scores.index]
+            if unscored:  # a short table: the clips it lacks show no error, and say so
+                notes.append(f"{len(preds) - len(unscored)} of {len(preds)} clips have scores "
+                             f"in {score_path} (first without: {unscored[0]}); re-run "
+                             f"`{evaluate_hint}`")
         except AglError as exc:
             notes.append(str(exc))
             scores = None
@@ -217,11 +223,8 @@ def read_scored(folder: Path, protocol: str, wrong_km: float, keys: set[str], *,
 
 
 def _read_scores(path: Path) -> pd.DataFrame:
-    try:
-        frame = pd.read_csv(path, dtype={"sample_id": str}, low_memory=False)
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise AglError(f"{path}: unreadable score table ({str(exc).splitlines()[0][:120]}); "
-                       "re-run the evaluate stage") from None
+    frame = read_whole_csv(path, "re-run the evaluate stage", dtype={"sample_id": str},
+                           low_memory=False)
     missing = [c for c in SCORE_NEEDS if c not in frame.columns]
     if missing:
         raise AglError(f"{path}: not a score table (no column {', '.join(missing)}); re-run "

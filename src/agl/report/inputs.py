@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from agl.core.checks import check_params
+from agl.core.tables import read_whole_csv
 from agl.errors import AglError, reject_unknown_keys
 from agl.judges.modes import JudgeConfig, judge_from_config
 from agl.predictions.records import read_predictions
@@ -87,7 +88,13 @@ def collect_runs(roots: list[Path], protocol: str) -> list[RunInput]:
                 continue
             doc = json.loads(metrics.read_text())
             name = str(doc.get("run") or metrics.parent.name)
-            frame = pd.read_csv(scores, keep_default_na=True)
+            frame = read_whole_csv(scores, f"re-run the evaluate stage of {name}",
+                                   keep_default_na=True)
+            n = ((doc.get("protocols") or {}).get(protocol) or {}).get("n")
+            if isinstance(n, int) and len(frame) != n:  # cut at a row's end, or stale
+                raise AglError(f"{scores}: {len(frame)} row(s), but {metrics} scored {n}: a "
+                               f"cut or stale table, not reported; re-run the evaluate stage "
+                               f"of {name}")
             for col in ("has_speech", "refused", "failed"):
                 frame[col] = frame[col].astype(str).str.lower().eq("true")
             preds_path = metrics.parent / "predictions.jsonl"
