@@ -39,7 +39,7 @@ def make(path: Path, hours: float) -> None:
 
 def child(mode: str, path: Path, max_listen_s: float, cache: Path) -> dict:
     sys.path.insert(0, str(REPO / "src"))
-    from agl.speech.listen import Listener, SpeechConfig, decode_bounded, decode_16k
+    from agl.speech.listen import Listener, SpeechConfig, decode_16k, decode_bounded
 
     cfg = SpeechConfig(max_listen_s=max_listen_s, cache_dir=str(cache / "whisper"), heard_cache=None)
     t0 = time.perf_counter()
