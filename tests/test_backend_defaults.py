@@ -18,6 +18,8 @@ import yaml
 
 from agl.backends import available_backends, get_backend
 
+# One worker builds the demo clips once and every test here reads them (and the caches).
+pytestmark = pytest.mark.xdist_group("backend_defaults")
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
 OFFLINE = ("random", "random-sphere", "prior", "knn", "langprior", "birdrange")
