@@ -21,12 +21,11 @@ from pathlib import Path
 
 import _params
 
-from agl.contracts.models import parse_models
 from agl.core import canonical
 from agl.counterfactual.listen import KEYS, ListenConfig, listen_levels
 from agl.inference.estimate import estimate_run
 from agl.inference.model_run import RunTarget, run_spec, summary_line
-from agl.inference.runspec import SOURCE_PARAMS, parse_infer, stage_sources
+from agl.inference.runspec import SOURCE_PARAMS, model_entry, parse_infer, stage_sources
 from agl.inference.transport import read_transport
 
 
@@ -59,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
                      *(f"counterfactual.{k}" for k in KEYS), required=False)
     if p[f"models.{args.model}"] is None or p["infer"] is None or p["counterfactual.level_bootstrap"] is None:
         _params.load(f"models.{args.model}", "infer", "counterfactual.level_bootstrap")  # exits naming it
-    spec = parse_models({args.model: p[f"models.{args.model}"]})[0]
+    spec = model_entry(args.model, p[f"models.{args.model}"], "params.yaml", _params.ROOT / "params.yaml")
     infer = parse_infer(p["infer"])
     run_model = model_runner(spec, infer, stage_sources(p, spec, infer, "params.yaml"), args.intervention,
                              read_transport(_params.ROOT / "params.yaml"))  # as infer@<model>

@@ -108,7 +108,7 @@ def synth_places(tmp_path):
 
 def test_knn_leave_one_out_finds_same_place(tmp_path):
     cl = synth_places(tmp_path)
-    run_inference(ModelSpec("run", "knn", "logmel", settings={"k": 1}), load_prompt(), cl,
+    run_inference(ModelSpec("run", "knn", "logmel", settings={"k": 1, "leave_out": "clip"}), load_prompt(), cl,
                   out_dir=tmp_path / "run", audio_root=tmp_path / "audio",
                   options=RunOptions(progress=False))
     preds = read_predictions(tmp_path / "run" / "predictions.jsonl")

@@ -384,3 +384,124 @@ def test_the_section_covers_a_published_run_once_its_audio_is_heard(listener, ar
     assert "found speech in <b>0</b> of 2 clips" in page
     t = pd.read_csv(tmp_path / "speech_language_breakdown.csv").set_index("group")
     assert t.loc["no speech", "n"] == 2 and t.loc["not listened", "n"] == 1440
+
+
+# --- bounded listening and hearings from elsewhere (issue 35, item 7) ----------------------------
+
+
+def _bounded(listener, max_listen_s: float):
+    """The session's listener (its model loaded once) with another `max_listen_s`."""
+    from dataclasses import replace
+
+    from agl.speech.listen import Listener
+
+    quick = Listener.__new__(Listener)
+    quick.__dict__.update(listener.__dict__)
+    quick.cfg = replace(listener.cfg, max_listen_s=max_listen_s)
+    return quick
+
+
+def test_a_long_silent_file_is_decoded_and_heard_only_up_to_max_listen_s(listener, tmp_path, monkeypatch):
+    """Four minutes of silence (FLAC, as the three-hour file that was killed at 3 GB): with
+    `max_listen_s` 20 only its first 20 s (and one frame) are decoded, the clip is marked cut,
+    and langprior abstains on what it heard; the default hears the whole of it (no clip of
+    AGL1K or the demo is cut). The three-hour figures: docs/speech.md#long-clips."""
+    import soundfile as sf
+
+    from agl.contracts.calls import ReplyStatus, Request
+    from agl.speech.heard import from_doc, to_doc
+    from agl.speech.tables import summary, windows_jsonl
+
+    path = tmp_path / "silent.flac"
+    with sf.SoundFile(str(path), "w", 16_000, 1, "PCM_16", format="FLAC") as f:
+        for _ in range(4):
+            f.write(np.zeros(60 * 16_000, dtype=np.int16))
+    decoded = []
+    read = sf.SoundFile.read
+
+    def counted(self, frames=-1, *args, **kwargs):
+        out = read(self, frames, *args, **kwargs)
+        decoded.append(len(out))
+        return out
+
+    monkeypatch.setattr(sf.SoundFile, "read", counted)
+    bounded = _bounded(listener, 20.0)
+    r = bounded.listen("long", path)
+    assert sum(decoded) == 20 * 16_000 + 1, decoded  # never the other 220 s
+    assert (r.status, r.seconds, r.cut) == ("no_speech", 20.0, True)
+    assert from_doc("long", to_doc(r)).cut is True
+    assert json.loads(windows_jsonl([r]))["cut_at_s"] == 20.0
+    assert summary([r], bounded.cfg, None, None)["clips_cut"] == 1
+    assert summary([r], bounded.cfg, None, None)["thresholds"]["max_listen_s"] == 20.0
+    b = _backend(listener, max_listen_s=20.0)
+    b._listener = bounded
+    reply = asyncio.run(b.generate(Request("long", "", audio_path=path)))
+    assert reply.status is ReplyStatus.REFUSED and reply.extra["listened_s"] == 20.0
+    whole = listener.listen("long", path)
+    assert (whole.status, whole.seconds, whole.cut) == ("no_speech", 240.0, False)
+    assert "cut_at_s" not in windows_jsonl([whole])
+
+
+@pytest.mark.parametrize(("languages", "speech_seconds", "status", "why"), [
+    ((("de", 0.9),), 5.0, "heard", "status 'heard' is not one of"),
+    ((("de", 0.9),), 5.0, "off", "not listened to"),
+    (((None, 0.9),), 5.0, "ok", "language code None is not a code"),
+    (((12, 0.9),), 5.0, "ok", "language code 12 is not a code"),
+    ((("de", "0.9"),), 5.0, "ok", "probability of 'de' is '0.9', not a number"),
+    ((("de", float("inf")),), 5.0, "ok", "not a finite number in [0, 1]"),
+    ((("de", float("nan")), ("fr", 0.1)), 5.0, "uncertain", "not a finite number in [0, 1]"),
+    ((("de", 1.5),), 5.0, "ok", "not a finite number in [0, 1]"),
+    ((("de", True),), 5.0, "ok", "not a number"),
+    ((("de",),), 5.0, "ok", "not a (code, probability) pair"),
+    ((("de", 0.9),), None, "ok", "speech_seconds None"),
+    ((("de", 0.9),), "5", "uncertain", "speech_seconds '5'"),
+    ((("de", 0.9),), float("nan"), "no_speech", "speech_seconds nan"),
+    ((), 5.0, "ok", "status ok without a language"),
+])
+def test_a_hearing_langprior_did_not_make_is_a_failed_clip_never_an_exception(languages, speech_seconds,
+                                                                              status, why):
+    from agl.backends.langprior import answer
+    from agl.contracts.calls import ReplyStatus
+    from agl.speech.listen import ClipSpeech
+
+    reply = answer(ClipSpeech("k", status, seconds=10.0, speech_seconds=speech_seconds, languages=languages))
+    assert reply.status is ReplyStatus.FAILED and reply.text is None
+    assert reply.error.startswith("the clip's hearing is malformed: ") and why in reply.error
+
+
+def test_languages_are_checked_where_they_enter(tmp_path):
+    """The census refuses an infinite probability (every country's share would be NaN); a
+    heard-cache entry that no listening writes is a miss (the clip is heard again)."""
+    from agl.speech.census import country_probabilities
+    from agl.speech.heard import HeardCache, from_doc, to_doc
+    from agl.speech.listen import ClipSpeech
+
+    with pytest.raises(AglError, match=r"probability of 'de' is inf"):
+        country_probabilities([("de", float("inf")), ("fr", 0.5)])
+    with pytest.raises(AglError, match="language code None"):
+        country_probabilities([(None, 0.5)])
+    good = to_doc(ClipSpeech("k", "ok", seconds=10.0, speech_seconds=5.0, languages=(("de", 0.9),)))
+    assert from_doc("k", good).languages == (("de", 0.9),)
+    for bad in ({"languages": [["de", "0.9"]]}, {"languages": [[None, 0.9]]}, {"status": "off"},
+                {"speech_seconds": float("inf")}, {"cut": "no"}):
+        with pytest.raises(AglError):
+            from_doc("k", {**good, **bad})
+    cache = HeardCache(tmp_path, "ab" * 32)
+    cache.put("f00d", from_doc("k", good))
+    assert cache.get("k", "f00d").languages == (("de", 0.9),)
+    entry = next(tmp_path.rglob("f00d.json"))
+    entry.write_text(json.dumps({**good, "languages": [["de", "0.9"]]}), encoding="utf-8")  # by hand
+    assert cache.get("k", "f00d") is None  # a miss: the clip is heard again
+
+
+def test_speech_enabled_is_a_real_boolean():
+    from agl.speech.listen import SpeechConfig
+
+    for bad in ("yes please", "false", 1, None):
+        with pytest.raises(AglError, match=r"^params.yaml speech.enabled: .* is not a boolean; allowed: true or false"):
+            SpeechConfig.from_params({"enabled": bad})
+    assert SpeechConfig.from_params({"enabled": False}).enabled is False
+    for bad in (0, -1, float("inf"), "600", True):
+        with pytest.raises(AglError, match="speech.max_listen_s"):
+            SpeechConfig.from_params({"max_listen_s": bad})
+    assert SpeechConfig.from_params({"max_listen_s": 600}) == SpeechConfig()  # 600 is 600.0: one cache key

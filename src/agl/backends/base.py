@@ -41,6 +41,14 @@ class Backend(abc.ABC):
     """Base class. Subclasses set `name` through @register and implement `generate`."""
 
     name: ClassVar[str] = ""
+    # The model a run gets when none is named (`agl infer --backend NAME` without --model, a
+    # params.yaml entry without `model:`): the one default of every entrance. A backend whose
+    # params.yaml `models:` entry names a model sets it to that (tests/test_backend_defaults.py
+    # holds them equal); "" where no model can be assumed (an API or local model: the
+    # backend then asks for one in one line).
+    default_model: ClassVar[str] = ""
+    # For a backend with no default: a model to name in the one line that asks for one.
+    example_model: ClassVar[str] = ""
     # Whether the same request always gets the same reply (greedy decoding, temperature 0,
     # or a seeded baseline): only deterministic successful replies are cached.
     deterministic: bool = False
@@ -78,9 +86,16 @@ class Backend(abc.ABC):
         needed = cls.key_required or bool(settings.get("api_key_env"))
         return envs if needed and not any(os.environ.get(e) for e in envs) else ()
 
-    def __init__(self, model: str, **settings: Any):
-        self.model = model
+    def __init__(self, model: str = "", **settings: Any):
+        self.model = model or self.default_model
         self.settings = settings
+
+    def require_model(self) -> None:
+        """One line asking for a model where none was named and none can be assumed (an API's
+        or a local checkpoint's): never a request for the model ''."""
+        if not self.model:
+            raise AglError(f"{self.name} backend: name the model with --model (e.g. --model "
+                           f"{self.example_model}) or `model:` in its params.yaml entry")
 
     def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:
         """Called once by the runner before a run with the whole manifest (a list of
@@ -123,6 +138,12 @@ def _load_all() -> None:
 def available_backends() -> list[str]:
     _load_all()
     return sorted(_REGISTRY)
+
+
+def model_or_default(backend: str, model: str | None) -> str:
+    """`model`, or the backend's `default_model` when none is named: what every entrance
+    (the command line, a params.yaml entry, a stage) runs."""
+    return model or get_backend(backend).default_model
 
 
 def get_backend(name: str) -> type[Backend]:

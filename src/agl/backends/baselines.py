@@ -54,6 +54,8 @@ class _Blind(Backend):
 class UniformRandom(_Blind):
     """The paper's random baseline (seeded): lat U[-90, 90], lon U[-180, 180]."""
 
+    default_model = "uniform-latlon"
+
     async def generate(self, request: Request) -> Reply:
         rng = self._rng(request.sample_id)
         lat, lon = rng.uniform(-90, 90), rng.uniform(-180, 180)
@@ -64,6 +66,8 @@ class UniformRandom(_Blind):
 @register("random-sphere")
 class SphereRandom(_Blind):
     """A point drawn uniformly over the Earth's surface (seeded per clip)."""
+
+    default_model = "uniform-sphere"
 
     async def generate(self, request: Request) -> Reply:
         rng = self._rng(request.sample_id)
@@ -94,6 +98,7 @@ class CountryPrior(_Blind):
     # cached, and kept across reruns only while the manifest's labels are unchanged.
     deterministic = False
     reads_dataset = True
+    default_model = "top-country-centroid"
     answer: dict[str, Any] | None = None
 
     def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:

@@ -54,7 +54,9 @@ class BirdRange(Backend):
     needs_audio = True
     loads_model = True  # a speech / bird model in this process: one Ray actor per copy
 
-    def __init__(self, model: str = "birdnet-v2.4-range", **settings: Any):
+    default_model = "birdnet-v2.4-range"
+
+    def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
 
         reject_unknown_keys(settings, _KNOWN, "birdrange settings")

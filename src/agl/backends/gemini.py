@@ -49,11 +49,14 @@ class Gemini(Backend):
     default_key_envs: tuple[str, ...] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     key_required = True
     probe_first = True
-    def __init__(self, model: str, **settings: Any):
+    example_model = "gemini-2.5-flash"
+
+    def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
         self.deterministic = is_deterministic(settings)
         self.upload_above = int(settings.get("upload_above_bytes", 15_000_000))
         self._key = api_key(settings, self.default_key_envs, "gemini")
+        self.require_model()  # after the key: without one, the key is what to set first
         self._client = None
 
     def get_client(self):

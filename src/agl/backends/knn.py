@@ -13,9 +13,9 @@ It is a floor for "what does the sound of a place alone give without any world k
 not a strong model. Recordings of the same place (often by the same recordist) sit near each
 other, so leave-one-out over clips lets a clip's neighbour be another recording of the same
 street: the baseline peeks. `leave_out` (a unit of agl.scoring.clusters: `clip`, `cell:<deg>`,
-`city`, `site:<km>`; default `clip`, params.yaml sets `site:25` as the intervals' unit) leaves
-out every clip of the query's cluster; a clip whose cluster is the whole manifest has no
-neighbour and fails (counted, never guessed).
+`city`, `site:<km>`; default `site:25`, the intervals' unit, as params.yaml's entry: `clip` is
+plain leave-one-out, which lets it peek) leaves out every clip of the query's cluster; a clip
+whose cluster is the whole manifest has no neighbour and fails (counted, never guessed).
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ from agl.errors import AglError
 from agl.scoring.clusters import cluster_labels, parse_unit
 
 SAMPLING_RATE = 16_000
+# Clips of the query's own site (25 km) are never its neighbours: evaluate.resampling_unit's
+# default, and params.yaml's entry (one default for `agl infer --backend knn` and the stage).
+LEAVE_OUT = "site:25"
 N_FFT, HOP, N_MELS = 512, 256, 64
 FEATURE_DECIMALS, SIM_DECIMALS = 4, 9
 
@@ -91,14 +94,15 @@ def _features_or_none(path: Path, max_seconds: float) -> np.ndarray | None:
 class NearestNeighbours(Backend):
     deterministic = False  # depends on the whole manifest, which the cache key does not see
     reads_dataset = True  # so a rerun keeps its answers only while every clip is unchanged
+    default_model = "logmel-stats"
 
-    def __init__(self, model: str = "logmel", **settings: Any):
+    def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
         self.k = int(settings.get("k", 1))
         self.max_seconds = float(settings.get("max_seconds", 30))
         if self.k < 1:
             raise AglError(f"knn: k must be at least 1, got {self.k}")
-        self.leave_out = parse_unit(settings.get("leave_out", "clip"), "knn settings.leave_out")
+        self.leave_out = parse_unit(settings.get("leave_out", LEAVE_OUT), "knn settings.leave_out")
         self._index: dict[str, int] = {}
         self._clips: list[Any] = []
         self._sim: np.ndarray | None = None

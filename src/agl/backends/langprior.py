@@ -22,14 +22,21 @@ the languages and the top three countries with their probabilities.
 Settings (params.yaml `models: langprior: settings:`): the listening knobs of params.yaml
 `speech:` (model, sha256, device, compute_type, cpu_isa, threads, cache_dir, heard_cache, vad_threshold,
 vad_min_speech_ms, vad_min_silence_ms, vad_pad_ms, min_speech_s, window_s, max_windows,
-confident, min_language_probability, top_languages; the same defaults) and `point`
+confident, min_language_probability, top_languages, max_listen_s; the same defaults) and `point`
 (centroid | largest_city).
+
+`answer` reads a clip's hearing it may not have made itself (the heard cache is shared with the
+speech stage, and a file on disk can hold anything): a record that no listening writes (an
+unknown status, a language code that is not a string, a probability that is not a finite
+number in [0, 1], speech seconds missing or not finite) is a failed clip with the reason,
+never an exception and never a guess.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 import time
 from typing import Any
@@ -39,18 +46,52 @@ from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.errors import AglError
 from agl.speech.census import POINTS, census_identity, countries, country_probabilities, language_name
 from agl.speech.heard import CachedListener
-from agl.speech.listen import SpeechConfig
+from agl.speech.languages import bad_language
+from agl.speech.listen import STATUSES, SpeechConfig
 from agl.speech.tables import PROB_DECIMALS  # the speech stage's precision: digits the kernels agree on
 
 _LISTENING = {"model", "sha256", "device", "compute_type", "cpu_isa", "threads", "cache_dir", "heard_cache",
               "vad_threshold", "vad_min_speech_ms", "vad_min_silence_ms", "vad_pad_ms", "min_speech_s", "window_s",
-              "max_windows", "confident", "min_language_probability", "top_languages"}
+              "max_windows", "confident", "min_language_probability", "top_languages", "max_listen_s"}
+
+
+def malformed(heard) -> str | None:
+    """Why a clip's hearing is not one the listening writes, or None when it is one."""
+    status = getattr(heard, "status", None)
+    if not isinstance(status, str) or status not in STATUSES:
+        return f"status {status!r} is not one of {', '.join(STATUSES)}"
+    if status == "off":
+        return "the clip was not listened to (speech off)"
+    languages = getattr(heard, "languages", None)
+    if not isinstance(languages, list | tuple):
+        return f"languages {languages!r} is not a list of (code, probability)"
+    for i, pair in enumerate(languages):
+        why = (bad_language(*pair) if isinstance(pair, list | tuple) and len(pair) == 2
+               else f"{pair!r} is not a (code, probability) pair")
+        if why:
+            return f"languages[{i}]: {why}"
+    seconds = getattr(heard, "speech_seconds", None)
+    needed = status in ("ok", "uncertain")
+    if (seconds is not None or needed) and (
+            isinstance(seconds, bool) or not isinstance(seconds, int | float)
+            or not (math.isfinite(seconds) and seconds >= 0)):
+        return f"speech_seconds {seconds!r} is not a number of seconds"
+    if needed and not languages:
+        return f"status {status} without a language"
+    return None
 
 
 def answer(heard, point: str = "centroid", model_name: str = "") -> Reply:
-    """The reply for one clip's `ClipSpeech` (pure: no audio, no model)."""
+    """The reply for one clip's `ClipSpeech` (pure: no audio, no model). Never raises on a
+    hearing it did not make: a malformed one is a failed clip naming what is wrong."""
+    why = malformed(heard)
+    if why is not None:
+        return Reply(ReplyStatus.FAILED, error=f"the clip's hearing is malformed: {why}",
+                     extra={"speech_status": str(getattr(heard, "status", None))})
     extra: dict[str, Any] = {"speech_status": heard.status, "speech_seconds": heard.speech_seconds,
                              "languages": [[c, round(p, PROB_DECIMALS)] for c, p in heard.languages]}
+    if getattr(heard, "cut", False) is True and isinstance(heard.seconds, float):
+        extra["listened_s"] = heard.seconds  # the clip goes on past speech.max_listen_s: this much was heard
     if heard.status in ("missing", "unreadable"):
         return Reply(ReplyStatus.FAILED, error=f"could not listen: {heard.error}", extra=extra)
     if heard.status == "no_speech":
@@ -93,7 +134,9 @@ class LanguagePrior(Backend):
     needs_audio = True
     loads_model = True  # a speech / bird model in this process: one Ray actor per copy
 
-    def __init__(self, model: str = "pypi-whisper-base", **settings: Any):
+    default_model = SpeechConfig.model  # the speech stage's Whisper: one default, one heard cache
+
+    def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
         unknown = sorted(set(settings) - _LISTENING - {"point"})
         if unknown:
@@ -103,7 +146,7 @@ class LanguagePrior(Backend):
         if self.point not in POINTS:
             raise AglError(f"langprior: point '{self.point}' is not one of {', '.join(POINTS)}")
         listening = {k: v for k, v in settings.items() if k in _LISTENING and k != "model"}
-        self.cfg = SpeechConfig.from_params({**listening, "model": model}, source="langprior settings")
+        self.cfg = SpeechConfig.from_params({**listening, "model": self.model}, source="langprior settings")
         self._listener = None
         self._lock = threading.Lock()  # one CTranslate2 model: one clip at a time
 

@@ -66,9 +66,11 @@ class LocalTransformers(Backend):
     """A local audio-language model (see the module docstring for its settings)."""
 
     loads_model = True  # on a Ray cluster: one actor per model copy (agl.inference.executors)
+    example_model = "Qwen/Qwen2-Audio-7B-Instruct"
 
-    def __init__(self, model: str, **settings: Any):
+    def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
+        self.require_model()
         self.deterministic = not bool(settings.get("do_sample", False))
         self._lock = threading.Lock()
         self._loaded: tuple[Any, Any, Any] | None = None  # model, processor, config

@@ -71,12 +71,14 @@ class OpenAIChat(Backend):
     default_key_envs: tuple[str, ...] = ("OPENAI_API_KEY",)
     key_required = True
     probe_first = True
+    example_model = "gpt-4o-audio-preview"
 
-    def __init__(self, model: str, **settings: Any):
+    def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
         self.deterministic = is_deterministic(settings)
         self._key = api_key(settings, self.default_key_envs, self.name,
                             required=self.key_required)
+        self.require_model()  # after the key: without one, the key is what to set first
         self._base_url = base_url(settings, self.name)
         self._client = None
 
@@ -171,8 +173,9 @@ class OpenAIChat(Backend):
 class OpenAICompatible(OpenAIChat):
     default_key_envs = ()
     key_required = False
+    example_model = "Qwen/Qwen2-Audio-7B-Instruct"
 
-    def __init__(self, model: str, **settings: Any):
+    def __init__(self, model: str = "", **settings: Any):
         if not settings.get("base_url") and not settings.get("base_url_env"):
             raise AglError("openai-compatible backend: set base_url (e.g. "
                            "http://host:8000/v1, or --base-url), or base_url_env")

@@ -129,7 +129,7 @@ def _looks_like_key(name: str) -> bool:
 MODEL_FLAGS = ("backend", "model", "base_url", "setting", "price_in", "price_out", "prompt",
                "prompt_source", "concurrency", "timeout", "retries", "retry_after_cap", "cache_dir",
                "batch", "max_reply_bytes")
-DEFAULTS = {"model": "", "concurrency": 4, "timeout": 120.0, "retries": 5, "price_in": 0.0,
+DEFAULTS = {"concurrency": 4, "timeout": 120.0, "retries": 5, "price_in": 0.0,
             "price_out": 0.0, "prompt": "default", "cache_dir": "cache/responses", "setting": []}
 
 
@@ -179,8 +179,12 @@ def _from_flags(args: argparse.Namespace):
     check_config(settings, "agl infer")  # a URL with user:password@ or ?api-key= too
     if args.batch:
         settings["mode"] = "batch"
-    spec = ModelSpec(name="cli", backend=args.backend, model=args.model, settings=settings,
-                     price_in_per_m=args.price_in, price_out_per_m=args.price_out)
+    from agl.backends.base import model_or_default  # (lazy, as above)
+
+    # No --model: the backend's default, which its params.yaml entry names too (one default
+    # whatever the entrance; tests/test_backend_defaults.py).
+    spec = ModelSpec(name="cli", backend=args.backend, model=model_or_default(args.backend, args.model),
+                     settings=settings, price_in_per_m=args.price_in, price_out_per_m=args.price_out)
     infer = InferSettings(prompt=args.prompt, prompt_source=args.prompt_source,
                           concurrency=args.concurrency, timeout_s=args.timeout,
                           max_retries=args.retries, cache_dir=args.cache_dir or None,

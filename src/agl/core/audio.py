@@ -1,7 +1,7 @@
 """Audio files in, samples out: the one decoder and resampler of agl, and the probe.
 
-* `decode` / `decode_mono` / `load_mono`: float32 samples through soundfile (libsndfile >=
-  1.1 decodes MP3 itself: no ffmpeg, no torchaudio). `resample`: scipy's polyphase filter
+* `decode` / `decode_head` / `decode_mono` / `load_mono`: float32 samples through soundfile
+  (libsndfile >= 1.1 decodes MP3 itself: no ffmpeg, no torchaudio). `resample`: scipy's polyphase filter
   (`resample_poly`, its default Kaiser window), the only resampler agl uses, so the filter,
   the tagger, BirdNET, the interventions and the local backends all hear the same signal.
 * `probe`: is this file audio we can use? Open it, decode it to the end, measure its duration.
@@ -50,6 +50,21 @@ def decode(
             f.seek(0)
         data = f.read(frames=frames, dtype="float32", always_2d=True)
     return data, sr
+
+
+def decode_head(path: str | Path, max_seconds: float, *, rewind: bool = True) -> tuple[np.ndarray, int, bool]:
+    """`decode`'s first `max_seconds` (the same samples), and whether the file goes on past
+    them. Only those seconds (and one frame more, to know) are decoded and held: a three-hour
+    file costs what its first `max_seconds` cost, in time and in memory."""
+    import soundfile as sf  # as in `decode`
+
+    with sf.SoundFile(str(path)) as f:
+        sr = int(f.samplerate)
+        frames = max(1, int(max_seconds * sr))
+        if rewind and f.seekable():
+            f.seek(0)
+        data = f.read(frames=frames + 1, dtype="float32", always_2d=True)
+    return data[:frames], sr, data.shape[0] > frames
 
 
 def decode_mono(

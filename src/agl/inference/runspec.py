@@ -9,10 +9,11 @@ runs one of these models.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from agl.backends.base import model_or_default
 from agl.contracts.models import ModelSpec, fields_of, parse_models
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import check_config
@@ -69,10 +70,11 @@ def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
 
 
 def find_model(models: list[ModelSpec], name: str, source: str = "params.yaml") -> ModelSpec:
-    """The model named `name`, or an AglError listing the names there are."""
+    """The model named `name` (an entry without `model:` gets its backend's default, as
+    `agl infer --backend` does), or an AglError listing the names there are."""
     for m in models:
         if m.name == name:
-            return m
+            return with_default_model(m)
     raise AglError(f"{source}: no model named '{name}' under models: "
                    f"({', '.join(m.name for m in models)})")
 
@@ -82,7 +84,13 @@ def model_entry(name: str, entry: Any, source: str, params_path: str | Path) -> 
     the models of `params_path` there are."""
     if entry is None:
         find_model(parse_models(load_params(params_path).get("models"), source), name, source)
-    return parse_models({name: entry}, source)[0]
+    return with_default_model(parse_models({name: entry}, source)[0])
+
+
+def with_default_model(spec: ModelSpec) -> ModelSpec:
+    """`spec`, its model its backend's `default_model` when it names none: one default
+    whatever the entrance (`agl infer --backend`, `--entry`, the stage)."""
+    return spec if spec.model else replace(spec, model=model_or_default(spec.backend, spec.model))
 
 
 def prompt_source(spec: ModelSpec, infer: InferSettings) -> str | None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from agl.errors import AglError
+from agl.speech.languages import check_languages
 
 POINTS = ("centroid", "largest_city")
 MIN_CITY_POPULATION = 15_000
@@ -164,8 +165,10 @@ def country_given_language(code: str) -> dict[str, float]:
 def country_probabilities(languages: Sequence[tuple[str, float]]) -> tuple[list[tuple[str, float]], list[str]]:
     """(P(country | heard), the languages used): P(country | language) mixed over the given
     languages by their probabilities, renormalised over those with census figures. Sorted by
-    probability, then code."""
-    used = [(c, float(p)) for c, p in languages if p > 0 and country_given_language(c)]
+    probability, then code. A code that is not a string or a probability that is not a finite
+    number in [0, 1] is an AglError (an infinite one would make every share NaN)."""
+    languages = check_languages(languages, "langprior census")
+    used = [(c, p) for c, p in languages if p > 0 and country_given_language(c)]
     mass = sum(p for _, p in used)
     mix: dict[str, float] = {}
     for code, p in used:

@@ -15,7 +15,10 @@ an entry is a pure function of its key, and the key is everything that decides w
 An entry holds every float at full precision (JSON's shortest round-trip form), so a clip read
 back is the clip as heard, bit for bit, and both readers round it the way they always did.
 Clips that could not be heard (missing, unreadable) are never kept. Entries are written whole,
-then renamed, so a reader never sees half of one; an entry that does not parse is a miss.
+then renamed, so a reader never sees half of one; an entry that does not parse, or holds what
+no listening writes (a status not kept, a language code that is not a string, a probability
+that is not a finite number in [0, 1], a negative or infinite duration), is a miss: the clip
+is heard again, and its entry rewritten.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from agl.errors import AglError
+from agl.speech.languages import check_languages
 from agl.speech.listen import ClipSpeech, Listener, SpeechConfig, Window
 from agl.speech.model import file_sha256
 
@@ -57,22 +62,31 @@ def to_doc(heard: ClipSpeech) -> dict[str, Any]:
             "segments": [list(s) for s in heard.segments],
             "languages": [[c, p] for c, p in heard.languages],
             "windows": [w.as_dict() for w in heard.windows],
-            "speech_windows": heard.speech_windows, "transcript": heard.transcript}
+            "speech_windows": heard.speech_windows, "transcript": heard.transcript, "cut": heard.cut}
+
+
+def _seconds(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        raise AglError(f"{where}: {value!r} is not a number of seconds")
+    return float(value)
 
 
 def from_doc(key: str, doc: dict[str, Any]) -> ClipSpeech:
-    """The clip heard, under `key`, from `to_doc`'s form."""
-    def pairs(rows):
-        return tuple((str(a), float(b)) for a, b in rows)
-
-    windows = tuple(Window(tuple((float(s), float(e)) for s, e in w["spans"]), float(w["speech_seconds"]),
-                           pairs(w["top"])) for w in doc["windows"])
-    return ClipSpeech(key=key, status=str(doc["status"]), seconds=doc["seconds"],
-                      speech_seconds=doc["speech_seconds"],
-                      segments=tuple((float(s), float(e)) for s, e in doc["segments"]),
-                      languages=pairs(doc["languages"]), windows=windows,
+    """The clip heard, under `key`, from `to_doc`'s form; an AglError (or KeyError, TypeError,
+    ValueError) for an entry no listening writes: the caller treats it as a miss."""
+    if doc.get("status") not in _KEPT:
+        raise AglError(f"heard entry: status {doc.get('status')!r} is not one kept ({', '.join(_KEPT)})")
+    if not isinstance(doc.get("cut", False), bool):
+        raise AglError(f"heard entry: cut {doc['cut']!r} is not true or false")
+    windows = tuple(Window(tuple((_seconds(s, "span"), _seconds(e, "span")) for s, e in w["spans"]),
+                           _seconds(w["speech_seconds"], "window speech_seconds"),
+                           check_languages(w["top"], "heard entry window")) for w in doc["windows"])
+    return ClipSpeech(key=key, status=doc["status"], seconds=_seconds(doc["seconds"], "seconds"),
+                      speech_seconds=_seconds(doc["speech_seconds"], "speech_seconds"),
+                      segments=tuple((_seconds(s, "segment"), _seconds(e, "segment")) for s, e in doc["segments"]),
+                      languages=check_languages(doc["languages"], "heard entry"), windows=windows,
                       speech_windows=int(doc["speech_windows"]), transcript=doc.get("transcript"),
-                      extra={"vad_s": 0.0, "lid_s": 0.0, "heard_cache": "hit"})
+                      cut=doc.get("cut", False), extra={"vad_s": 0.0, "lid_s": 0.0, "heard_cache": "hit"})
 
 
 class HeardCache:
@@ -88,7 +102,7 @@ class HeardCache:
         try:
             doc = json.loads(self._path(audio_sha256).read_text(encoding="utf-8"))
             return from_doc(key, doc)
-        except (OSError, ValueError, KeyError, TypeError):  # absent or torn: listen again
+        except (OSError, ValueError, KeyError, TypeError, AglError):  # absent, torn or not heard: listen again
             return None
 
     def put(self, audio_sha256: str, heard: ClipSpeech) -> None:

@@ -1,6 +1,9 @@
 """Per clip: how many seconds of speech (VAD), and which language it is (Whisper).
 
-1. Decode to mono, resample to 16 kHz (scipy polyphase, as the tag stage does).
+1. Decode to mono, resample to 16 kHz (scipy polyphase, as the tag stage does): the clip's
+   first `max_listen_s` only (600 s, three times AGL1K's longest clip), decoded no further, so
+   a three-hour file costs what ten minutes cost (docs/speech.md#long-clips). A clip that goes
+   on past it is marked `cut`; `seconds` is what was heard.
 2. Voice activity: Silero VAD v6 as faster-whisper ships it (ONNX), run batched: the whole
    clip's 32 ms frames go through the network 10,000 frames per call, so a 30-minute clip
    costs seconds. Frames above `vad_threshold` open a segment, `vad_min_silence_ms` of quiet
@@ -25,6 +28,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
@@ -33,8 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from agl.core.audio import decode_mono, resample
+from agl.core.audio import decode_head, decode_mono, resample
 from agl.errors import AglError, reject_unknown_keys
+from agl.speech.languages import check_languages
 from agl.speech.model import CPU_ISAS, load_whisper, pin_kernels, resolve, vad_identity
 
 RATE = 16_000
@@ -68,12 +73,25 @@ class SpeechConfig:
     transcribe: bool = False
     beam_size: int = 1
     only_passed: bool = True
+    # Seconds of a clip heard at most (decoded at most): a long file costs what this costs.
+    max_listen_s: float = 600.0
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml speech") -> SpeechConfig:
         params = dict(params or {})
         reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
         params["sha256"] = dict(params.get("sha256") or {})
+        for name in ("enabled", "transcribe", "only_passed"):
+            # `enabled: 'yes please'` is text, and text is truthy: only YAML's true / false.
+            if name in params and not isinstance(params[name], bool):
+                raise AglError(f"{source}.{name}: {params[name]!r} is not a boolean; "
+                               "allowed: true or false (unquoted)")
+        limit = params.get("max_listen_s", cls.max_listen_s)
+        if isinstance(limit, bool) or not isinstance(limit, int | float) or not (math.isfinite(limit) and limit > 0):
+            raise AglError(f"{source}.max_listen_s: {limit!r} is not a positive finite number of seconds; "
+                           "e.g. max_listen_s: 600.0")
+        # 600 and 600.0 are one setting: one key of the heard cache (agl.speech.heard)
+        params["max_listen_s"] = float(limit)
         cfg = cls(**params)
         for name in ("vad_threshold", "confident", "min_language_probability"):
             if not 0.0 < float(getattr(cfg, name)) <= 1.0:
@@ -122,6 +140,7 @@ class ClipSpeech:
     speech_windows: int = 0  # windows of speech in the clip
     transcript: str | None = None  # `transcribe: true` and a language identified
     error: str | None = None
+    cut: bool = False  # the clip goes on past `max_listen_s`: only its first `seconds` were heard
     extra: dict[str, Any] = field(default_factory=dict)  # timings: never in a tracked output
 
     @property
@@ -133,12 +152,23 @@ class ClipSpeech:
         return self.languages[0][1] if self.languages else None
 
 
-def decode_16k(path: Path) -> np.ndarray:
+def decode_16k(path: Path, max_seconds: float | None = None) -> np.ndarray:
     """Mono float32 samples at 16 kHz: the project's one decode and resample, read as the
     filter, the tagger and BirdNET read it (rewound), so every curation stage hears the same
     signal. (Read without rewinding, a quarter of a 16 kHz LAME MP3's samples differ by one
-    float32 step, and on the demo's babble that moves Whisper's top probability by up to 0.04.)"""
-    mono, sr = decode_mono(path)
+    float32 step, and on the demo's babble that moves Whisper's top probability by up to 0.04.)
+    `max_seconds`: only the first seconds, decoded no further (`decode_bounded`)."""
+    return decode_bounded(path, max_seconds)[0] if max_seconds is not None else _to_16k(*decode_mono(path))
+
+
+def decode_bounded(path: Path, max_seconds: float) -> tuple[np.ndarray, bool]:
+    """(the first `max_seconds` at 16 kHz, whether the file goes on past them): the same
+    samples as `decode_16k`'s for a clip no longer than that. Only those seconds are decoded."""
+    data, sr, more = decode_head(path, max_seconds)
+    return _to_16k(data.mean(axis=1), sr), more
+
+
+def _to_16k(mono: np.ndarray, sr: int) -> np.ndarray:
     return np.ascontiguousarray(resample(mono, sr, RATE), dtype=np.float32)
 
 
@@ -208,7 +238,8 @@ class Listener:
     def language_probabilities(self, audio: np.ndarray) -> dict[str, float]:
         """Whisper's distribution over its languages for one window of <= 30 s."""
         _, _, probs = self.whisper.detect_language(audio=audio, language_detection_segments=1)
-        return {str(code): float(p) for code, p in probs}
+        # Checked as they enter: a NaN from a broken model would rank every country by NaN.
+        return dict(check_languages([(str(code), float(p)) for code, p in probs], "Whisper's language ID"))
 
     def transcript(self, audio: np.ndarray, language: str) -> str:
         segments, _ = self.whisper.transcribe(audio, language=language, beam_size=int(self.cfg.beam_size),
@@ -216,7 +247,7 @@ class Listener:
                                               vad_filter=False, without_timestamps=True)
         return " ".join(s.text.strip() for s in segments).strip()
 
-    def listen_samples(self, key: str, audio: np.ndarray) -> ClipSpeech:
+    def listen_samples(self, key: str, audio: np.ndarray, cut: bool = False) -> ClipSpeech:
         cfg = self.cfg
         t0 = time.perf_counter()
         segs = speech_segments(audio, cfg)
@@ -224,7 +255,7 @@ class Listener:
         seconds = len(audio) / RATE
         spans = tuple((s / RATE, e / RATE) for s, e in segs)
         speech_s = sum(e - s for s, e in segs) / RATE
-        base = {"key": key, "seconds": seconds, "speech_seconds": speech_s, "segments": spans}
+        base = {"key": key, "seconds": seconds, "speech_seconds": speech_s, "segments": spans, "cut": cut}
         if speech_s < cfg.min_speech_s or not segs:
             return ClipSpeech(status="no_speech", extra={"vad_s": vad_s, "lid_s": 0.0}, **base)
         pieces = cut_windows(segs, round(cfg.window_s * RATE), round(cfg.min_speech_s * RATE))
@@ -256,7 +287,7 @@ class Listener:
         if not path.is_file():
             return ClipSpeech(key, "missing", error=f"{path} not found")
         try:
-            audio = decode_16k(path)
+            audio, cut = decode_bounded(path, float(self.cfg.max_listen_s))
         except Exception as exc:  # soundfile raises several types for a bad file
             return ClipSpeech(key, "unreadable", error=f"{type(exc).__name__}: {exc}".replace("\n", " "))
-        return self.listen_samples(key, audio)
+        return self.listen_samples(key, audio, cut)

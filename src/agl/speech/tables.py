@@ -4,7 +4,8 @@
   code and English name) and its probability, the top candidates, windows read;
 * speech_windows.jsonl: per clip, the speech segments (clip seconds) and every language-ID
   window with the spans it joined and its own top languages (and the transcript with
-  `transcribe: true`: free text goes to JSON Lines, never CSV);
+  `transcribe: true`: free text goes to JSON Lines, never CSV; `cut_at_s` for a clip longer
+  than `max_listen_s`, heard up to it);
 * speech_summary.json: the model's identity (name, source, file SHA-256s, licence), the VAD's,
   the thresholds, counts. No timings (those go to speech_summary.timings.json).
 
@@ -81,6 +82,8 @@ def windows_jsonl(results: Sequence[ClipSpeech]) -> str:
         }  # fmt: skip
         if r.transcript is not None:
             doc["transcript"] = r.transcript
+        if r.cut:  # only its first `seconds` (speech.max_listen_s) were heard
+            doc["cut_at_s"] = round(r.seconds or 0.0, 3)
         out.append(jsonl_line(doc))
     return "".join(out)
 
@@ -115,6 +118,8 @@ def summary(results: Sequence[ClipSpeech], cfg: SpeechConfig, identity: dict[str
         "audio_seconds": round(sum(r.seconds or 0.0 for r in listened), 3),
         "speech_seconds": round(sum(r.speech_seconds or 0.0 for r in listened), 3),
         "windows_read": sum(len(r.windows) for r in listened),
+        # clips longer than speech.max_listen_s, heard up to it (speech_windows.jsonl: cut_at_s)
+        "clips_cut": sum(r.cut for r in listened),
     }
 
 
