@@ -59,6 +59,10 @@ class Backend(abc.ABC):
     # neighbours, prior's label counts): its records are kept across reruns only while the
     # whole dataset is unchanged (agl.inference.freshness).
     reads_dataset: bool = False
+    # Whether answers are computed offline at no cost (knn, the country prior, a replayed
+    # file): a rerun computes every clip again instead of keeping the run folder's records,
+    # so a record edited after the run never survives (agl.inference.model_run._rederive).
+    recompute: bool = False
     # The environment variables an API backend reads its key from (`api_key_env` overrides),
     # and whether it refuses to start without one: `agl infer --dry-run` names an unset key.
     default_key_envs: tuple[str, ...] = ()

@@ -35,6 +35,7 @@ from agl.errors import AglError
 class _Blind(Backend):
     deterministic = True
     needs_audio = False
+    recompute = True  # free and offline: a rerun answers again, never trusts the file
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)

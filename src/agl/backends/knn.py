@@ -94,6 +94,7 @@ def _features_or_none(path: Path, max_seconds: float) -> np.ndarray | None:
 class NearestNeighbours(Backend):
     deterministic = False  # depends on the whole manifest, which the cache key does not see
     reads_dataset = True  # so a rerun keeps its answers only while every clip is unchanged
+    recompute = True  # free and offline: a rerun answers again, never trusts the file
     default_model = "logmel-stats"
 
     def __init__(self, model: str = "", **settings: Any):

@@ -22,6 +22,7 @@ from agl.predictions.importer import import_published
 @register("replay")
 class Replay(Backend):
     needs_audio = False
+    recompute = True  # a published file read again: a rerun never trusts the run folder
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)

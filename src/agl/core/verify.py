@@ -77,8 +77,9 @@ class StageDiff:
             )
         if "machine" in kinds:
             return (
-                "same code, params and inputs, other bytes: not reproducible on this machine "
-                "(docs/bit-for-bit.md)"
+                "same code, params and inputs, other bytes: not reproducible on this machine, "
+                "or edited after the run (`dvc repro -f` of this stage derives it again: an "
+                "edited record does not survive, docs/inference.md) (docs/bit-for-bit.md)"
             )
         return (
             "same code, params and inputs, other bytes: not reproducible on this machine, or "

@@ -22,7 +22,7 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +37,9 @@ from agl.dataset.manifest import ManifestWarning, load_manifest
 from agl.dataset.manifest import clips as manifest_clips
 from agl.errors import AglError, ModelGone
 from agl.inference.batch.report import summary_text
-from agl.inference.cache import generation_settings
+from agl.inference.cache import ResponseCache, cache_key, generation_settings
 from agl.inference.executors import Executor, executor_for
-from agl.inference.finalize import PREDICTIONS, write_canonical_run
+from agl.inference.finalize import PREDICTIONS, canonical_records, write_canonical_run
 from agl.inference.freshness import current_audio, dataset_digest, hash_files, stale, stale_line
 from agl.inference.record import RunContext
 from agl.inference.runner import Backoff, RunOptions, progress_bar
@@ -110,6 +110,7 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
     settings = dict(spec.settings or {})
     backend_cls = get_backend(spec.backend)
     plan = _plan(spec, prompt, list(clips), out_dir, audio_root, options, backend_cls)
+    plan, before, backend = _rederive(plan, spec, options, backend_cls, backend)
     # mode: batch hands clips to the provider's batch API; else params.yaml `executor.kind`
     executor = executor_for(settings, options.transport.kind)
     t0 = time.perf_counter()
@@ -124,6 +125,7 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
 
     pred_path = plan.ctx.pred_path
     latest = {p.sample_id: p for p in iter_records(pred_path)} if pred_path.exists() else {}
+    _say_rebuilt(pred_path, before, latest, backend_cls)
     chosen = [latest[c.key] for c in plan.selected if c.key in latest]
     summary = run_summary(chosen, len(plan.selected), plan.ctx, wall, session)
     summary = executor.summarize(summary, chosen, settings, out_dir, report)
@@ -172,6 +174,65 @@ def _plan(spec: ModelSpec, prompt: Prompt, all_clips: list[Any], out_dir: Path,
     finished = {k for k, p in kept.items() if p.finished}
     return _Plan(all_clips, selected, [c for c in selected if c.key not in finished], ctx,
                  frozenset(p.sample_id for p in same if p.sample_id in kept and p.finished))
+
+
+def _rederive(plan: _Plan, spec: ModelSpec, options: RunOptions, backend_cls: type[Backend],
+              backend: Backend | None) -> tuple[_Plan, dict[str, Any], Backend | None]:
+    """An output is derived, never trusted: a kept record is answered again where that costs
+    nothing, so a line edited after the run cannot survive a rerun (or `dvc repro -f`).
+    A backend that computes its answers offline (`Backend.recompute`) answers every clip
+    again; a record whose reply is in the cache is served from it again (no request). Only
+    a record with neither (a sampled or uncached API reply: paid for) is kept as it is.
+    Returns the plan with those clips pending, the records they had, and the backend."""
+    kept = [c for c in plan.selected if c.key in plan.finished]
+    if not kept:
+        return plan, {}, backend
+    if backend_cls.recompute:
+        again = {c.key for c in kept}
+    elif options.cache_dir is None:
+        return plan, {}, backend
+    else:
+        try:
+            backend = backend or backend_cls(spec.model, **dict(spec.settings or {}))
+        except AglError:  # e.g. no key: a rerun that asks nothing needs none
+            return plan, {}, backend
+        if not backend.deterministic:
+            return plan, {}, backend
+        again = _cached(plan, backend, ResponseCache(options.cache_dir), kept)
+    if not again:
+        return plan, {}, backend
+    before = {p.sample_id: p for p in iter_records(plan.ctx.pred_path) if p.sample_id in again}
+    pending = [c for c in plan.selected if c.key not in plan.finished or c.key in again]
+    return replace(plan, pending=pending, finished=plan.finished - again), before, backend
+
+
+def _cached(plan: _Plan, backend: Backend, cache: ResponseCache, kept: list[Any]) -> set[str]:
+    """The kept clips whose request (as its record says it was made) has a cached reply."""
+    records = {p.sample_id: p for p in iter_records(plan.ctx.pred_path)}
+    system = backend.settings.get("system_prompt")
+    out = set()
+    for c in kept:
+        sha = records[c.key].meta.get("audio_sha256") if c.key in records else None
+        if backend.needs_audio and not sha:
+            continue
+        request = Request(sample_id=c.key, prompt=plan.ctx.prompt.text,
+                          audio_path=Path(c.relpath) if backend.needs_audio else None,
+                          audio_sha256=sha if backend.needs_audio else None, system=system)
+        if cache.get(cache_key(backend.name, backend.model, backend.settings, request)) is not None:
+            out.add(c.key)
+    return out
+
+
+def _say_rebuilt(pred_path: Path, before: dict[str, Any], latest: dict[str, Any],
+                 backend_cls: type[Backend]) -> None:
+    """One line when records answered again differ from what the file held (an edit)."""
+    changed = [k for k, p in before.items()
+               if k in latest and canonical_records({k: p}, [k])[0] != canonical_records({k: latest[k]}, [k])[0]]
+    if changed:
+        how = "computed again" if backend_cls.recompute else "served again from the reply cache"
+        print(f"{pred_path}: {len(changed)} record(s) differed from their answer {how} (first: "
+              f"{changed[0]}; edited after the run?): rebuilt, never scored as edited",
+              file=sys.stderr)
 
 
 def _work(plan: _Plan, spec: ModelSpec, options: RunOptions, out_dir: Path,
