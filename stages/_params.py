@@ -94,3 +94,11 @@ def run_main(main) -> None:
     except KeyboardInterrupt:  # what was written is whole (files are renamed into place)
         print(f"{name}: {INTERRUPTED}", file=sys.stderr)
         sys.exit(130)
+    except OSError as exc:  # a full disk, a read-only folder: one line, not a traceback
+        from agl.core.diskwrite import disk_error
+
+        err = disk_error(exc)
+        if err is None:
+            raise
+        print(f"{name}: error: {err}", file=sys.stderr)
+        sys.exit(1)

@@ -98,8 +98,10 @@ def run(args: argparse.Namespace) -> int:
     if args.scores_out:
         from pathlib import Path
 
+        from agl.core.diskwrite import replace_atomically  # whole or not at all: a full disk
+
         Path(args.scores_out).parent.mkdir(parents=True, exist_ok=True)
-        scored.to_csv(args.scores_out, index=False)
+        replace_atomically(args.scores_out, scored.to_csv(index=False).encode("utf-8"))
     if args.json:
         print(dumps(result, indent=2))
     else:

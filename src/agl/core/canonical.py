@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agl.core.diskwrite import replace_atomically
 from agl.core.jsonutil import jsonable
 from agl.core.secrets import scrub, scrub_text
 
@@ -185,11 +185,9 @@ def write_csv(
 
 def _write_text(path: Path, text: str) -> None:
     text = scrub_text(text)  # CSV cells, timings: whatever the object held
-    # newline="" keeps "\n" on every OS; written whole, then renamed, so no reader sees half.
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    # Bytes keep "\n" on every OS; written whole, then renamed, so no reader sees half (a
+    # full disk is one line and leaves the old file: agl.core.diskwrite).
+    replace_atomically(path, text.encode("utf-8"))
 
 
 # --- What does not belong in a tracked output -------------------------------------------

@@ -12,9 +12,9 @@ Nothing that depends on the true place leaves this module before that clip has a
 from __future__ import annotations
 
 import math
-import os
 import random
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agl.core.diskwrite import DiskError, replace_atomically
 from agl.core.geo import geodesic_km, geoscore
 from agl.core.jsonutil import dumps
 from agl.core.worldmap import great_circle
@@ -260,10 +261,19 @@ class GameSession:
         return meta
 
     def _record(self, prediction: Prediction) -> dict[str, Any]:
-        """Write first (durably), then reveal: the answer leaves only after its record exists."""
-        self._writer.write(prediction)
+        """Write first (durably), then reveal: the answer leaves only after its record exists.
+        A disk that refuses the record answers 507 (no room) or 503 (not writable) with its
+        one line, and nothing is recorded (the writer cuts back a partial line): the player
+        can guess again once there is room."""
+        try:
+            self._writer.write(prediction)
+        except DiskError as exc:
+            raise RequestError(exc.http_status, f"your guess was not saved: {exc}") from None
         self.done[prediction.sample_id] = prediction
-        self._write_summary()
+        try:
+            self._write_summary()
+        except DiskError as exc:  # the guess is saved; the summary catches up on the next one
+            print(f"agl play: warning: {exc}", file=sys.stderr)
         clip = self.by_id[prediction.sample_id]
         distance, score = self._scored(clip.key, prediction)
         result = {
@@ -300,10 +310,7 @@ class GameSession:
             "mean_latency_s": round(sum(latencies) / len(latencies), 3) if latencies else None,
             "updated_at": _now(),
         }
-        path = self.run_dir / SUMMARY
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(dumps(summary, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        replace_atomically(self.run_dir / SUMMARY, (dumps(summary, indent=2) + "\n").encode("utf-8"))
 
 
 # --- validation of what the page sends -------------------------------------------------------

@@ -20,6 +20,7 @@ Record fields:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -30,6 +31,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from agl.core.diskwrite import disk_error
 from agl.core.jsonutil import jsonable
 from agl.core.paths import inside
 from agl.errors import AglError
@@ -152,22 +154,35 @@ class PredictionWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         inside(self.path.parent, self.path)  # appends never go through a link out of the run folder
         _drop_torn_tail(self.path)
-        self._fh = open(self.path, "a", encoding="utf-8")
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise disk_error(exc, self.path) or exc from None
 
     def write(self, prediction: Prediction) -> None:
-        self._fh.write(_line(prediction))
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        self._append(_line(prediction).encode("utf-8"))
 
     def write_many(self, predictions: Iterable[Prediction]) -> None:
         """Group commit: append several records with one fsync (all durable on return).
         Lets a fast run write at the request rate instead of the disk's fsync rate."""
-        self._fh.write("".join(_line(p) for p in predictions))
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        self._append("".join(_line(p) for p in predictions).encode("utf-8"))
+
+    def _append(self, data: bytes) -> None:
+        """All of `data` and an fsync, or nothing: a failed append (a full disk) is cut back
+        to the last whole record, so the run stays resumable, and is one line (DiskError)."""
+        start = os.lseek(self._fd, 0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+            os.fsync(self._fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)
+            raise disk_error(exc, self.path) or exc from None
 
     def close(self) -> None:
-        self._fh.close()
+        os.close(self._fd)
 
     def __enter__(self) -> PredictionWriter:
         return self

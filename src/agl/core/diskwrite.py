@@ -1,0 +1,79 @@
+"""Writes that fail for want of room or rights: one line, and nothing half-written kept.
+
+A full disk (ENOSPC), a quota (EDQUOT), a file too large for its file system (EFBIG), a
+read-only mount (EROFS) or a folder agl may not write (EACCES, EPERM) is not a bug in agl and
+must not read as one (a traceback), nor leave a cut file under its final name that a later
+reader takes for whole. `DiskError` is the one line: which file, what happened, what to do.
+Every writer that renames a finished temporary file into place (`replace_atomically`) or
+appends records (agl.predictions.records.PredictionWriter, truncating back what a failed
+append left) raises it; the CLI and the stages turn any other such OSError into the same
+line (`disk_error`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from pathlib import Path
+
+from agl.errors import AglError
+
+_FULL = "free space on that disk (or write somewhere else), then rerun: what was written is kept"
+_DENIED = "write somewhere you may write (or change the folder's permissions), then rerun"
+_ACCESS = "read or write somewhere you may (or change the permissions), then rerun"
+PROBLEMS = {
+    errno.ENOSPC: ("cannot write: the disk is full", _FULL),
+    errno.EDQUOT: ("cannot write: the disk quota is used up", _FULL),
+    errno.EFBIG: ("cannot write: the file is too large for its file system",
+                  "write it to another file system"),
+    errno.EROFS: ("cannot write: the file system is read-only", _DENIED),
+    errno.EACCES: ("permission denied", _ACCESS),
+    errno.EPERM: ("operation not permitted", _ACCESS),
+}
+# What a server says for each (the listening game): 507 Insufficient Storage for room,
+# 503 Service Unavailable for a folder it may not write.
+HTTP_STATUS = {errno.ENOSPC: 507, errno.EDQUOT: 507, errno.EFBIG: 507}
+
+
+class DiskError(AglError):
+    """A write refused by the file system; `errno` says which way."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.errno = code
+
+    @property
+    def http_status(self) -> int:
+        return HTTP_STATUS.get(self.errno, 503)
+
+
+def disk_error(exc: BaseException, path: str | Path | None = None) -> DiskError | None:
+    """The one line for an OSError of the kinds above (None for any other error)."""
+    if not isinstance(exc, OSError) or exc.errno not in PROBLEMS:
+        return None
+    what, todo = PROBLEMS[exc.errno]
+    where = path or exc.filename or "a file"
+    return DiskError(f"{where}: {what}; {todo}", exc.errno)
+
+
+def replace_atomically(path: str | Path, data: bytes) -> Path:
+    """`data` written to a temporary file beside `path`, synced, then renamed over it: a
+    reader sees the old file or the new one, never half; on a failed write the temporary
+    is removed and the old file (if any) left as it was."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):  # a read-only folder may refuse this too
+            tmp.unlink(missing_ok=True)
+        err = disk_error(exc, path)
+        if err is None:
+            raise
+        raise err from None
+    return path
