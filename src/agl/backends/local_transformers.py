@@ -216,7 +216,9 @@ class LocalTransformers(Backend):
                 # there depends on every clip before it; here each clip (alone in its
                 # generate, see _drain_queue) restarts from (seed, its id): a rerun, a
                 # resumed run or another order repeats it.
-                torch.manual_seed(clip_seed(int(self.settings["seed"]), items[0][0].sample_id))
+                request = items[0][0]
+                torch.manual_seed(clip_seed(int(self.settings["seed"]), request.sample_id
+                                            + (f"#{request.repeat}" if request.repeat else "")))
             clock.start()
             with torch.inference_mode():
                 out = generator.generate(**inputs, **gen)

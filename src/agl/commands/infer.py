@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="run folder for predictions.jsonl + summary")
     p.add_argument("--concurrency", type=int, help="requests in flight (default 4)")
     p.add_argument("--limit", type=int, help="only the first K clips of the manifest")
+    p.add_argument("--repeats", type=int,
+                   help="ask each clip N times (default 1; repeats 1..N-1 in OUT/repeats/<k>/)")
     p.add_argument("--prompt", help="prompt name (default, agl1k-paper, ...)")
     p.add_argument("--prompt-source",
                    help="published result file for --prompt agl1k-paper (path, URL, paper:NAME)")
@@ -128,9 +130,10 @@ def _looks_like_key(name: str) -> bool:
 # The flags that describe the model or how to run it: --entry takes all of them from params.yaml.
 MODEL_FLAGS = ("backend", "model", "base_url", "setting", "price_in", "price_out", "prompt",
                "prompt_source", "concurrency", "timeout", "retries", "retry_after_cap", "cache_dir",
-               "batch", "max_reply_bytes")
+               "batch", "max_reply_bytes", "repeats")
 DEFAULTS = {"concurrency": 4, "timeout": 120.0, "retries": 5, "price_in": 0.0,
-            "price_out": 0.0, "prompt": "default", "cache_dir": "cache/responses", "setting": []}
+            "price_out": 0.0, "prompt": "default", "cache_dir": "cache/responses", "setting": [],
+            "repeats": 1}
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
@@ -188,10 +191,15 @@ def _from_flags(args: argparse.Namespace):
     infer = InferSettings(prompt=args.prompt, prompt_source=args.prompt_source,
                           concurrency=args.concurrency, timeout_s=args.timeout,
                           max_retries=args.retries, cache_dir=args.cache_dir or None,
+                          repeats=args.repeats,
                           **({} if args.retry_after_cap is None
                              else {"retry_after_cap_s": args.retry_after_cap}),
                           **({} if args.max_reply_bytes is None
                              else {"max_reply_bytes": args.max_reply_bytes}))
+    from agl.inference.runspec import MAX_REPEATS  # (lazy, as above)
+
+    if not 1 <= args.repeats <= MAX_REPEATS:
+        raise AglError(f"--repeats must be a whole number from 1 to {MAX_REPEATS}, got {args.repeats}")
     return spec, infer
 
 

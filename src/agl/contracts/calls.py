@@ -27,6 +27,9 @@ class Request:
     audio_path: Path | None = None
     audio_sha256: str | None = None
     system: str | None = None
+    # Which asking of the clip this is (params.yaml infer.repeats): 0 is the run itself;
+    # each further repeat is its own cache entry and its own sampled draw.
+    repeat: int = 0
 
 
 class ReplyStatus(StrEnum):

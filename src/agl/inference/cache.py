@@ -115,6 +115,8 @@ def cache_key(backend: str, model: str, settings: dict[str, Any], request: Reque
         # baselines draw per clip), so the clip id is part of the address.
         "sample_id": request.sample_id if request.audio_sha256 is None else None,
     }
+    if request.repeat:  # repeat 0 keeps the address every earlier run cached under
+        material["repeat"] = int(request.repeat)
     blob = json.dumps(material, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

@@ -30,6 +30,7 @@ from agl.backends.base import Backend, get_backend
 from agl.backends.endpoints import pool_capacity
 from agl.contracts.calls import Request
 from agl.contracts.models import ModelSpec
+from agl.core.paths import remove
 from agl.core.secrets import scrub
 from agl.core.single_writer import exclusive
 from agl.core.workspace import shared_path
@@ -156,6 +157,8 @@ def _plan(spec: ModelSpec, prompt: Prompt, all_clips: list[Any], out_dir: Path,
     if backend_cls.reads_dataset:
         fingerprint = hashlib.sha256(
             f"{fingerprint}:{dataset_digest(all_clips, audio)}".encode()).hexdigest()[:16]
+    if options.repeat:  # a repeat's records never stand in for another repeat's
+        fingerprint = hashlib.sha256(f"{fingerprint}:repeat{options.repeat}".encode()).hexdigest()[:16]
     ctx = RunContext(spec, prompt, fingerprint, pred_path, options.progress)
 
     same = [p for p in records if p.meta.get("run_fingerprint") == fingerprint]
@@ -198,7 +201,7 @@ def _rederive(plan: _Plan, spec: ModelSpec, options: RunOptions, backend_cls: ty
             return plan, {}, backend
         if not backend.deterministic:
             return plan, {}, backend
-        again = _cached(plan, backend, ResponseCache(options.cache_dir), kept)
+        again = _cached(plan, backend, ResponseCache(options.cache_dir), kept, options.repeat)
     if not again:
         return plan, {}, backend
     before = {p.sample_id: p for p in iter_records(plan.ctx.pred_path) if p.sample_id in again}
@@ -206,7 +209,8 @@ def _rederive(plan: _Plan, spec: ModelSpec, options: RunOptions, backend_cls: ty
     return replace(plan, pending=pending, finished=plan.finished - again), before, backend
 
 
-def _cached(plan: _Plan, backend: Backend, cache: ResponseCache, kept: list[Any]) -> set[str]:
+def _cached(plan: _Plan, backend: Backend, cache: ResponseCache, kept: list[Any],
+            repeat: int) -> set[str]:
     """The kept clips whose request (as its record says it was made) has a cached reply."""
     records = {p.sample_id: p for p in iter_records(plan.ctx.pred_path)}
     system = backend.settings.get("system_prompt")
@@ -217,7 +221,8 @@ def _cached(plan: _Plan, backend: Backend, cache: ResponseCache, kept: list[Any]
             continue
         request = Request(sample_id=c.key, prompt=plan.ctx.prompt.text,
                           audio_path=Path(c.relpath) if backend.needs_audio else None,
-                          audio_sha256=sha if backend.needs_audio else None, system=system)
+                          audio_sha256=sha if backend.needs_audio else None, system=system,
+                          repeat=repeat)
         if cache.get(cache_key(backend.name, backend.model, backend.settings, request)) is not None:
             out.add(c.key)
     return out
@@ -249,7 +254,7 @@ def _work(plan: _Plan, spec: ModelSpec, options: RunOptions, out_dir: Path,
     # Qwen2.5-Omni and Gemma-3n system prompts, openllm.py L424 and L304).
     system = spec.settings.get("system_prompt") if spec.settings else None
     requests = tuple(Request(sample_id=c.key, prompt=plan.ctx.prompt.text, audio_path=path,
-                             audio_sha256=h, system=system)
+                             audio_sha256=h, system=system, repeat=options.repeat)
                      for c, path, h in zip(plan.pending, paths, hashes, strict=True))
     return Work(requests=requests, spec=spec, options=options, out_dir=out_dir,
                 fingerprint=plan.ctx.fingerprint, finished=plan.finished,
@@ -324,6 +329,10 @@ def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit:
     try:
         summary = run_inference(spec, prompt, manifest_clips(frame), out_dir=target.out_dir,
                                 audio_root=target.audio_root, options=options, backend=backend)
+        repeats = _run_repeats(spec, prompt, manifest_clips(frame), target, options, backend,
+                               int(infer.repeats))
+        if repeats:
+            summary = {**summary, "repeats": repeats}
     except ModelGone as exc:
         raise ModelGone(gone_line(spec, exc), model=exc.model,
                         provider_message=exc.provider_message) from None
@@ -335,6 +344,27 @@ def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit:
                                                           "endpoints": summary["endpoints"]}),
                                                    indent=2) + "\n", encoding="utf-8")
     return summary
+
+
+REPEATS = "repeats"  # <run>/repeats/<k>/: repeat k's run folder (a DVC output, empty for one run)
+
+
+def _run_repeats(spec: ModelSpec, prompt: Prompt, clips: list[Any], target: RunTarget,
+                 options: RunOptions, backend: Backend | None, n: int) -> list[dict[str, Any]]:
+    """Repeats 1..n-1 of the run, each a run of its own into <run>/repeats/<k>/ (resumable,
+    cached by its repeat index); a folder of a repeat past n (a smaller `repeats`) goes."""
+    folder = Path(target.out_dir) / REPEATS
+    folder.mkdir(parents=True, exist_ok=True)  # always there: the stage declares it
+    for old in folder.iterdir():
+        if not (old.is_dir() and old.name.isdigit() and 1 <= int(old.name) < n):
+            remove(old)
+    out = []
+    for k in range(1, n):
+        s = run_inference(spec, prompt, clips, out_dir=folder / str(k), audio_root=target.audio_root,
+                          options=replace(options, repeat=k), backend=backend)
+        print(f"repeat {k}: {summary_line(s)}", file=sys.stderr)
+        out.append(s)
+    return out
 
 
 def gone_line(spec: ModelSpec, exc: ModelGone) -> str:

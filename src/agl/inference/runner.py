@@ -83,6 +83,9 @@ class RunOptions:
     # Which executor carries the requests (params.yaml `executor:`): transport, never part of
     # a record, a fingerprint or a cache key.
     transport: ExecutorConfig = ExecutorConfig()
+    # Which repeat of the run this is (params.yaml infer.repeats; 0: the run itself): in
+    # every request's cache key and in the run's fingerprint, so repeats never share answers.
+    repeat: int = 0
 
     def bound(self, backend: Backend) -> Backend:
         """`backend` with these reply caps (read when its SDK client is first made)."""

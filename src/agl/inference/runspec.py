@@ -21,6 +21,8 @@ from agl.dataset.sources import SourceConfig
 from agl.errors import AglError, reject_unknown_keys
 from agl.prompts import PAPER
 
+MAX_REPEATS = 100  # the authors ran one seed; 100 draws pin a flip rate to a few points
+
 
 @dataclass(frozen=True)
 class InferSettings:
@@ -39,6 +41,9 @@ class InferSettings:
     max_batch_bytes: int = MAX_BATCH_BYTES  # a batch job's status or result file
     cache_dir: str | None = "cache/responses"
     limit: int | None = None
+    # Each clip asked this many times (1: once). Repeats 1..N-1 go to <run>/repeats/<k>/,
+    # each its own cached request and draw; evaluate reports their stability.
+    repeats: int = 1
 
 
 def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
@@ -66,6 +71,9 @@ def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
             raise AglError(f"{source}: infer.{key}: must be a positive number of bytes")
     if s.limit is not None and int(s.limit) < 1:
         raise AglError(f"{source}: infer.limit: must be at least 1 (or null for all clips)")
+    if isinstance(s.repeats, bool) or not isinstance(s.repeats, int) or not 1 <= s.repeats <= MAX_REPEATS:
+        raise AglError(f"{source}: infer.repeats: {s.repeats!r} is not a whole number from 1 to "
+                       f"{MAX_REPEATS} (1: each clip asked once)")
     return s
 
 

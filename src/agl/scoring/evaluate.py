@@ -24,6 +24,7 @@ from agl.scoring.config import EvaluateConfig
 from agl.scoring.coverage import Coverage, check_run_summary, torn_error
 from agl.scoring.metrics import SUMMARY_COLUMNS, summarize_later
 from agl.scoring.protocols import PROTOCOLS
+from agl.scoring.repeats import stability
 
 
 def load_predictions_any(path: str | Path, *, reparse: bool = False) -> pd.DataFrame:
@@ -214,10 +215,16 @@ def evaluate_run(
                            "dataset": dataset_label(manifest), "dataset_clips": cover.clips,
                            "clips_predicted": cover.predicted, "protocols": {}}
     artifacts = [Path(predictions_path)]
+    repeats = _repeat_predictions(Path(predictions_path))
     for protocol in config.protocols:
         result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=config.metric_bootstrap,
                                          seed=config.seed, strict_refusal_km=config.strict_refusal_km,
                                          unit=config.resampling_unit)
+        if repeats:  # infer.repeats > 1: how stable the answers are over the repeats
+            tables = [scored] + [score_with_notes(manifest, r, protocol,
+                                                  strict_refusal_km=config.strict_refusal_km)[0]
+                                 for r in repeats]
+            result = {**result, "repeats": stability(tables)}
         doc["protocols"][protocol] = result
         scores_path = out_dir / f"scores_{protocol}.csv"
         canonical.write_csv(scored, scores_path)
@@ -229,6 +236,17 @@ def evaluate_run(
         doc["mlflow_run_id"] = _log_evaluation(doc, config, info, run_summary, artifacts,
                                                (manifest, manifest_path))
     return doc
+
+
+def _repeat_predictions(predictions_path: Path) -> list[Any]:
+    """The predictions of each repeat beside the run (<run>/repeats/<k>/predictions.jsonl,
+    in repeat order; agl.inference.model_run.REPEATS), [] for a run asked once."""
+    folder = predictions_path.parent / "repeats"
+    if not folder.is_dir():
+        return []
+    found = sorted((int(d.name), d / predictions_path.name) for d in folder.iterdir()
+                   if d.is_dir() and d.name.isdigit() and (d / predictions_path.name).is_file())
+    return [load_predictions_any(path) for _, path in found]
 
 
 def _with_timings(summary_path: Path, run_summary: dict[str, Any], artifacts: list[Path]) -> dict[str, Any]:

@@ -93,6 +93,14 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
             row[f"{c}_clip_lo"], row[f"{c}_clip_hi"] = lo, hi
         for c in ("distance_error_km", "country_acc"):
             row[f"design_effect_{c}"] = res.get("design_effect", {}).get(c, 1.0)
+        if res.get("repeats"):  # infer.repeats > 1 (agl.scoring.repeats): only then a column
+            rep = res["repeats"]
+            row["repeats"] = rep["n_repeats"]
+            for c in ("distance_error_km", "country_acc"):
+                row[f"{c}_repeat_mean"] = rep["metrics"][c]["mean"]
+                row[f"{c}_repeat_std"] = rep["metrics"][c]["std"]
+            row["flip_rate"] = rep["flip_rate"]
+            row["consensus_country_acc"] = rep["consensus_country_acc"]
         rows.append(row)
     _no_protocol(unscored, protocol, ranked=len(rows))
     frame = pd.DataFrame(rows)
@@ -251,7 +259,20 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     if not any_paper:
         keep = [k for k in range(len(head)) if k not in paper_at]
         head, rows = [head[k] for k in keep], [[row[k] for k in keep] for row in rows]
+    if "repeats" in board and board["repeats"].notna().any():
+        head = [*head, "repeats: km, country (mean ± std); flips"]
+        rows = [[*row, _repeat_cell(r)] for row, (_, r) in zip(rows, board.iterrows(), strict=True)]
     return head, rows
+
+
+def _repeat_cell(r: pd.Series) -> str:
+    """`n×: km mean ± std, country mean ± std; flip rate` for a run asked several times."""
+    n = r.get("repeats")
+    if n is None or pd.isna(n):
+        return ""
+    km = f"{_cell(r['distance_error_km_repeat_mean'], 1)} ± {_cell(r['distance_error_km_repeat_std'], 1)}"
+    acc = f"{_cell(r['country_acc_repeat_mean'], 2)} ± {_cell(r['country_acc_repeat_std'], 2)}"
+    return f"{int(n)}×: {km}, {acc}; {_cell(r['flip_rate'], 2)}"
 
 
 PROTOCOL_MARK = "‡"
@@ -343,6 +364,12 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
         notes.append(IMPORTED_NOTE)
     if any(NOT_APPLICABLE in c for row in render_rows(rows)[1] for c in row):
         notes.append(NOT_APPLICABLE_LEGEND)
+    if "repeats" in rows and rows["repeats"].notna().any():
+        notes.append("A run asked several times (params.yaml infer.repeats) shows each headline "
+                     "metric's mean ± standard deviation over its repeats, and its flip rate: the "
+                     "share of clips whose country is not the same in every repeat (sampling "
+                     "noise no clip interval shows; docs/metrics.md#repeats). Its rank and "
+                     "interval are repeat 0's.")
     if "n_clusters" in rows:
         notes.append("95% intervals resample whole clusters of clips (the 'clusters' column: how "
                      "many, under which unit; docs/metrics.md#clusters). The design effect is "
