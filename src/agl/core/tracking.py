@@ -13,10 +13,11 @@ import math
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agl.core.mlflow_view import runs_url, save_view, ui_base
 from agl.core.secrets import contains_secret, known_secrets, scrub_text
 from agl.core.secrets import scrub as scrub_secrets
 from agl.core.workspace import shared_root
@@ -109,6 +110,11 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 
 
+def experiment_name(experiment: str | None = None) -> str:
+    """`experiment`, else `AGL_MLFLOW_EXPERIMENT`, else DEFAULT_EXPERIMENT."""
+    return experiment or os.environ.get("AGL_MLFLOW_EXPERIMENT") or DEFAULT_EXPERIMENT
+
+
 def experiment_id(client: Any, name: str) -> str:
     """The experiment `name`, created if absent, tagged so the UI opens on its runs (an
     experiment someone already tagged keeps its kind)."""
@@ -141,8 +147,7 @@ def log_run(
     """
     mlflow = _mlflow()
     client = mlflow.tracking.MlflowClient()
-    name = experiment or os.environ.get("AGL_MLFLOW_EXPERIMENT") or DEFAULT_EXPERIMENT
-    exp_id = experiment_id(client, name)
+    exp_id = experiment_id(client, experiment_name(experiment))
     found = client.search_runs(
         [exp_id], filter_string=f"tags.`agl.run_key` = '{run_key}'", max_results=1
     )
@@ -176,6 +181,17 @@ def log_run(
                 elif path.exists():
                     mlflow.log_artifact(str(path))
         return run.info.run_id
+
+
+def save_runs_view(metrics: Sequence[str], *, sort_by: str | None = None,
+                   experiment: str | None = None) -> str:
+    """Save the experiment's runs view with `metrics` as columns (agl.core.mlflow_view);
+    returns the URL that opens it."""
+    mlflow = _mlflow()
+    client = mlflow.tracking.MlflowClient()
+    exp_id = experiment_id(client, experiment_name(experiment))
+    save_view(client, exp_id, metrics, sort_by)
+    return runs_url(exp_id, ui_base(tracking_uri()))
 
 
 # MLflow's dataset table holds a digest of at most 36 characters (String(36)); the full SHA-256
