@@ -55,3 +55,32 @@ def test_the_ui_address_of_a_tracking_uri():
     # a served UI: no credentials in the printed link, no trailing slash
     assert ui_base("https://alice:s3cret@mlflow.example.org/team/") == "https://mlflow.example.org/team"
     assert runs_url("7", "http://127.0.0.1:5001/").startswith("http://127.0.0.1:5001/#/experiments/7/runs?")
+
+
+def test_agl_mlflow_prints_the_link_and_saves_the_view(tmp_path, monkeypatch, capsys):
+    from agl.cli import main
+    from agl.core.tracking import log_run
+
+    db = tmp_path / "mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
+    monkeypatch.delenv("AGL_MLFLOW_EXPERIMENT", raising=False)
+    monkeypatch.chdir(tmp_path)  # no params.yaml here: the default experiment
+    assert main(["mlflow"]) == 2
+    assert f"MLflow (sqlite:///{db}): no such database" in capsys.readouterr().err
+    assert not db.exists()  # asking created nothing
+    # runs an older agl logged (no view yet): a strict-only one and a report's
+    log_run(run_key="a", run_name="knn", params={}, metrics={"strict": {"distance_error_km": 9.0}})
+    log_run(run_key="b", run_name="report", params={}, metrics={"runs": 2.0})
+    assert main(["mlflow", "--experiment", "other"]) == 2
+    assert "has no experiment 'other'" in capsys.readouterr().err
+    assert main(["mlflow"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{db}")
+    exp = client.get_experiment_by_name("agl1k")
+    assert out == [runs_url(exp.experiment_id),
+                   f"(serve the store first: mlflow ui --backend-store-uri sqlite:///{db})"]
+    assert _view(client)["state"]["selectedColumns"] == [f"metrics.`strict.{k}`" for _, k, _ in RUN_HEADLINE]
+    # the params file's experiment is the default, as the evaluate stage logs to it
+    (tmp_path / "params.yaml").write_text("mlflow:\n  experiment: elsewhere\n")
+    assert main(["mlflow"]) == 2
+    assert "has no experiment 'elsewhere'" in capsys.readouterr().err
