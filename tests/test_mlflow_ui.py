@@ -10,6 +10,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 import warnings
@@ -34,59 +35,70 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def evaluated(tmp_path_factory, qwen_published, agl1k_manifest):
+def _evaluate(root, qwen_published, agl1k_manifest) -> dict:
     """The authors' Qwen2.5-Omni and a copy moved 3 degrees east, evaluated and logged."""
     from agl.predictions.importer import import_published
     from agl.predictions.records import write_predictions
     from agl.scoring.config import EvaluateConfig
     from agl.scoring.evaluate import evaluate_run
 
-    root = tmp_path_factory.mktemp("mlflow_ui")
-    db = root / "mlflow.db"
     preds = import_published(qwen_published)
     east = [replace(p, longitude=((p.longitude + 183) % 360) - 180, original=None)
             if p.longitude is not None else replace(p, original=None) for p in preds]
     docs = {}
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
-        mp.setenv("AGL_CACHE_DIR", str(root / "cache"))
-        mp.delenv("AGL_MLFLOW_EXPERIMENT", raising=False)
-        for name, ps in (("qwen", preds), ("qwen-east", east)):
-            path = root / "src" / name / "predictions.jsonl"
-            write_predictions(path, ps)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                docs[name] = evaluate_run(name, path, agl1k_manifest, root / "runs" / name,
-                                          EvaluateConfig(protocols=PROTOCOLS, metric_bootstrap=10))
-    return {"db": db, "docs": docs}
+    for name, ps in (("qwen", preds), ("qwen-east", east)):
+        path = root / "src" / name / "predictions.jsonl"
+        write_predictions(path, ps)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            docs[name] = evaluate_run(name, path, agl1k_manifest, root / "runs" / name,
+                                      EvaluateConfig(protocols=PROTOCOLS, metric_bootstrap=10))
+    return docs
+
+
+def _start_ui(db, port: int, log) -> subprocess.Popen:
+    env = {**os.environ, **NO_NETWORK, "NO_PROXY": "127.0.0.1,localhost",
+           "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", f"sqlite:///{db}",
+             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def _wait_health(base: str, proc: subprocess.Popen, log) -> None:
+    deadline = time.monotonic() + 240  # a loaded 2-core machine takes a minute
+    while True:
+        try:
+            urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+                f"{base}/health", timeout=2).read()
+            return
+        except OSError:
+            assert proc.poll() is None, log.read_text()[-2000:]
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
-def ui(evaluated):
-    """`mlflow ui` on the store, on a free port of 127.0.0.1; its whole process group ends."""
-    port = _free_port()
-    env = {**os.environ, **NO_NETWORK, "NO_PROXY": "127.0.0.1,localhost",
-           "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
-    log = evaluated["db"].with_name("ui.log")
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            ["mlflow", "ui", "--backend-store-uri", f"sqlite:///{evaluated['db']}",
-             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+def served(tmp_path_factory, qwen_published, agl1k_manifest):
+    """`mlflow ui` on a SQLite store on a free port of 127.0.0.1, the two runs logged into it
+    while it starts; its whole process group ends with the module."""
+    import mlflow
+
+    root = tmp_path_factory.mktemp("mlflow_ui")
+    db = root / "mlflow.db"
+    mlflow.MlflowClient(f"sqlite:///{db}").search_experiments()  # the schema, before the server
+    port, log = _free_port(), root / "ui.log"
+    proc = _start_ui(db, port, log)
     try:
-        deadline = time.monotonic() + 240  # a loaded 2-core machine takes a minute
-        while True:
-            try:
-                urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
-                    f"{base}/health", timeout=2).read()
-                break
-            except OSError:
-                assert proc.poll() is None, log.read_text()[-2000:]
-                assert time.monotonic() < deadline, log.read_text()[-2000:]
-                time.sleep(0.5)
-        yield base
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
+            mp.setenv("AGL_CACHE_DIR", str(root / "cache"))
+            mp.delenv("AGL_MLFLOW_EXPERIMENT", raising=False)
+            docs = _evaluate(root, qwen_published, agl1k_manifest)
+        base = f"http://127.0.0.1:{port}"
+        _wait_health(base, proc, log)
+        yield {"base": base, "docs": docs}
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -97,7 +109,7 @@ def ui(evaluated):
 
 
 @pytest.fixture(scope="module")
-def browser(ui):
+def browser(served):
     require_chromium()
     from playwright.sync_api import sync_playwright
 
@@ -107,7 +119,7 @@ def browser(ui):
         browser.close()
 
 
-def _page(browser, ui):
+def _page(browser):
     """A fresh browser profile (nothing remembered), wide enough for every column; only
     127.0.0.1 is reachable."""
     context = browser.new_context(viewport={"width": 2600, "height": 900})
@@ -150,11 +162,11 @@ def _check_headline(table: dict[str, dict[str, str]], docs: dict) -> None:
                 (name, key, shown, value)
 
 
-def test_the_url_agl_prints_opens_the_runs_with_headline_columns(browser, ui, evaluated, tmp_path):
-    docs = evaluated["docs"]
+def test_the_url_agl_prints_opens_the_runs_with_headline_columns(browser, served, tmp_path):
+    docs, ui = served["docs"], served["base"]
     url = docs["qwen-east"]["mlflow_url"]
     assert url == docs["qwen"]["mlflow_url"] and url.startswith(DEFAULT_UI + "/#/experiments/")
-    context, page = _page(browser, ui)
+    context, page = _page(browser)
     started = time.monotonic()
     page.goto(url.replace(DEFAULT_UI, ui))  # `mlflow ui` on this test's port instead of 5000
     table = _runs_table(page)
@@ -168,8 +180,9 @@ def test_the_url_agl_prints_opens_the_runs_with_headline_columns(browser, ui, ev
     context.close()
 
 
-def test_clicking_through_from_the_experiments_list(browser, ui, evaluated, tmp_path):
-    context, page = _page(browser, ui)
+def test_clicking_through_from_the_experiments_list(browser, served, tmp_path):
+    ui = served["base"]
+    context, page = _page(browser)
     page.goto(ui + "/")
     page.get_by_text("Model training", exact=True).first.click()
     page.get_by_role("link", name="agl1k").first.click()
@@ -178,5 +191,5 @@ def test_clicking_through_from_the_experiments_list(browser, ui, evaluated, tmp_
     table = _runs_table(page)
     page.screenshot(path=str(tmp_path / "clicked.png"))
     print(tmp_path / "clicked.png")
-    _check_headline(table, evaluated["docs"])
+    _check_headline(table, served["docs"])
     context.close()

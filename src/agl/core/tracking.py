@@ -105,9 +105,11 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-# MLflow 3's UI opens an experiment on the view its `mlflow.experimentKind` tag names; without
-# it the UI guesses, and may open the GenAI (traces) view on an experiment of plain runs.
-# agl's experiments are runs with params, metrics and artifacts: the classic runs table.
+# MLflow 3 up to 3.16 opens an experiment on the view its `mlflow.experimentKind` tag names;
+# without it the UI guesses, and may open the GenAI (traces) view on an experiment of plain
+# runs. agl's experiments are runs with params, metrics and artifacts: the classic runs table.
+# MLflow 3.17 ignores the tag (a toggle in the browser decides): agl.core.mlflow_view's saved
+# view and link open the runs there.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 
