@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         write_headline(args.headline, run_headline(doc, args.run))
     for line in run_lines(doc):  # each with its coverage: clips predicted / the dataset's
         print(line)
+    if doc.get("mlflow_url"):  # the runs table, headline metrics as columns
+        print(f"MLflow: {doc['mlflow_url']}")
     return 0
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import NO_NETWORK, copy_repo, require_postgresql, sh, subprocess_env
+from helpers import NO_NETWORK, agl, copy_repo, require_postgresql, sh, subprocess_env
 
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = "leaderboard localize birds counterfactual"
@@ -108,6 +108,13 @@ def test_runs_land_in_mlflow_on_postgres(team):
     local = client.download_artifacts(knn.info.run_id, "metrics.json", str(team["root"]))
     assert json.loads(Path(local).read_text())["run"] == "knn"
     assert any(team["artifacts"].rglob("metrics.json"))
+    # The runs view (agl.core.mlflow_view) is saved on the server; `agl mlflow` links to it there.
+    from agl.core.mlflow_view import VIEW_TAG, runs_url
+
+    state = json.loads(json.loads(exp.tags[VIEW_TAG])["state"])
+    assert state["selectedColumns"][0] == "metrics.`paper.distance_error_km`"
+    done = agl("mlflow", cwd=team["work"], env=team["env"], ok=True)
+    assert done.stdout.splitlines() == [runs_url(exp.experiment_id, team["url"])]
 
 
 def test_dvc_remote_round_trip_to_a_fresh_clone(team):

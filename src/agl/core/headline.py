@@ -14,6 +14,7 @@ data, params or code do.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,13 @@ def _r(value: Any, digits: int) -> float | None:
     return round(float(value), digits)
 
 
+# A run's headline: its name in metrics/runs/<run>.json, its key in metrics.json (and, after
+# the protocol, in MLflow: `paper.distance_error_km`), its digits.
+RUN_HEADLINE = (("mean_km", "distance_error_km", 3), ("median_km", "median_km", 3),
+                ("city_acc", "city_acc", 6), ("country_acc", "country_acc", 6),
+                ("continent_acc", "continent_acc", 6), ("failure_rate", "failure_rate", 6))
+
+
 def run_headline(doc: dict[str, Any], name: str, protocol: str = "paper") -> dict[str, Any]:
     """From an evaluate stage's metrics.json, under the run's name: mean and median km, the
     three accuracies and the failure rate (a run whose clips failed is not comparable)."""
@@ -37,14 +45,13 @@ def run_headline(doc: dict[str, Any], name: str, protocol: str = "paper") -> dic
         if protocol is None:
             raise AglError("metrics.json: no protocol scored; nothing to summarise")
     m = protocols[protocol]
-    return {name: {
-        "mean_km": _r(m.get("distance_error_km"), 3),
-        "median_km": _r(m.get("median_km"), 3),
-        "city_acc": _r(m.get("city_acc"), 6),
-        "country_acc": _r(m.get("country_acc"), 6),
-        "continent_acc": _r(m.get("continent_acc"), 6),
-        "failure_rate": _r(m.get("failure_rate"), 6),
-    }}
+    return {name: {short: _r(m.get(key), digits) for short, key, digits in RUN_HEADLINE}}
+
+
+def run_metric_keys(protocols: Iterable[str]) -> list[str]:
+    """The MLflow metrics of the headline under each protocol, in that order: the columns of
+    the runs table agl's MLflow experiment opens on (agl.core.mlflow_view)."""
+    return [f"{p}.{key}" for p in protocols for _, key, _ in RUN_HEADLINE]
 
 
 def filter_headline(summary: dict[str, Any]) -> dict[str, Any]:

@@ -13,13 +13,16 @@ import math
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agl.core.headline import run_metric_keys
+from agl.core.mlflow_view import runs_url, save_view, ui_base
 from agl.core.secrets import contains_secret, known_secrets, scrub_text
 from agl.core.secrets import scrub as scrub_secrets
 from agl.core.workspace import shared_root
+from agl.errors import AglError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_EXPERIMENT = "agl1k"
@@ -102,11 +105,18 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-# MLflow 3's UI opens an experiment on the view its `mlflow.experimentKind` tag names; without
-# it the UI guesses, and may open the GenAI (traces) view on an experiment of plain runs.
-# agl's experiments are runs with params, metrics and artifacts: the classic runs table.
+# MLflow 3 up to 3.16 opens an experiment on the view its `mlflow.experimentKind` tag names;
+# without it the UI guesses, and may open the GenAI (traces) view on an experiment of plain
+# runs. agl's experiments are runs with params, metrics and artifacts: the classic runs table.
+# MLflow 3.17 ignores the tag (a toggle in the browser decides): agl.core.mlflow_view's saved
+# view and link open the runs there.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
+
+
+def experiment_name(experiment: str | None = None) -> str:
+    """`experiment`, else `AGL_MLFLOW_EXPERIMENT`, else DEFAULT_EXPERIMENT."""
+    return experiment or os.environ.get("AGL_MLFLOW_EXPERIMENT") or DEFAULT_EXPERIMENT
 
 
 def experiment_id(client: Any, name: str) -> str:
@@ -141,8 +151,7 @@ def log_run(
     """
     mlflow = _mlflow()
     client = mlflow.tracking.MlflowClient()
-    name = experiment or os.environ.get("AGL_MLFLOW_EXPERIMENT") or DEFAULT_EXPERIMENT
-    exp_id = experiment_id(client, name)
+    exp_id = experiment_id(client, experiment_name(experiment))
     found = client.search_runs(
         [exp_id], filter_string=f"tags.`agl.run_key` = '{run_key}'", max_results=1
     )
@@ -176,6 +185,43 @@ def log_run(
                 elif path.exists():
                     mlflow.log_artifact(str(path))
         return run.info.run_id
+
+
+def save_runs_view(metrics: Sequence[str], *, sort_by: str | None = None,
+                   experiment: str | None = None) -> str:
+    """Save the experiment's runs view with `metrics` as columns (agl.core.mlflow_view);
+    returns the URL that opens it."""
+    mlflow = _mlflow()
+    client = mlflow.tracking.MlflowClient()
+    exp_id = experiment_id(client, experiment_name(experiment))
+    save_view(client, exp_id, metrics, sort_by)
+    return runs_url(exp_id, ui_base(tracking_uri()))
+
+
+def runs_view_url(experiment: str | None = None) -> str:
+    """The URL that opens the experiment's runs view, the view saved again from the headline
+    metrics its evaluated runs carry (so a store an older agl wrote opens on them too). One
+    line when the store has no such experiment or no evaluated run in it."""
+    where = f"MLflow ({scrub_text(tracking_uri(), known_secrets())})"
+    db = tracking_uri().removeprefix("sqlite:///")
+    if db != tracking_uri() and not Path(db).exists():  # MLflow would create an empty one
+        raise AglError(f"{where}: no such database; `dvc repro` logs the evaluated runs there")
+    mlflow = _mlflow()
+    client = mlflow.tracking.MlflowClient()
+    name = experiment_name(experiment)
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        raise AglError(f"{where} has no experiment '{name}': `dvc repro` logs the evaluated runs "
+                       "there (MLFLOW_TRACKING_URI picks the store, --experiment the experiment)")
+    # an evaluated run logs `<protocol>.distance_error_km` for each protocol it was scored under
+    protocols = {k.split(".")[0] for run in client.search_runs([exp.experiment_id], max_results=1000)
+                 for k in run.data.metrics if k.count(".") == 1 and k.endswith(".distance_error_km")}
+    if not protocols:
+        raise AglError(f"{where}: experiment '{name}' has no evaluated run yet; `dvc repro` "
+                       "evaluates them")
+    keys = run_metric_keys(sorted(protocols, key=lambda p: (p != "paper", p)))  # paper first
+    save_view(client, exp.experiment_id, keys, keys[0])
+    return runs_url(exp.experiment_id, ui_base(tracking_uri()))
 
 
 # MLflow's dataset table holds a digest of at most 36 characters (String(36)); the full SHA-256

@@ -13,7 +13,8 @@ import pandas as pd
 from agl.core import canonical
 from agl.core.checks import check_value
 from agl.core.geo import EARTH_MAX_KM
-from agl.core.tracking import log_run
+from agl.core.headline import run_metric_keys
+from agl.core.tracking import log_run, save_runs_view
 from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label
 from agl.dataset.manifest_cache import load_manifest_cached
 from agl.errors import AglError
@@ -235,6 +236,9 @@ def evaluate_run(
     if config.track:
         doc["mlflow_run_id"] = _log_evaluation(doc, config, info, run_summary, artifacts,
                                                (manifest, manifest_path))
+        # The experiment's runs table opens on the headline metrics, smallest error first.
+        columns = run_metric_keys(config.protocols)
+        doc["mlflow_url"] = save_runs_view(columns, sort_by=columns[0], experiment=config.experiment)
     return doc
 
 

@@ -1,0 +1,54 @@
+"""`agl mlflow [--experiment NAME]`: the link that opens the MLflow experiment on its runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "mlflow",
+        help="print the link that opens MLflow on the runs table, headline metrics as columns",
+        description=(
+            "Print the URL that opens the MLflow experiment's runs table on agl's saved view "
+            "(the headline metrics as columns, smallest mean distance error first), saving "
+            "that view again from the metrics the evaluated runs carry. The store is "
+            "MLFLOW_TRACKING_URI's, else mlflow.db in the repository; a server's URL is its "
+            "own, a database is opened with `mlflow ui` on 127.0.0.1:5000."
+        ),
+    )
+    p.add_argument("--experiment", default=None,
+                   help="the experiment (default: the params file's mlflow.experiment, as the "
+                   "evaluate stage logs to; else AGL_MLFLOW_EXPERIMENT, else agl1k)")
+    p.add_argument("--params", type=Path, default=Path("params.yaml"),
+                   help="params file (default: ./params.yaml)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agl.core.tracking import runs_view_url, tracking_uri  # lazy: mlflow loads on use
+
+    print(runs_view_url(args.experiment or _params_experiment(args.params)))
+    uri = tracking_uri()
+    if not uri.startswith(("http://", "https://")):
+        from agl.core.secrets import known_secrets, scrub_text  # (as above)
+
+        print(f"(serve the store first: mlflow ui --backend-store-uri {scrub_text(uri, known_secrets())})")
+    return 0
+
+
+def _params_experiment(path: Path) -> str | None:
+    """The params file's mlflow.experiment, if it names one."""
+    if not path.exists():
+        return None
+    import yaml  # (as above)
+
+    from agl.errors import AglError  # (as above)
+
+    try:
+        params = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise AglError(f"{path}: not valid YAML ({exc})") from None
+    section = params.get("mlflow") if isinstance(params, dict) else None
+    return section.get("experiment") if isinstance(section, dict) else None
