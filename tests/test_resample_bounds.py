@@ -119,3 +119,18 @@ def test_the_bound_is_a_param_checked_itself():
             EvaluateConfig.from_params({"max_resamples": bad})
     with pytest.raises(AglError, match="report.group_bootstrap: 30 is not a whole number in the allowed range 1 to 20"):
         ReportConfig.from_params({"group_bootstrap": 30}, max_resamples=20)
+
+
+def test_an_imported_record_asking_for_too_many_resamples_is_refused(tmp_path):
+    """An EEE record is outside input: its `num_bootstrap_samples` is what `agl import` would
+    run; was: 1e9 accepted from a record."""
+    from agl.interchange.eee_import import ImportConfig, _bootstrap
+
+    record = {"evaluation_results": [{"score_details": {"uncertainty": {"num_bootstrap_samples": HUGE}}}]}
+    path = tmp_path / "record.json"
+    with pytest.raises(AglError) as err:
+        _bootstrap(record, ImportConfig(), path)
+    assert str(err.value).startswith(f"{path} evaluation_results[0].score_details.uncertainty."
+                                     f"num_bootstrap_samples: {HUGE} is not a whole number in the allowed range 0 to")
+    record["evaluation_results"][0]["score_details"]["uncertainty"]["num_bootstrap_samples"] = 200
+    assert _bootstrap(record, ImportConfig(), path)[0] == 200
