@@ -103,6 +103,7 @@ def open_part(part: str | Path, append: bool = False, buffering: int = -1) -> Bi
     if append:
         fd = open_nofollow(part, os.O_WRONLY | os.O_APPEND, "the partial download", advice)
     else:
+        part.parent.mkdir(parents=True, exist_ok=True)  # as open(path, "wb") callers made it
         try:
             stale = stat.S_ISREG(os.lstat(part).st_mode)
         except FileNotFoundError:
