@@ -147,3 +147,16 @@ def test_a_staged_manifest_is_never_written_through_a_link(tmp_path):
     with pytest.raises(NotARegularFile, match="the partial download is a symbolic link"):
         _write_manifest(manifest([{}]), tmp_path / "manifest.csv")
     assert victim.read_bytes() == PRECIOUS and not (tmp_path / "manifest.csv").exists()
+
+
+def test_a_tracked_output_is_never_written_through_its_temporary_name(tmp_path):
+    """The canonical writers rename `.<name>.<pid>.tmp` into place: a guessable name."""
+    from agl.core import canonical
+
+    victim = tmp_path / "thesis.tex"
+    victim.write_bytes(PRECIOUS)
+    out = tmp_path / "metrics.json"
+    (tmp_path / f".{out.name}.{os.getpid()}.tmp").symlink_to(victim)
+    with pytest.raises(NotARegularFile, match="is a symbolic link to"):
+        canonical.write_json(out, {"mean_km": 1.0})
+    assert victim.read_bytes() == PRECIOUS and not out.exists()

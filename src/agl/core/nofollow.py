@@ -79,7 +79,7 @@ def open_nofollow(path: str | Path, flags: int, what: str, advice: str, mode: in
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.EISDIR, errno.EEXIST, errno.ENXIO, errno.EOPNOTSUPP):
             check_regular(path, what, advice)  # names what is there
-        raise NotARegularFile(f"{path}: cannot open {what} ({exc.strerror}); {advice}") from None
+        raise  # no room, no rights: the caller's (or the CLI's) one line for a disk error
     try:
         st = os.fstat(fd)
         kind = _kind(st.st_mode)
