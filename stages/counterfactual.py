@@ -1,8 +1,9 @@
 """Stage counterfactual: the paired effect of every intervention on every model.
 
 Reads params `counterfactual` (models, interventions, protocol, bootstrap, permutations,
-seed, min_support); writes OUT_DIR/effects.csv (perturbed - original per model, intervention, level,
-group and metric, with 95% paired bootstrap CI and permutation p-value) and
+seed, min_support) and `evaluate.max_resamples` (the bound on its counts); writes
+OUT_DIR/effects.csv (perturbed - original per model, intervention, level, group and metric,
+with 95% paired bootstrap CI and permutation p-value) and
 OUT_DIR/summary.json (the headline rows: all / speech / non-speech, mean km), and with
 --headline each effect on all clips for `dvc exp show`. A group with fewer than
 `min_support` paired clips gets its n and "insufficient data", no estimate.
@@ -29,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--headline", type=Path, default=None,
                     help="headline metrics (JSON, tracked in git; what dvc exp show lists)")
     args = ap.parse_args(argv)
-    config = EffectsConfig.from_params(_params.load("counterfactual")["counterfactual"])
+    p = _params.load("counterfactual", "evaluate.max_resamples")
+    config = EffectsConfig.from_params(p["counterfactual"], p["evaluate.max_resamples"])
     effects = collect_effects(args.runs, args.listen, args.perturb, config)
     out = args.out
     out.mkdir(parents=True, exist_ok=True)

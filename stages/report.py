@@ -1,6 +1,7 @@
 """Stage report: the last stage; one self-contained HTML report over every evaluated run.
 
-Reads params `report`, `data` (which dataset, for the provenance block) and `mlflow`; reads
+Reads params `report`, `data` (which dataset, for the provenance block), `mlflow` and
+`evaluate.max_resamples` (the bound on its resample counts); reads
 the judge stage's tables (JUDGES/<run>/error_modes.csv; it calls no model); writes
 OUT_DIR/report.html, plots/, tables/, cdf/<run>.csv (for `dvc plots`) and summary.json, and
 logs them to MLflow; prints the runs whose served model was flagged (agl.predictions.served)
@@ -36,8 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speech", type=Path, default=None,
                     help="the speech stage's table (speech.csv): the section 'What language alone tells'")
     args = ap.parse_args(argv)
-    p = _params.load("report", "data", "mlflow")
-    config = ReportConfig.from_params(p["report"], experiment=p["mlflow"].get("experiment"))
+    p = _params.load("report", "data", "mlflow", "evaluate.max_resamples")
+    config = ReportConfig.from_params(p["report"], experiment=p["mlflow"].get("experiment"),
+                                      max_resamples=p["evaluate.max_resamples"])
     inputs = ReportInputs(
         run_dirs=tuple(args.run_dirs), leaderboard_csv=args.leaderboard, manifest=args.manifest,
         judges_dir=args.judges, birds_csv=args.birds, counterfactual_dir=args.counterfactual,

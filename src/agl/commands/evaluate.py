@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agl.core.checks import arg_type, sha256_arg
+from agl.core.checks import arg_type, check_count_flag, sha256_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--bootstrap", type=arg_type("count0"), default=None,
                    help="bootstrap resamples per 95%% CI (0: no intervals; default: "
-                   "agl.scoring.config.BOOTSTRAP, 1000)")
+                   "agl.scoring.config.BOOTSTRAP, 1000; at most params.yaml's "
+                   "evaluate.max_resamples, 100000)")
     p.add_argument("--seed", type=arg_type("seed"), default=0, help="bootstrap seed (0 or more)")
     p.add_argument("--unit", default=None,
                    help="unit of resampling of the intervals: clip, cell:<degrees>, city or "
@@ -77,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from agl.scoring.evaluate import evaluate_files  # lazy: `agl --help` imports every command module
     from agl.scoring.text import metrics_table  # lazy: `agl --help` imports every command module
 
+    check_count_flag("--bootstrap", args.bootstrap, 0)  # before any download or scoring
     unit = parse_unit(args.unit or DEFAULT_UNIT, "--unit").name
     if args.scores_out:
         output_file(args.scores_out, "--scores-out")

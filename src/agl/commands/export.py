@@ -32,12 +32,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agl.core.checks import check_resamples  # a command's lazy load
     from agl.errors import AglError  # a command's lazy load: `agl --help` stays instant
     from agl.interchange.eee_export import ExportConfig, export_runs  # (as above)
 
     params = read_params(args.params)
     evaluate, export = params.get("evaluate") or {}, params.get("export") or {}
     report = params.get("report") or {}
+    check_resamples({"evaluate.metric_bootstrap": (evaluate.get("metric_bootstrap", 1000), 0)},
+                    evaluate.get("max_resamples"), str(args.params))
     if not args.manifest.is_file():
         raise AglError(f"--manifest {args.manifest}: not found; give the manifest the runs were scored on")
     config = ExportConfig(organization=str(args.organization or export.get("organization") or "agl"),

@@ -63,6 +63,7 @@ def _is_eee(src: str) -> bool:
 
 def _import_eee(args: argparse.Namespace) -> int:
     from agl.commands.export import read_params  # the same params reading as `agl export`
+    from agl.core.checks import check_resamples, resample_bound  # lazy: as below
     from agl.core.geo import EARTH_MAX_KM  # lazy: `agl --help` imports every command module
     from agl.errors import AglError  # lazy: `agl --help` imports every command module
     from agl.interchange.eee_import import ImportConfig, import_records  # a command's lazy load
@@ -75,7 +76,10 @@ def _import_eee(args: argparse.Namespace) -> int:
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise AglError(f"--out {args.out}: a file; EEE records are imported into a folder (e.g. imported)")
     evaluate = read_params(args.params).get("evaluate") or {}
-    config = ImportConfig(resamples=int(evaluate.get("metric_bootstrap", 1000)),
+    bound = resample_bound(evaluate.get("max_resamples"), str(args.params))
+    check_resamples({"evaluate.metric_bootstrap": (evaluate.get("metric_bootstrap", 1000), 0)}, bound,
+                    str(args.params))
+    config = ImportConfig(resamples=int(evaluate.get("metric_bootstrap", 1000)), max_resamples=bound,
                           seed=int(evaluate.get("seed", 0)),
                           strict_refusal_km=float(evaluate.get("strict_refusal_km", EARTH_MAX_KM)))
     done = import_records(Path(args.src), args.manifest, Path(args.out), config)

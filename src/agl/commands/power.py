@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from agl.commands.evaluate import add_source_options, source_config
-from agl.core.checks import arg_type
+from agl.core.checks import arg_type, check_count_flag
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--power", type=float, default=0.8, help="the power wanted (default 0.8)")
     p.add_argument("--alpha", type=float, default=0.05, help="two-sided test level (default 0.05)")
     p.add_argument("--bootstrap", type=arg_type("count"), default=2000,
-                   help="cluster resamples behind the standard error (default 2000)")
+                   help="cluster resamples behind the standard error (default 2000; at most "
+                   "params.yaml's evaluate.max_resamples, 100000)")
     p.add_argument("--seed", type=arg_type("seed"), default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_source_options(p)
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from agl.scoring.clusters import DEFAULT_UNIT, parse_unit  # (as above)
     from agl.scoring.power_runs import PowerConfig, power_files  # (as above)
 
+    check_count_flag("--bootstrap", args.bootstrap, 1)  # before any download or resampling
     level = args.level or ("country" if args.points is not None else None)
     metric = f"{level}_correct" if level else "distance_km"
     if args.km is not None and level:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from agl.core.checks import arg_type
+from agl.core.checks import arg_type, check_count_flag, flag_bound
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from agl.report.build import make_report  # lazy: `agl --help` imports every command module
     from agl.report.inputs import ReportConfig, ReportInputs  # lazy: as above
 
+    check_count_flag("--bootstrap", args.bootstrap, 1, args.params)  # before any work
     cfg = _report_params(Path(args.params))
     if args.protocol:
         cfg["protocol"] = args.protocol
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         judges = _judge(cfg, [Path(d) for d in args.runs], Path(args.out) / "judges")
     if args.no_track:
         cfg["track"] = False
-    config = ReportConfig.from_params(cfg)
+    config = ReportConfig.from_params(cfg, max_resamples=flag_bound(args.params), source=args.params)
     inputs = ReportInputs(run_dirs=tuple(Path(d) for d in args.runs), leaderboard_csv=Path(args.leaderboard),
                           manifest=Path(args.manifest), judges_dir=judges,
                           birds_csv=Path(args.birds) if Path(args.birds).exists() else None)

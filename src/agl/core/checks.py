@@ -28,6 +28,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agl.errors import AglError
@@ -79,6 +80,7 @@ PARAMS: dict[str, tuple[str, str]] = {
     "infer.limit": ("count_or_null", "null"),
     "models.*.settings.seed": ("seed", "0"),
     "evaluate.metric_bootstrap": ("count", "1000"),
+    "evaluate.max_resamples": ("count", "100000"),
     "evaluate.seed": ("seed", "0"),
     "evaluate.strict_refusal_km": ("positive", "20003.93"),
     "leaderboard.full_coverage": ("share", "0.99"),
@@ -102,6 +104,69 @@ PARAMS: dict[str, tuple[str, str]] = {
     "counterfactual.min_support": ("count", "10"),
     "counterfactual.seed": ("seed", "0"),
 }
+
+
+# The default of params.yaml `evaluate.max_resamples`: the most resamples or permutations any
+# count may ask for (docs/metrics.md#resource-bounds). 1e9 bootstrap resamples ran past two
+# minutes and a gigabyte; 100,000 is 10x the largest count params.yaml sets (10,000 sign
+# flips: p-values to 1e-4), and `agl evaluate --bootstrap 100000` on 1,000 clips takes ~37 s
+# and 360 MB (2 cores; 3 s and 220 MB at the default 1,000).
+MAX_RESAMPLES = 100_000
+RESAMPLE_BOUND = "evaluate.max_resamples"
+
+
+def resample_bound(value: Any, source: str = "params.yaml") -> int:
+    """`evaluate.max_resamples` as given (None: the default), checked: a whole number >= 1."""
+    if value is None:
+        return MAX_RESAMPLES
+    if not RULES["count"].test(value):
+        raise AglError(f"{source} {RESAMPLE_BOUND}: {value!r} is not {RULES['count'].what}; "
+                       f"e.g. `{RESAMPLE_BOUND}: {MAX_RESAMPLES}`")
+    return int(value)
+
+
+def check_resamples(counts: dict[str, tuple[Any, int]], bound: Any, source: str = "params.yaml") -> None:
+    """No resample or permutation count (`key path -> (value, lowest allowed)`) may pass
+    `evaluate.max_resamples`; the first that does is one line naming `source`, the key path,
+    the value and the allowed range (a count that is no whole number, NaN, a boolean or under
+    its lowest is refused by its field's rule). Checked before any work: a count of 1e9 used
+    to run for minutes and take gigabytes before anything failed."""
+    top = resample_bound(bound, source)
+    for key, (value, low) in counts.items():
+        # not a whole number, or under `low`: the field's rule names it (RULES, check_fields)
+        if _whole(value) and value > top:
+            raise AglError(
+                f"{source} {key}: {value!r} is not a whole number in the allowed range {low} to "
+                f"{top} ({RESAMPLE_BOUND}, the bound on every resample and permutation count: "
+                f"time and memory grow with it); lower it, or raise {RESAMPLE_BOUND}")
+
+
+def flag_bound(params: str | Path = "params.yaml") -> int:
+    """`evaluate.max_resamples` for a command-line count (`--bootstrap`): from `params` when
+    that file exists (a checkout), else the default."""
+    import yaml
+
+    path = Path(params)
+    if not path.is_file():
+        return MAX_RESAMPLES
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise AglError(f"{path}: cannot read params ({exc})") from None
+    section = doc.get("evaluate") if isinstance(doc, dict) else None
+    return resample_bound(section.get("max_resamples") if isinstance(section, dict) else None, str(path))
+
+
+def check_count_flag(flag: str, value: int | None, low: int, params: str | Path = "params.yaml") -> None:
+    """A command-line count (`--bootstrap N`) against the same bound, before any work."""
+    if value is None:
+        return
+    top = flag_bound(params)
+    if not low <= value <= top:
+        where = f"{params}'s" if Path(params).is_file() else "the default"
+        raise AglError(f"{flag} {value}: outside the allowed range {low} to {top} ({where} "
+                       f"{RESAMPLE_BOUND}, the bound on every resample and permutation count: "
+                       f"time and memory grow with it); lower it, or raise {RESAMPLE_BOUND} in params.yaml")
 
 
 def check_value(key: str, value: Any, where: str, *, rule: str, example: str | None = None) -> None:

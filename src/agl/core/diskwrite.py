@@ -17,6 +17,7 @@ import errno
 import os
 from pathlib import Path
 
+from agl.core.nofollow import open_part
 from agl.errors import AglError
 
 _FULL = "free space on that disk (or write somewhere else), then rerun: what was written is kept"
@@ -64,7 +65,7 @@ def replace_atomically(path: str | Path, data: bytes) -> Path:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as fh:
+        with open_part(tmp) as fh:  # never through a link planted at the guessable name
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agl.core.dvc_busy import dvc_lock_is_one_line
+
 # Names whose values say what one session did, not what data, params and code decide.
 RUN_HISTORY_KEYS = frozenset({
     "session_requests", "session_cache_hits", "session_cost_usd", "cached", "cache_hits",
@@ -153,5 +155,5 @@ def classify_outputs(root: Path, changes: list[tuple[str, str | None, str | None
         r = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=root, capture_output=True)
         return r.stdout if r.returncode == 0 else None
 
-    with Repo(str(root)) as repo:
+    with dvc_lock_is_one_line(root, "agl verify"), Repo(str(root)) as repo:  # `dvc repro` may hold it
         return [classify(repo, p, a, b, committed) for p, a, b in changes]

@@ -44,6 +44,7 @@ from agl.core.http_bounds import (
     with_cap,
 )
 from agl.core.http_transport import family
+from agl.core.nofollow import NotARegularFile, open_part
 
 if TYPE_CHECKING:
     import httpx
@@ -112,10 +113,12 @@ def stream_to_file(url: str, part: Path, limits: Limits,
                 ctype = resp.headers.get("content-type")
                 if resp.status_code != 200:
                     return Fetched(resp.status_code, None, ctype)
-                with open(part, "wb") as fh:
+                with open_part(part) as fh:  # never through a link planted at `part`
                     for chunk in resp.iter_bytes():
                         fh.write(chunk)
                         digest.update(chunk)
+        except NotARegularFile:
+            raise  # not ours: the planted thing is left for the user to see
         except BaseException:
             part.unlink(missing_ok=True)
             raise

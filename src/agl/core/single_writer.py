@@ -8,7 +8,9 @@ holds the folder. The kernel releases the lock when the holder exits, however it
 The lock file lives in the system's temporary folder, named by the folder's resolved path,
 not inside the folder: that is DVC-tracked data (an extra file would change its hash), and
 it may not exist yet (a run refused for a bad manifest must leave no folder behind). The
-file's text (pid, command, start time) is only for the refusal message.
+file's text (pid, command, start time) is only for the refusal message. That folder is
+shared: the lock file is opened without following a link and must be a regular file
+(`agl.core.nofollow`), so a link planted at its name is refused, never truncated through.
 
 Re-entrant within one thread: `flock` locks belong to an open file, so a second
 `exclusive` on the same folder in the same process would refuse itself. An inference run
@@ -28,6 +30,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from agl.core.nofollow import open_nofollow
 from agl.errors import AglError
 
 
@@ -71,7 +74,10 @@ def exclusive(folder: str | Path, what: str) -> Iterator[None]:
 def _flock(path: Path, folder: str | Path, what: str) -> Iterator[None]:
     import fcntl
 
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    # never through a link planted at the path (it would truncate the file it points to)
+    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, f"the lock file of {folder}",
+                       f"remove it (it only names the process writing into {folder}) "
+                       "and run again")
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

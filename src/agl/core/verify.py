@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from agl.core.dvc_busy import dvc_lock_is_one_line
 from agl.core.history import OutputCause, classify_outputs
 from agl.errors import AglError
 
@@ -181,7 +182,7 @@ def workspace_status(root: Path) -> dict[str, dict[str, dict[str, str]]]:
     the files on disk differ from dvc.lock (DVC's `status`, through its Python API)."""
     from dvc.repo import Repo
 
-    with Repo(str(root)) as repo:
+    with dvc_lock_is_one_line(root, "agl verify"), Repo(str(root)) as repo:  # `dvc repro` may hold it
         status = repo.status()
     out: dict[str, dict[str, dict[str, str]]] = {}
     for stage, items in status.items():

@@ -22,6 +22,7 @@ import pandas as pd
 
 from agl.core import canonical
 from agl.core.audio import decode_or_reason, resample
+from agl.core.checks import check_resamples
 from agl.core.paths import remove
 from agl.core.tables import read_whole_csv
 from agl.counterfactual.perturb import KINDS, Intervention, apply, speech_segments
@@ -347,9 +348,13 @@ class EffectsConfig:
                            parse_unit(self.resampling_unit, "counterfactual.resampling_unit").name)
 
     @classmethod
-    def from_params(cls, section: dict[str, Any] | None) -> EffectsConfig:
-        """From `counterfactual:` (its other keys belong to perturb@* and listen@*)."""
+    def from_params(cls, section: dict[str, Any] | None, max_resamples: int | None = None,
+                    source: str = "params.yaml") -> EffectsConfig:
+        """From `counterfactual:` (its other keys belong to perturb@* and listen@*); a count
+        past `max_resamples` (evaluate.max_resamples) is one line naming it, before any work."""
         names = {f.name for f in fields(cls)}
+        check_resamples({f"counterfactual.{k}": ((section or {}).get(k, getattr(cls, k)), 1)
+                         for k in ("effect_bootstrap", "permutations")}, max_resamples, source)
         return cls(**{k: v for k, v in (section or {}).items() if k in names})
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.core import canonical
+from agl.core.checks import check_resamples
 from agl.core.tracking import DEFAULT_EXPERIMENT, log_run, tracking_uri
 from agl.dataset.checksums import read_source
 from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest
@@ -50,9 +51,13 @@ class ListenConfig:
                            parse_unit(self.resampling_unit, "counterfactual.resampling_unit").name)
 
     @classmethod
-    def from_params(cls, section: dict[str, Any] | None, mlflow: dict[str, Any] | None = None) -> ListenConfig:
-        """From the keys of `counterfactual:` this stage reads (others are ignored)."""
+    def from_params(cls, section: dict[str, Any] | None, mlflow: dict[str, Any] | None = None,
+                    max_resamples: int | None = None, source: str = "params.yaml") -> ListenConfig:
+        """From the keys of `counterfactual:` this stage reads (others are ignored); a count
+        past `max_resamples` (evaluate.max_resamples) is one line naming it, before any work."""
         values = {k: v for k, v in (section or {}).items() if k in KEYS and v is not None}
+        check_resamples({"counterfactual.level_bootstrap": (values.get("level_bootstrap", BOOTSTRAP), 1)},
+                        max_resamples, source)
         return cls(**values, experiment=(mlflow or {}).get("experiment"))
 
 

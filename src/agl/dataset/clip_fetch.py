@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from agl.core import audio
 from agl.core.http import Refused, is_html_type, looks_like_html, with_cap
+from agl.core.nofollow import check_regular, open_part
 from agl.dataset.checksums import Entry, file_digest
 from agl.dataset.fetch import (
     FinalError,
@@ -55,7 +56,9 @@ def transfer(clip: Clip, target: Path, policy: Policy, client: httpx.Client,
     """One attempt: fetch the rest of the file into the .part; returns bytes received."""
     part = part_path(target)
     part.parent.mkdir(parents=True, exist_ok=True)
-    have = part.stat().st_size if part.exists() else 0
+    # a link, folder or FIFO planted at the part is refused (one line), never read or written through
+    st = check_regular(part, "the partial download", f"remove it (rm {part}) and run again")
+    have = st.st_size if st is not None else 0
     if have and archive is not None and archive.size == have:
         received, total = 0, have  # complete, killed before its rename: verify, not refetch
     else:
@@ -106,7 +109,8 @@ def _fetch_rest(clip, part: Path, have: int, policy, client, stop,
                 mode, start, total = "ab", have, _range_total(resp)
             else:  # no Range support (200): the whole file again
                 mode, start, total = "wb", 0, _int(resp.headers.get("Content-Length"))
-            with open(part, mode, buffering=0) as fh:  # a kill keeps every byte received
+            # unbuffered: a kill keeps every byte received; never through a link (agl.core.nofollow)
+            with open_part(part, append=mode == "ab", buffering=0) as fh:
                 for chunk in resp.iter_bytes():  # as received: a cut keeps every byte
                     if stop.is_set():
                         raise FinalError("interrupted; rerun to resume from the .part file")

@@ -38,6 +38,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from agl.core.nofollow import open_part, write_part
 from agl.core.paths import inside
 from agl.dataset.checksums import Entry, write_lock
 from agl.dataset.manifest import CATEGORY_COLUMNS, COLUMNS, write_manifest
@@ -330,7 +331,7 @@ def _write_if_changed(path: Path, data: bytes) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
+    write_part(tmp, data)  # never through a link planted at the .part
     os.replace(tmp, path)
 
 
@@ -363,7 +364,8 @@ def write_demo(out: str | Path, seed: int = DEFAULT_SEED) -> list[DemoClip]:
                 stale.unlink()
     frame = pd.DataFrame([c.row for c in clips], columns=list(COLUMNS))
     staged = out / ".manifest.csv.part"
-    write_manifest(frame, staged)
+    with open_part(staged) as fh:  # never through a link planted there
+        write_manifest(frame, fh)
     _write_if_changed(out / "manifest.csv", staged.read_bytes())
     staged.unlink()
     write_lock(

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from agl import __version__
 from agl.core import http
 from agl.core.http import Limits, Refused, is_html_type, looks_like_html, with_cap
+from agl.core.nofollow import open_part
 from agl.core.retry import RETRY_AFTER_CAP_S
 from agl.errors import AglError
 
@@ -228,7 +229,7 @@ def fetch_to_file(url: str, part: Path, policy: Policy, client: httpx.Client | N
                 if is_html_type(resp.headers.get("content-type")):
                     raise RetryableError(f"an HTML page with status {resp.status_code}, "
                                          "not the file (an error page served as a success)")
-                with open(part, "wb") as fh:
+                with open_part(part) as fh:  # never through a link planted at `part`
                     for chunk in resp.iter_bytes():
                         if not fh.tell() and looks_like_html(chunk):
                             raise RetryableError("an HTML page, not the file (an error page "

@@ -14,6 +14,7 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import pandas as pd
 
@@ -352,9 +353,15 @@ def clips(frame: pd.DataFrame) -> list[Clip]:
     ]
 
 
-def write_manifest(frame: pd.DataFrame, path: str | Path) -> None:
-    """Write a manifest with the full AGL1K column layout (20 names for 20 fields)."""
+def write_manifest(frame: pd.DataFrame, path: str | Path | BinaryIO) -> None:
+    """Write a manifest with the full AGL1K column layout (20 names for 20 fields), to a path
+    or to a file open for writing bytes (a `.part` opened without following links)."""
     out = frame.reindex(columns=list(COLUMNS)).fillna("")
+    if not isinstance(path, (str, Path)):
+        text = io.TextIOWrapper(path, encoding="utf-8", newline="")  # as to_csv opens a path
+        out.to_csv(text, index=False)
+        text.detach()  # flushed; the caller closes its file
+        return
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     out.to_csv(path, index=False)
 

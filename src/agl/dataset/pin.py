@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agl.core.dvc_busy import dvc_lock_is_one_line
+
 PIN = "data.dvc"
 
 
@@ -24,7 +26,7 @@ def cache_if_pinned(folder: str | Path, root: str | Path = ".", pin: str = PIN) 
         return None
     from dvc.repo import Repo
 
-    with Repo(str(root)) as repo, repo.lock:
+    with dvc_lock_is_one_line(root, "agl download"), Repo(str(root)) as repo, repo.lock:
         (stage,) = repo.stage.collect(str((root / pin).resolve()))
         pinned = {str(o.def_path): o.hash_info for o in stage.outs}
         if [(root / p).resolve() for p in pinned] != [Path(folder).resolve()]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from agl.core.checks import check_params, sha256_value
 from agl.core.jsonutil import dumps
+from agl.core.nofollow import open_part
 from agl.core.paths import inside, remove
 from agl.core.single_writer import exclusive
 from agl.dataset.checksums import file_digest, read_lock, read_source, write_lock
@@ -185,7 +186,8 @@ def _write_manifest(frame, target: Path) -> None:
     """AGL1K's 20-column layout, atomically; an identical file is left untouched."""
 
     staged = target.with_name(".manifest.csv.part")
-    write_manifest(frame, staged)
+    with open_part(staged) as fh:  # never through a link planted there
+        write_manifest(frame, fh)
     if target.exists() and target.read_bytes() == staged.read_bytes():
         staged.unlink()
     else:

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from agl.core.http import Refused, is_html_type, looks_like_html
+from agl.core.nofollow import NotARegularFile, open_part
 
 _BLOCK = 1 << 20
 
@@ -26,13 +27,15 @@ def copy_local(src: Path, part: Path, max_bytes: int | None) -> str:
     `Refused` past the cap (and `part` is removed)."""
     digest, size = hashlib.sha256(), 0
     try:
-        with open(src, "rb") as fin, open(part, "wb") as fout:
+        with open(src, "rb") as fin, open_part(part) as fout:  # never through a link
             for block in iter(lambda: fin.read(_BLOCK), b""):
                 size += len(block)
                 if max_bytes is not None and size > max_bytes:
                     raise Refused(f"{src} holds more than {max_bytes:,} bytes; not copied")
                 fout.write(block)
                 digest.update(block)
+    except NotARegularFile:
+        raise  # not ours: the planted thing is left for the user to see
     except BaseException:
         part.unlink(missing_ok=True)
         raise

@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from agl.core.nofollow import write_part
 from agl.dataset.checksums import file_digest
 from agl.dataset.fetch import Policy, fetch_to_file, make_client
 from agl.dataset.ontology_pin import ONTOLOGY_SHA256, ONTOLOGY_URL
@@ -123,7 +124,7 @@ def _one(item: SharedFile, dest: Path, policy, client, package_file: Path, agl1k
     part = dest.with_name(dest.name + ".part")
     if item.source == "package":
         where = str(package_file)
-        part.write_bytes(package_file.read_bytes())
+        write_part(part, package_file.read_bytes())  # never through a link planted at `part`
         got = file_digest(part).sha256
     else:
         where = source_url(item, agl1k_base=agl1k_base, archive_base=archive_base,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.core import canonical
+from agl.core.checks import MAX_RESAMPLES, check_resamples
 from agl.core.geo import EARTH_MAX_KM
 from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label, load_manifest
 from agl.errors import AglError
@@ -44,6 +45,7 @@ class ImportConfig:
     resamples: int = 1000
     seed: int = 0
     strict_refusal_km: float = EARTH_MAX_KM
+    max_resamples: int = MAX_RESAMPLES  # params evaluate.max_resamples: a record asks for no more
 
 
 def is_eee(path: Path) -> bool:
@@ -158,12 +160,18 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.").lower() or "unknown"
 
 
-def _bootstrap(record: dict[str, Any], config: ImportConfig) -> tuple[int, int]:
-    """The record's resample count and seed (its first interval that states them)."""
-    for r in record["evaluation_results"]:
+def _bootstrap(record: dict[str, Any], config: ImportConfig, path: Path) -> tuple[int, int]:
+    """The record's resample count and seed (its first interval that states them); a count
+    past evaluate.max_resamples is refused before any work (a record is outside input)."""
+    for i, r in enumerate(record["evaluation_results"]):
         details = r["score_details"]
         b = (details.get("uncertainty") or {}).get("num_bootstrap_samples")
-        if isinstance(b, int):
+        if isinstance(b, int) and not isinstance(b, bool):
+            check_resamples({f"evaluation_results[{i}].score_details.uncertainty.num_bootstrap_samples":
+                             (b, 0)}, config.max_resamples, str(path))
+            if b < 0:
+                raise AglError(f"{path}: evaluation_results[{i}].score_details.uncertainty."
+                               f"num_bootstrap_samples: {b} is not a count of resamples (0 or more)")
             seed = (details.get("details") or {}).get("bootstrap_seed", config.seed)
             return b, int(seed) if str(seed).lstrip("-").isdigit() else config.seed
     return config.resamples, config.seed
@@ -208,7 +216,7 @@ def import_record(path: Path, truth: tuple[Any, str, Path], out: Path, config: I
     # rows in file order, so that order gives the record's own intervals back.
     ranked = sorted(predictions, key=lambda k: order[k])
     write_predictions(folder / "predictions.jsonl", [predictions[k] for k in ranked])
-    resamples, seed = _bootstrap(record, config)
+    resamples, seed = _bootstrap(record, config, path)
     protocols = tuple(p for p in PROTOCOLS if p in stated) or tuple(PROTOCOLS)
     evaluation = EvaluateConfig(protocols=protocols, metric_bootstrap=resamples, seed=seed,
                                 strict_refusal_km=config.strict_refusal_km, track=False)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agl.core.checks import check_params
+from agl.core.checks import check_params, check_resamples
 from agl.core.tables import read_whole_csv
 from agl.errors import AglError, reject_unknown_keys
 from agl.judges.modes import JudgeConfig, judge_from_config
@@ -124,6 +124,10 @@ def options_from_config(cfg: dict[str, Any]) -> ReportOptions:
     return ReportOptions(**values)
 
 
+# The resample and permutation counts of `report:`, bounded by evaluate.max_resamples.
+RESAMPLE_KEYS = ("group_bootstrap", "factor_bootstrap", "paired_bootstrap", "paired_permutations")
+
+
 @dataclass(frozen=True)
 class ReportConfig:
     """params.yaml `report:`: what the report computes (`options`), the judge it names (its
@@ -137,9 +141,13 @@ class ReportConfig:
     experiment: str | None = None  # MLflow experiment (params.yaml mlflow.experiment)
 
     @classmethod
-    def from_params(cls, section: dict[str, Any] | None, *, experiment: str | None = None) -> ReportConfig:
-        """From params.yaml `report:`; an unknown key or a value of the wrong type is one line."""
+    def from_params(cls, section: dict[str, Any] | None, *, experiment: str | None = None,
+                    max_resamples: int | None = None, source: str = "params.yaml") -> ReportConfig:
+        """From params.yaml `report:`; an unknown key or a value of the wrong type is one line,
+        and so is a resample or permutation count past `max_resamples` (evaluate.max_resamples)."""
         cfg = dict(section or {})
+        check_resamples({f"report.{k}": (cfg.get(k, getattr(ReportOptions, k)), 1) for k in RESAMPLE_KEYS},
+                        max_resamples, source)
         track = bool(cfg.pop("track", True))
         return cls(options=options_from_config(cfg), judge=judge_from_config(cfg.get("judge")),
                    track=track, params={k: v for k, v in cfg.items() if k != "judge"},

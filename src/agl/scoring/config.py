@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from agl.core.checks import check_value
+from agl.core.checks import MAX_RESAMPLES, check_resamples, check_value
 from agl.core.geo import EARTH_MAX_KM
 from agl.errors import AglError
 from agl.scoring.clusters import DEFAULT_UNIT, parse_unit
@@ -43,6 +43,7 @@ class EvaluateConfig:
 
     protocols: tuple[str, ...] = ("paper", "strict")
     metric_bootstrap: int = knob("count0", BOOTSTRAP)  # resamples per 95% CI (0: none)
+    max_resamples: int = knob("count", MAX_RESAMPLES)  # bound on every resample count (agl.core.checks)
     seed: int = knob("seed", 0)
     strict_refusal_km: float = knob("positive", EARTH_MAX_KM)
     resampling_unit: str = DEFAULT_UNIT  # what a CI resamples (agl.scoring.clusters)
@@ -53,6 +54,7 @@ class EvaluateConfig:
         check_fields(self, "evaluate")
         object.__setattr__(self, "protocols", tuple(self.protocols))
         object.__setattr__(self, "metric_bootstrap", int(self.metric_bootstrap))
+        object.__setattr__(self, "max_resamples", int(self.max_resamples))
         object.__setattr__(self, "seed", int(self.seed))
         object.__setattr__(self, "strict_refusal_km", float(self.strict_refusal_km))
         object.__setattr__(self, "resampling_unit", parse_unit(self.resampling_unit, "evaluate.resampling_unit").name)
@@ -60,8 +62,12 @@ class EvaluateConfig:
             raise AglError("evaluate.protocols is empty: nothing to score under; list paper and/or strict")
 
     @classmethod
-    def from_params(cls, section: dict[str, Any] | None, mlflow: dict[str, Any] | None = None) -> EvaluateConfig:
-        """From params.yaml `evaluate:` and `mlflow:` (its experiment name)."""
-        values = known(section, cls, "params.yaml evaluate")
+    def from_params(cls, section: dict[str, Any] | None, mlflow: dict[str, Any] | None = None,
+                    source: str = "params.yaml") -> EvaluateConfig:
+        """From params.yaml `evaluate:` and `mlflow:` (its experiment name); a resample count
+        past `evaluate.max_resamples` is one line naming it, before any work."""
+        values = known(section, cls, f"{source} evaluate")
+        check_resamples({"evaluate.metric_bootstrap": (values.get("metric_bootstrap", BOOTSTRAP), 0)},
+                        values.get("max_resamples"), source)
         values["protocols"] = tuple(values.get("protocols", cls.protocols))
         return cls(**values, experiment=(mlflow or {}).get("experiment"))
