@@ -18,6 +18,9 @@ the run folder and the key) needs to pick up where the last one left off:
   passes then run the clips synchronously, saying so.
 * `history`: finished jobs (id, final state, counts), for `--batch-status`.
 
+Reading it checks each field's type (a malformed file is one line, never a traceback later);
+`agl.inference.batch.check` checks its jobs against the run before a pass acts on them.
+
 Not a DVC output: it holds ids, times and run history. The file is written to a temporary
 name, fsync'd and renamed, so a kill leaves the old or the new state, never half of one.
 """

@@ -186,8 +186,8 @@ class GeminiBatch(BatchProvider):
     async def _get_job(self, name: str) -> tuple[Any, list[Any]]:
         """The job as `batches.get` reads it, its inline responses read one by one: the SDK
         reads the whole list at once, so one entry that is not a mapping (or not a response)
-        would make the job unreadable, polled forever. An entry it cannot read stays in the
-        list as it came (a raw value), for `results` to count."""
+        would make the job unreadable, polled forever. An entry it cannot read is in the list
+        as why (a string), for `results` to count."""
         from google.genai import batches, types
 
         api = self._client().aio._api_client  # the SDK's own transport (auth, base URL, retries)
@@ -196,12 +196,12 @@ class GeminiBatch(BatchProvider):
         raw = json.loads(resp.body) if resp.body else {}
         output = ((raw.get("metadata") or {}).get("output") if isinstance(raw, dict) else None)
         entries: list[Any] = []
-        inline = output.get("inlinedResponses") if isinstance(output, dict) else None
-        if isinstance(inline, dict):
-            listed = inline.pop("inlinedResponses", None)
-            entries = [_read_entry(e) for e in (listed if isinstance(listed, list) else [listed])]
-            if not inline:
-                output.pop("inlinedResponses")
+        if isinstance(output, dict) and "inlinedResponses" in output:
+            inline = output.pop("inlinedResponses")
+            listed = inline.get("inlinedResponses") if isinstance(inline, dict) else inline
+            if listed is not None:
+                entries = [_read_entry(e)
+                           for e in (listed if isinstance(listed, list) else [listed])]
         j = types.BatchJob._from_response(response=batches._BatchJob_from_mldev(raw), kwargs={})
         return j, entries
 
