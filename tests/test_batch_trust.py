@@ -128,3 +128,30 @@ def test_a_state_file_it_cannot_trust_is_refused_in_one_line_and_nothing_is_paid
                 break
     assert Counter(svc.billed.values()) == {1: 4} and set(svc.submitted().values()) == {1}
     assert {r["meta"]["answered_by"] for r in lines(out)} == {"batch"}
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda s: s["jobs"][0].update(clips={"clip_000": "k"}), "job batch_1: clip 'clip_000' is 'k'"),
+    (lambda s: s["jobs"][0].update(created="yesterday"), "job batch_1: field 'created' is 'yesterday'"),
+    (lambda s: s["jobs"][0].update(probe="yes"), "job batch_1: field 'probe' is 'yes'"),
+    (lambda s: s["jobs"][0].pop("tag"), "job batch_1: no field 'tag'"),
+    (lambda s: s["jobs"].append(5), "job #2 is not a mapping"),
+    (lambda s: s.update(attempts={"clip_000": "two"}), "attempts: clip 'clip_000' is 'two'"),
+], ids=["clips", "created", "probe", "no-tag", "job-not-a-mapping", "attempts"])
+def test_a_malformed_state_file_is_one_line_naming_the_job_and_field(tmp_path, edit, message):
+    from agl.errors import AglError
+    from agl.inference.batch import state as state_mod
+
+    state = state_mod.BatchState("openai", "fake", "fp", jobs=[state_mod.Job(
+        tag="agl-1-x", provider="openai", created=1.0, fingerprint="fp", job_id="batch_1",
+        clips={"clip_000": {"key": None, "audio_sha256": None}})])
+    state_mod.save(tmp_path, state)
+    assert state_mod.load(tmp_path) == state  # the file as agl writes it reads back
+    raw = json.loads(state_mod.state_path(tmp_path).read_text())
+    edit(raw)
+    state_mod.state_path(tmp_path).write_text(json.dumps(raw))
+    with pytest.raises(AglError) as refused:
+        state_mod.load(tmp_path)
+    said = str(refused.value)
+    assert "\n" not in said and said.startswith(f"{state_mod.state_path(tmp_path)}: malformed (")
+    assert message in said and "restore it" in said, said
