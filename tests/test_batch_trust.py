@@ -83,6 +83,8 @@ def edit_state(path, how: str) -> None:
         jobs[0]["clips"]["clip_009"] = jobs[0]["clips"].pop("clip_001")
     elif how == "renamed":  # clip_001 renamed to a clip of the run that no job holds
         jobs[0]["clips"]["clip_002"] = jobs[0]["clips"].pop("clip_001")
+    elif how == "renamed-recorded":  # clip_002 renamed to clip_000, answered by the probe
+        jobs[0]["clips"]["clip_000"] = jobs[0]["clips"].pop("clip_002")
     elif how == "two-jobs":
         jobs[1]["clips"]["clip_000"] = dict(jobs[0]["clips"]["clip_000"])
     elif how == "garbage":
@@ -94,6 +96,7 @@ def edit_state(path, how: str) -> None:
 @pytest.mark.parametrize("how, message", [
     ("unknown", "holds clip 'clip_009', which is not a clip of this run"),
     ("renamed", "holds clip 'clip_002' with the audio of clip 'clip_001' (renamed?)"),
+    ("renamed-recorded", "holds clip 'clip_000' with the audio of clip 'clip_002' (renamed?)"),
     ("two-jobs", "clip 'clip_000' is held by two jobs"),
     ("garbage", "malformed (job "),
 ])
@@ -103,11 +106,13 @@ def test_a_state_file_it_cannot_trust_is_refused_in_one_line_and_nothing_is_paid
     out, cache = tmp_path / "run", tmp_path / "cache"
     path = out / "batch_state.json"
     with FakeBatchService(answer) as svc:
-        # `renamed`: the probe job holds clip_000 and clip_001, clip_002 and clip_003 wait.
-        batch = "{probe: true}" if how == "renamed" else "{probe: false, max_requests: 2}"
+        # `renamed`: the probe job holds clip_000 and clip_001, clip_002 and clip_003 wait;
+        # `renamed-recorded`: the probe answered (recorded), a job holds clip_002 and clip_003.
+        batch = "{probe: true}" if how.startswith("renamed") else "{probe: false, max_requests: 2}"
         args = cli(api, svc.url, manifest, audio, out, cache, "--batch",
                    "--setting", f"batch={batch}")[3:]  # after `python -m agl.cli`
-        assert main(args) == 75
+        for _ in range(2 if how == "renamed-recorded" else 1):
+            assert main(args) == 75
         capsys.readouterr()
         good = path.read_text()
         edit_state(path, how)

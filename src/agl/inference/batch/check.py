@@ -38,27 +38,30 @@ def check_jobs(path: Path, state: BatchState, fingerprint: str, requests: list[R
     for r in requests:
         if r.audio_sha256:
             by_audio.setdefault(r.audio_sha256, set()).add(r.sample_id)
-    holder: dict[str, str] = {}
+    held: dict[str, tuple[str, dict]] = {}  # sample id -> (its job, what the job recorded)
     for job in state.jobs:
         if job.fingerprint != fingerprint:
             continue
         name = job.job_id or job.tag
         for sid, info in job.clips.items():
-            if sid in holder:
-                raise AglError(f"{path}: clip '{sid}' is held by two jobs ({holder[sid]} and "
+            if sid in held:
+                raise AglError(f"{path}: clip '{sid}' is held by two jobs ({held[sid][0]} and "
                                f"{name}); {_FIX}")
-            holder[sid] = name
-            r = plan.get(sid)
-            if r is None:
-                if sid in finished:
-                    continue  # recorded by a pass killed before the job left the file
-                raise AglError(f"{path}: job {name} holds clip '{sid}', which is not a clip of "
-                               f"this run; {_FIX}")
-            sha = info.get("audio_sha256")
-            others = by_audio.get(sha, set()) - {sid} if sha else set()
-            if r.audio_sha256 and sha != r.audio_sha256 and others:
-                raise AglError(f"{path}: job {name} holds clip '{sid}' with the audio of clip "
-                               f"'{min(others)}' (renamed?); {_FIX}")
+            held[sid] = name, info
+    for sid, (name, info) in held.items():
+        sha, r = info.get("audio_sha256"), plan.get(sid)
+        if r is None and sid not in finished:
+            raise AglError(f"{path}: job {name} holds clip '{sid}', which is not a clip of "
+                           f"this run; {_FIX}")
+        if not sha or (r is not None and sha == r.audio_sha256):
+            continue
+        # Recorded audio that is not the clip's own: renamed if it is the audio of a pending
+        # clip no job holds (that one would be submitted again). A clip already recorded (a
+        # pass killed before its job left the file) is judged by that test alone.
+        others = by_audio.get(sha, set()) - {sid}
+        if (others and r is not None and r.audio_sha256) or (others - set(held)):
+            raise AglError(f"{path}: job {name} holds clip '{sid}' with the audio of clip "
+                           f"'{min(others)}' (renamed?); {_FIX}")
 
 
 def usable(job: Job, results: Results) -> tuple[dict[str, Reply | str], str | None]:
