@@ -33,7 +33,7 @@ from agl.errors import ModelGone
 from agl.inference.batch import state as state_mod
 from agl.inference.batch.check import check_jobs, usable
 from agl.inference.batch.context import PassContext, PassReport, quiet, short, to_sync
-from agl.inference.batch.provider import BatchProvider, JobStatus, Results, provider_class
+from agl.inference.batch.provider import BatchProvider, JobStatus, provider_class
 from agl.inference.batch.state import BatchState, Job
 from agl.inference.batch.submit import screen, submit
 from agl.inference.runner import scrub_reply
@@ -169,7 +169,8 @@ async def _collect(ctx: PassContext, prov: BatchProvider, state: BatchState,
         _stop_if_gone(ctx, results)
         if ignored:
             report.messages.append(ignored)
-        answers = _job_answers(ctx, state, job, st, got, finished | answered)
+        answers = _job_answers(ctx, state, job, st, (results, got.conflicts),
+                               finished | answered)
         for a in answers:
             await sink.put(a)
         await sink.flush()  # durable records before the job leaves the state file
@@ -202,11 +203,11 @@ def _stop_if_gone(ctx: PassContext, results: dict[str, Reply | str]) -> None:
 
 
 def _job_answers(ctx: PassContext, state: BatchState, job: Job, st: JobStatus,
-                 got: Results, done: set[str]) -> list[Answer]:
+                 got: tuple[dict[str, Reply | str], set[str]], done: set[str]) -> list[Answer]:
     """The answers of a finished job this run records (its fingerprint's, not recorded yet);
-    a clip it did not answer (or answered twice, differently) gets its reason in
-    `state.fallback`."""
-    results, _ = usable(job, got)
+    a clip it did not answer (or answered twice, differently: in `conflicts`) gets its
+    reason in `state.fallback`. `got`: its usable results and its conflicts."""
+    results, conflicts = got
     secrets = known_secrets(ctx.backend.settings)
     mine = job.fingerprint == ctx.fingerprint
     answers = []
@@ -230,7 +231,7 @@ def _job_answers(ctx: PassContext, state: BatchState, job: Job, st: JobStatus,
             answers.append(Answer(request, reply, price_factor=ctx.options.price_factor,
                                   requested_now=False))
         elif mine and sid not in done:
-            if sid in got.conflicts:
+            if sid in conflicts:
                 reason = "the batch job returned two different replies for this clip"
             elif isinstance(res, str):
                 reason = f"batch request failed: {res}"
