@@ -20,7 +20,10 @@ where `req` carries its custom id, body, prompt and the SHA-256 of the audio it 
 (inline, or a Files API upload it references). `billed` counts answered requests per
 audio hash: a clip paid twice shows as 2. `plan(job)` sets a new job's fate: how many
 polls until it finishes, and whether it completes, expires, fails or never finishes.
-Output lines come in a shuffled order: results must be matched by id.
+Output lines come in a shuffled order: results must be matched by id. `tamper(job, rows)`
+may rewrite a finished job's result entries (OpenAI: the output file's lines; Gemini: the
+inline responses or the responses file's lines) as a broken provider would: any JSON value,
+or bytes for a line that is not JSON.
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ class FakeBatchService:
         self.calls: list[tuple[str, str]] = []
         self.sync_requests: list[BatchRequest] = []  # the synchronous calls, as received
         self.reject_create: tuple[int, str] | None = None
+        self.tamper: Callable[[FakeJob, list], list] | None = None
         self.hold_create_at: int | None = None  # the n-th create is made, never answered
         self.creates = 0
         self._sessions: dict[str, dict[str, Any]] = {}
@@ -284,11 +288,12 @@ class FakeBatchService:
             else:
                 out.append({**line, "error": None,
                             "response": {"status_code": 200, "request_id": "r", "body": res.body}})
+        if self.tamper is not None:
+            out = self.tamper(job, out)
         for name, rows in (("output", out), ("error", err)):
             if rows:
                 fid = self._id("file-")
-                self.files[fid] = {"data": "".join(json.dumps(r) + "\n" for r in rows).encode(),
-                                   "purpose": "batch_output"}
+                self.files[fid] = {"data": _jsonl(rows), "purpose": "batch_output"}
                 job.output[name] = fid
         job.output["counts"] = {"total": len(job.requests), "completed": len(out),
                                 "failed": len(err)}
@@ -429,12 +434,14 @@ class FakeBatchService:
             else:
                 rows.append({"key": req.custom_id, "response": res.body})
         if job.inline:
-            job.output = {"inlinedResponses": {"inlinedResponses": [
-                {"metadata": {"key": r.pop("key")}, **r} for r in rows]}}
+            rows = [{"metadata": {"key": r.pop("key")}, **r} for r in rows]
+        if self.tamper is not None:
+            rows = self.tamper(job, rows)
+        if job.inline:
+            job.output = {"inlinedResponses": {"inlinedResponses": rows}}
         elif rows:
             fid = self._id("f")
-            self.files[fid] = {"data": "".join(json.dumps(r) + "\n" for r in rows).encode(),
-                               "mime": "application/jsonl"}
+            self.files[fid] = {"data": _jsonl(rows), "mime": "application/jsonl"}
             job.output = {"responsesFile": f"files/{fid}"}
         job.state = "BATCH_STATE_CANCELLED" if job.cancel_requested else {
             "complete": "BATCH_STATE_SUCCEEDED", "expire": "BATCH_STATE_EXPIRED",
@@ -452,6 +459,11 @@ class FakeBatchService:
         if job.state == "BATCH_STATE_FAILED":
             op["error"] = {"code": 400, "message": job.fail_message}
         return op
+
+
+def _jsonl(rows: list) -> bytes:
+    return b"".join((r if isinstance(r, bytes) else json.dumps(r).encode()) + b"\n"
+                    for r in rows)
 
 
 def _openai_audio(body: dict) -> tuple[list[str], str]:

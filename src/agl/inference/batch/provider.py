@@ -10,7 +10,8 @@ The pass calls, in this order:
   upload_input(chunk)        the request file, if the API takes a file (its id), else None
   create(chunk, ref, tag)    the job (tag: the local name, findable with `find`)
   status(job)                the job's state; terminal or not
-  results(job, status)       {custom id: Reply, or the error text of a failed request}
+  results(job, status)       Results: {custom id: Reply, or the error text of a failed
+                             request}, and the entries it could not use (counted by why)
   cancel(job), cleanup(job, status)  cancel; delete what a finished job no longer needs
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import abc
 import importlib
 import pkgutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -57,6 +59,35 @@ class JobStatus:
     counts: dict[str, int] = field(default_factory=dict)  # total / completed / failed if known
     expires_at: float | None = None
     raw: Any = None  # the provider's job object, for `results`
+
+
+@dataclass
+class Results:
+    """A finished job's result entries by custom id. An entry that names no clip (not a
+    mapping, no or a non-string id, unreadable) is counted in `ignored` by why, never
+    raised; an id answered twice with two different replies is in `conflicts` (neither
+    is trusted: the clip is asked again). A reply wins over an error for the same id."""
+
+    by_id: dict[str, Reply | str] = field(default_factory=dict)
+    ignored: Counter = field(default_factory=Counter)  # why -> how many entries
+    conflicts: set[str] = field(default_factory=set)
+
+    def add(self, cid: Any, value: Reply | str) -> None:
+        if not isinstance(cid, str) or not cid:
+            self.ignore("no clip id" if cid is None or cid == "" else "a non-string clip id")
+            return
+        old = self.by_id.get(cid)
+        if old is None:
+            self.by_id[cid] = value
+            return
+        self.ignore(f"clip '{cid}' twice")
+        if isinstance(old, Reply) and isinstance(value, Reply) and old != value:
+            self.conflicts.add(cid)
+        elif isinstance(value, Reply) and not isinstance(old, Reply):
+            self.by_id[cid] = value
+
+    def ignore(self, why: str) -> None:
+        self.ignored[why] += 1
 
 
 class SubmitError(Exception):
@@ -110,7 +141,7 @@ class BatchProvider(abc.ABC):
     async def status(self, job: Job) -> JobStatus: ...
 
     @abc.abstractmethod
-    async def results(self, job: Job, status: JobStatus) -> dict[str, Reply | str]: ...
+    async def results(self, job: Job, status: JobStatus) -> Results: ...
 
     @abc.abstractmethod
     async def cancel(self, job: Job) -> None: ...

@@ -31,6 +31,7 @@ from agl.contracts.calls import Reply, Request
 from agl.core.secrets import known_secrets, scrub
 from agl.errors import ModelGone
 from agl.inference.batch import state as state_mod
+from agl.inference.batch.check import check_jobs, usable
 from agl.inference.batch.context import PassContext, PassReport, quiet, short, to_sync
 from agl.inference.batch.provider import BatchProvider, JobStatus, provider_class
 from agl.inference.batch.state import BatchState, Job
@@ -53,6 +54,10 @@ async def run_pass(ctx: PassContext, requests: list[Request], sink: Sink) -> Pas
     answers of the jobs it collects go to `sink`; what is left for the synchronous path is
     the report's `sync_now`."""
     state = state_mod.load(ctx.out_dir) or new_state(ctx)
+    # Before anything is collected or submitted: a clip the file holds under a wrong name
+    # would otherwise be submitted again under its own (paid twice).
+    check_jobs(state_mod.state_path(ctx.out_dir), state, ctx.fingerprint, requests,
+               ctx.finished)
     if (state.backend, state.model) != (ctx.backend.name, ctx.backend.model):
         state.probe, state.rejected = None, None  # another model: its own probe
         state.backend, state.model = ctx.backend.name, ctx.backend.model
@@ -155,13 +160,17 @@ async def _collect(ctx: PassContext, prov: BatchProvider, state: BatchState,
                                            f"({short(exc)})")
             continue
         try:
-            results = await prov.results(job, st)
+            got = await prov.results(job, st)
         except Exception as exc:  # noqa: BLE001 - the job stays; the next pass retries
             report.messages.append(f"could not read the results of job {job.job_id} "
                                    f"({short(exc)}); rerun later")
             continue
+        results, ignored = usable(job, got)
         _stop_if_gone(ctx, results)
-        answers = _job_answers(ctx, state, job, st, results, finished | answered)
+        if ignored:
+            report.messages.append(ignored)
+        answers = _job_answers(ctx, state, job, st, (results, got.conflicts),
+                               finished | answered)
         for a in answers:
             await sink.put(a)
         await sink.flush()  # durable records before the job leaves the state file
@@ -194,9 +203,11 @@ def _stop_if_gone(ctx: PassContext, results: dict[str, Reply | str]) -> None:
 
 
 def _job_answers(ctx: PassContext, state: BatchState, job: Job, st: JobStatus,
-                 results: dict[str, Reply | str], done: set[str]) -> list[Answer]:
+                 got: tuple[dict[str, Reply | str], set[str]], done: set[str]) -> list[Answer]:
     """The answers of a finished job this run records (its fingerprint's, not recorded yet);
-    a clip it did not answer gets its reason in `state.fallback`."""
+    a clip it did not answer (or answered twice, differently: in `conflicts`) gets its
+    reason in `state.fallback`. `got`: its usable results and its conflicts."""
+    results, conflicts = got
     secrets = known_secrets(ctx.backend.settings)
     mine = job.fingerprint == ctx.fingerprint
     answers = []
@@ -220,7 +231,9 @@ def _job_answers(ctx: PassContext, state: BatchState, job: Job, st: JobStatus,
             answers.append(Answer(request, reply, price_factor=ctx.options.price_factor,
                                   requested_now=False))
         elif mine and sid not in done:
-            if isinstance(res, str):
+            if sid in conflicts:
+                reason = "the batch job returned two different replies for this clip"
+            elif isinstance(res, str):
                 reason = f"batch request failed: {res}"
             elif st.outcome == "failed":
                 reason = f"the batch job failed: {st.error or st.state}"

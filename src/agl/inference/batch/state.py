@@ -18,6 +18,9 @@ the run folder and the key) needs to pick up where the last one left off:
   passes then run the clips synchronously, saying so.
 * `history`: finished jobs (id, final state, counts), for `--batch-status`.
 
+Reading it checks each field's type (a malformed file is one line, never a traceback later);
+`agl.inference.batch.check` checks its jobs against the run before a pass acts on them.
+
 Not a DVC output: it holds ids, times and run history. The file is written to a temporary
 name, fsync'd and renamed, so a kill leaves the old or the new state, never half of one.
 """
@@ -102,10 +105,68 @@ def load(out_dir: str | Path) -> BatchState | None:
                        "(or, if no job is live, delete it)") from None
     if not isinstance(raw, dict) or raw.get("version") != VERSION:
         raise AglError(f"{path}: not a batch state file of version {VERSION}")
-    try:
-        return BatchState.from_json(raw)
-    except TypeError as exc:
-        raise AglError(f"{path}: malformed ({exc})") from None
+    problem = _malformed(raw)
+    if problem:
+        raise AglError(f"{path}: {problem}; it lists this run's batch jobs: restore it (or, if "
+                       "no job is live, delete it)")
+    return BatchState.from_json(raw)
+
+
+_NUM = (int, float)
+_OPT_STR = (str, type(None))
+_OPT_NUM = (int, float, type(None))
+# Each field of a job and of the state: the types it may hold (bool is an int: checked apart).
+_JOB_FIELDS = {"tag": str, "provider": str, "clips": dict, "created": _NUM, "fingerprint": str,
+               "job_id": _OPT_STR, "input_ref": _OPT_STR, "expires_at": _OPT_NUM,
+               "probe": bool, "cancel_requested": bool, "provider_state": _OPT_STR,
+               "last_poll": _OPT_NUM}
+_STATE_FIELDS = {"backend": str, "model": str, "fingerprint": str, "jobs": list,
+                 "uploads": dict, "fallback": dict, "attempts": dict,
+                 "probe": (dict, type(None)), "rejected": _OPT_STR, "history": list}
+_REQUIRED_JOB = {"tag", "provider", "clips", "created"}
+
+
+def _wrong(d: dict[str, Any], fields: dict[str, Any]) -> str | None:
+    """The first field of `d` that is unknown or of the wrong type, described; None if none."""
+    for k, v in d.items():
+        if k not in fields:
+            return f"unknown field '{k}'"
+        want = fields[k]
+        if isinstance(v, bool) and want is not bool and bool not in (
+                want if isinstance(want, tuple) else (want,)):
+            return f"field '{k}' is {v!r}"
+        if not isinstance(v, want):
+            return f"field '{k}' is {str(v)[:40]!r}"
+    return None
+
+
+def _malformed(raw: dict[str, Any]) -> str | None:
+    """What is wrong with a state file's content, in a few words naming the job and field;
+    None when each field has its type (what a pass relies on without checking again)."""
+    top = {k: v for k, v in raw.items() if k != "version"}
+    for k in ("backend", "model", "fingerprint"):
+        if k not in top:
+            return f"malformed (no '{k}')"
+    wrong = _wrong(top, _STATE_FIELDS)
+    if wrong:
+        return f"malformed ({wrong})"
+    for i, job in enumerate(top.get("jobs") or []):
+        if not isinstance(job, dict):
+            return f"malformed (job #{i + 1} is not a mapping)"
+        name = job.get("job_id") or job.get("tag") or f"#{i + 1}"
+        wrong = _wrong(job, _JOB_FIELDS) or next(
+            (f"no field '{k}'" for k in sorted(_REQUIRED_JOB) if k not in job), None)
+        if wrong:
+            return f"malformed (job {name}: {wrong})"
+        for sid, info in job["clips"].items():
+            if not sid or not isinstance(info, dict) or not all(
+                    isinstance(info.get(k), _OPT_STR) for k in ("key", "audio_sha256")):
+                return f"malformed (job {name}: clip {sid!r} is {str(info)[:60]!r})"
+    for name in ("fallback", "attempts"):
+        for sid, v in top.get(name, {}).items():
+            if not isinstance(v, str if name == "fallback" else int) or isinstance(v, bool):
+                return f"malformed ({name}: clip {sid!r} is {str(v)[:40]!r})"
+    return None
 
 
 def save(out_dir: str | Path, state: BatchState) -> None:

@@ -22,13 +22,14 @@ from typing import Any
 
 from agl.backends.gemini import to_reply
 from agl.backends.service import retryable_status
-from agl.contracts.calls import Reply, Request
+from agl.contracts.calls import Request
 from agl.core.audio import mime_type
 from agl.inference.batch.provider import (
     BatchProvider,
     Chunk,
     Created,
     JobStatus,
+    Results,
     SubmitError,
     provider,
     reply_or_error,
@@ -174,42 +175,68 @@ class GeminiBatch(BatchProvider):
         return None
 
     async def status(self, job: Job) -> JobStatus:
-        async with asyncio.timeout(self.timeout_s):
-            j = await self._client().aio.batches.get(name=job.job_id)
+        j, entries = await self._get_job(job.job_id)
         state = j.state.name if j.state is not None else "JOB_STATE_UNSPECIFIED"
         error = None
         if j.error is not None:
             error = f"{j.error.code or 'error'}: {j.error.message or ''}".strip()
-        return JobStatus(state, _OUTCOME.get(state), error, {}, job.expires_at, raw=j)
+        return JobStatus(state, _OUTCOME.get(state), error, {}, job.expires_at,
+                         raw=(j, entries))
 
-    async def results(self, job: Job, status: JobStatus) -> dict[str, Reply | str]:
+    async def _get_job(self, name: str) -> tuple[Any, list[Any]]:
+        """The job as `batches.get` reads it, its inline responses read one by one: the SDK
+        reads the whole list at once, so one entry that is not a mapping (or not a response)
+        would make the job unreadable, polled forever. An entry it cannot read is in the list
+        as why (a string), for `results` to count."""
+        from google.genai import batches, types
 
-        out: dict[str, Reply | str] = {}
-        dest = status.raw.dest
-        if dest is not None and dest.inlined_responses:
-            for item in dest.inlined_responses:
-                key = (item.metadata or {}).get("key")
-                if not isinstance(key, str) or isinstance(out.get(key), Reply):
+        api = self._client().aio._api_client  # the SDK's own transport (auth, base URL, retries)
+        async with asyncio.timeout(self.timeout_s):
+            resp = await api.async_request("get", name, {}, None)
+        raw = json.loads(resp.body) if resp.body else {}
+        output = ((raw.get("metadata") or {}).get("output") if isinstance(raw, dict) else None)
+        entries: list[Any] = []
+        if isinstance(output, dict) and "inlinedResponses" in output:
+            inline = output.pop("inlinedResponses")
+            listed = inline.get("inlinedResponses") if isinstance(inline, dict) else inline
+            if listed is not None:
+                entries = [_read_entry(e)
+                           for e in (listed if isinstance(listed, list) else [listed])]
+        j = types.BatchJob._from_response(response=batches._BatchJob_from_mldev(raw), kwargs={})
+        return j, entries
+
+    async def results(self, job: Job, status: JobStatus) -> Results:
+        out = Results()
+        j, entries = status.raw
+        dest = j.dest
+        if entries:
+            for item in entries:
+                if isinstance(item, str):  # what `_read_entry` could not read, and why
+                    out.ignore(item)
                     continue
+                key = (item.metadata or {}).get("key")
                 if item.response is not None:
-                    out[key] = reply_or_error(to_reply, item.response)
+                    out.add(key, reply_or_error(to_reply, item.response))
                 else:
-                    out[key] = _error_text(item.error)
+                    out.add(key, _error_text(item.error))
         elif dest is not None and dest.file_name:
             async with asyncio.timeout(max(self.timeout_s, UPLOAD_TIMEOUT_S)):
                 data = await self._client().aio.files.download(file=dest.file_name)
             for raw in data.splitlines():
+                if not raw.strip():
+                    continue
                 try:
                     d = json.loads(raw)
                 except (json.JSONDecodeError, UnicodeDecodeError):
-                    continue  # a torn line names no clip; its clip falls back
-                key = d.get("key") if isinstance(d, dict) else None
-                if not isinstance(key, str) or isinstance(out.get(key), Reply):
+                    out.ignore("not JSON")  # a torn line names no clip; its clip falls back
                     continue
-                if isinstance(d.get("response"), dict):
-                    out[key] = reply_or_error(lambda r: to_reply(_response(r)), d["response"])
+                if not isinstance(d, dict):
+                    out.ignore("not a mapping")
+                elif isinstance(d.get("response"), dict):
+                    out.add(d.get("key"),
+                            reply_or_error(lambda r: to_reply(_response(r)), d["response"]))
                 else:
-                    out[key] = _error_text(d.get("error") or d.get("status"))
+                    out.add(d.get("key"), _error_text(d.get("error") or d.get("status")))
         return out
 
     async def cancel(self, job: Job) -> None:
@@ -234,6 +261,20 @@ class GeminiBatch(BatchProvider):
                 pass
 
 
+def _read_entry(e: Any) -> Any:
+    """One inline response entry as the SDK reads it (an InlinedResponse), or why it is not
+    one (a string)."""
+    from google.genai import batches, types
+
+    if not isinstance(e, dict):
+        return "not a mapping"
+    try:
+        return types.InlinedResponse._from_response(
+            response=batches._InlinedResponse_from_mldev(e), kwargs={})
+    except Exception:  # noqa: BLE001 - a malformed entry costs its clip a fallback
+        return "unreadable"
+
+
 def _response(d: dict[str, Any]):
     """A REST GenerateContentResponse (a result file line) read as the SDK reads one."""
     from google.genai import batches, types
@@ -243,7 +284,7 @@ def _response(d: dict[str, Any]):
 
 
 def _error_text(err: Any) -> str:
-    if err is None:
+    if not err:
         return "gemini: the result carries neither a response nor an error"
     if isinstance(err, dict):
         return f"gemini {err.get('code', '')} {err.get('message', '')}".strip()

@@ -25,6 +25,7 @@ from agl.inference.batch.provider import (
     Chunk,
     Created,
     JobStatus,
+    Results,
     SubmitError,
     provider,
     reply_or_error,
@@ -102,8 +103,8 @@ class OpenAIBatch(BatchProvider):
         return JobStatus(b.status, _OUTCOME.get(b.status), error or None, counts,
                          float(b.expires_at) if b.expires_at else None, raw=b)
 
-    async def results(self, job: Job, status: JobStatus) -> dict[str, Reply | str]:
-        out: dict[str, Reply | str] = {}
+    async def results(self, job: Job, status: JobStatus) -> Results:
+        out = Results()
         b = status.raw
         for fid in (b.output_file_id, b.error_file_id):  # answers first: a reply wins
             if not fid:
@@ -111,16 +112,20 @@ class OpenAIBatch(BatchProvider):
             async with asyncio.timeout(max(self.timeout_s, UPLOAD_TIMEOUT_S)):
                 content = await self._client().files.content(fid)
             for raw in content.content.splitlines():
+                if not raw.strip():
+                    continue
                 try:
                     d = json.loads(raw)
                 except (json.JSONDecodeError, UnicodeDecodeError):
-                    continue  # a torn line names no clip; its clip falls back
-                cid = d.get("custom_id") if isinstance(d, dict) else None
-                if not isinstance(cid, str) or isinstance(out.get(cid), Reply):
+                    out.ignore("not JSON")  # a torn line names no clip; its clip falls back
                     continue
-                if (d.get("error") or {}).get("code") in _NOT_RUN:
+                if not isinstance(d, dict):
+                    out.ignore("not a mapping")
+                    continue
+                err = d.get("error")
+                if isinstance(err, dict) and err.get("code") in _NOT_RUN:
                     continue  # never run: the job's own end (expired, cancelled) says why
-                out[cid] = _one(d)
+                out.add(d.get("custom_id"), _one(d))
         return out
 
     async def cancel(self, job: Job) -> None:
@@ -153,6 +158,8 @@ def _one(d: dict[str, Any]) -> Reply | str:
             return f"{err.get('code') or 'error'}: {err.get('message') or ''}".strip()
         return str(err)
     resp = d.get("response") or {}
+    if not isinstance(resp, dict):
+        return f"unreadable result (response: {str(resp)[:100]})"
     code, body = resp.get("status_code"), resp.get("body")
     if code != 200:
         message = body
