@@ -188,7 +188,9 @@ def _rederive(plan: _Plan, spec: ModelSpec, options: RunOptions, backend_cls: ty
     a record with neither (a sampled or uncached API reply: paid for) is kept as it is.
     Returns the plan with those clips pending, the records they had, and the backend."""
     kept = [c for c in plan.selected if c.key in plan.finished]
-    if not kept:
+    if not kept or (spec.settings or {}).get("mode") == "batch":
+        # A batch record says who answered it and at what price (half, `answered_by`):
+        # served again from the cache it would read as a synchronous answer. Kept as is.
         return plan, {}, backend
     if backend_cls.recompute:
         again = {c.key for c in kept}
