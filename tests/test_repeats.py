@@ -144,3 +144,48 @@ def test_the_leaderboard_shows_mean_and_std_over_repeats(tmp_path):
     head, rows = render_rows(board)
     assert head[-1].startswith("repeats") and rows[0][-1] == "2×: 25.0 ± 35.4, 0.75 ± 0.35; 0.50"
     assert any("flip rate" in n for n in table_notes(board))
+
+
+def test_the_report_has_a_stability_section_only_for_runs_with_repeats(tmp_path):
+    from agl.report.inputs import ReportInputs, ReportOptions, RunInput
+    from agl.report.sections import SectionContext
+    from agl.report.sections.stability import section
+
+    rep = stability([table([("a", "Germany", 1.0), ("b", "France", 0.0)]),
+                     table([("a", "Germany", 1.0), ("b", "Germany", 1.0)])])
+    metrics = tmp_path / "r" / "metrics.json"
+    metrics.parent.mkdir()
+    metrics.write_text(json.dumps({"run": "r<b>", "protocols": {"paper": {"repeats": rep}}}))
+    plain = tmp_path / "p" / "metrics.json"
+    plain.parent.mkdir()
+    plain.write_text(json.dumps({"run": "p", "protocols": {"paper": {}}}))
+    (tmp_path / "tables").mkdir()
+
+    def ctx(*runs):
+        return SectionContext(runs=list(runs), pipeline_runs=list(runs),
+                              inputs=ReportInputs(run_dirs=()), options=ReportOptions(),
+                              figs=tmp_path, tables=tmp_path / "tables")
+
+    with_repeats = RunInput("r<b>", pd.DataFrame(), info={"metrics": str(metrics)})
+    without = RunInput("p", pd.DataFrame(), info={"metrics": str(plain)})
+    assert section(ctx(without)) is None
+    page = section(ctx(with_repeats, without))
+    assert "Stability over repeats" in page and "r&lt;b&gt;" in page and "<b>" not in page
+    assert "0.750 ± 0.354" in page and "asked 2 times" in page
+    assert (tmp_path / "tables" / "stability.csv").read_text().count("\n") == 2
+
+
+def test_counterfactual_effects_are_read_against_the_flip_rate(tmp_path):
+    from agl.report.inputs import ReportInputs, ReportOptions, RunInput
+    from agl.report.sections import SectionContext
+    from agl.report.sections.counterfactual import noise_floors
+
+    rep = stability([table([("a", "Germany", 1.0), ("b", "France", 0.0)]),
+                     table([("a", "Germany", 1.0), ("b", "Germany", 1.0)])])
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"run": "m", "protocols": {"paper": {"repeats": rep}}}))
+    ctx = SectionContext(runs=[RunInput("m", pd.DataFrame(), info={"metrics": str(metrics)})],
+                         pipeline_runs=[], inputs=ReportInputs(run_dirs=()),
+                         options=ReportOptions(), figs=tmp_path, tables=tmp_path)
+    text = noise_floors(ctx)
+    assert "Noise floor" in text and "m: 50.0% of clips flip country over 2 repeats" in text

@@ -130,7 +130,34 @@ def section(ctx: SectionContext) -> str | None:
     """The section from the counterfactual stage's folder; None when it is not given."""
     if ctx.inputs.counterfactual_dir is None:
         return None
-    return listen_section(Path(ctx.inputs.counterfactual_dir) / "effects.csv", ctx.figs, ctx.tables)
+    page = listen_section(Path(ctx.inputs.counterfactual_dir) / "effects.csv", ctx.figs, ctx.tables)
+    floors = noise_floors(ctx)
+    if not floors:
+        return page
+    body, end = page.rsplit("</section>", 1)
+    return body + floors + "</section>" + end
+
+
+def noise_floors(ctx: SectionContext) -> str:
+    """For each model asked several times (infer.repeats), its flip rate at no intervention:
+    the share of clips whose country changes between repeats, the noise an intervention's
+    effect on country accuracy must exceed (agl.scoring.repeats); "" when none was."""
+    from agl.report.sections.stability import repeats_of  # the same reading of metrics.json
+
+    lines = []
+    for run in ctx.runs:
+        rep = repeats_of(run, ctx.options.protocol)
+        if rep and rep.get("flip_rate") is not None:
+            acc = rep["metrics"]["country_acc"]
+            spread = "" if acc.get("std") is None else f", country accuracy ± {acc['std']:.3f} (std)"
+            lines.append(f"<li>{html.escape(run.name)}: {rep['flip_rate']:.1%} of clips flip "
+                         f"country over {rep['n_repeats']} repeats{spread}</li>")
+    if not lines:
+        return ""
+    return ("<p>Noise floor: with no intervention, a model asked several times (params.yaml "
+            "<code>infer.repeats</code>) does not give the same country every time. An effect "
+            "on country accuracy smaller than its spread over repeats is within the model's own "
+            "noise:</p><ul>" + "".join(lines) + "</ul>")
 
 
 def listen_section(effects_csv: Path, figs: Path, tables: Path | None = None) -> str:
