@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # as Python's docs do
             return 141
         except OSError as exc:  # a full disk, a read-only folder: one line, not a traceback
-            from agl.core.diskwrite import disk_error
+            from agl.core.diskwrite import disk_error  # lazy: only when a write failed
 
             err = disk_error(exc)
             if err is None:
