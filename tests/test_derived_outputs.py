@@ -95,3 +95,24 @@ def test_a_sampled_reply_the_cache_does_not_hold_is_kept_as_documented(tmp_path)
         assert len(server.calls) == 3 and preds.read_bytes() == edited
     docs = (REPO / "docs" / "inference.md").read_text()
     assert "is kept as it is" in docs and "delete its line" in docs
+
+
+def test_an_edited_record_is_told_apart_from_a_machine_difference(tmp_path):
+    """agl verify's check (agl.inference.audit): a record whose place no longer matches its
+    cached reply is named as edited; one without a cached reply is counted, not judged."""
+    from agl.inference.audit import audit_line, audit_run
+
+    make_clips(tmp_path, 4)
+    _run(ModelSpec("b", "random", "uniform-latlon"), tmp_path, tmp_path / "cache")
+    preds = tmp_path / "run" / "predictions.jsonl"
+    clean = audit_run(preds, tmp_path / "cache")
+    assert clean.checked == 4 and clean.edited == () and audit_line(preds, clean, "infer@b") is None
+    _edit(preds)
+    found = audit_run(preds, tmp_path / "cache")
+    assert found.edited == ("clip_000",)
+    line = audit_line(preds, found, "infer@b")
+    assert "1 of 4 record(s)" in line and "edited after the run" in line and "infer@b" in line
+    # A reply the cache does not hold (knn's, a sampled one) cannot be checked: counted, not judged
+    (tmp_path / "empty").mkdir()
+    unknown = audit_run(preds, tmp_path / "empty")
+    assert unknown.checked == 0 and unknown.unchecked == 4 and unknown.edited == ()

@@ -117,6 +117,26 @@ def cache_key(backend: str, model: str, settings: dict[str, Any], request: Reque
     }
     if request.repeat:  # repeat 0 keeps the address every earlier run cached under
         material["repeat"] = int(request.repeat)
+    return _address(material)
+
+
+def record_key(backend: str, model: str, settings: dict[str, Any], sample_id: str,
+               meta: dict[str, Any], repeat: int = 0) -> str:
+    """The address a record's reply was cached under, from what the record and its run's
+    summary keep (the prompt's hash, the audio's, the settings): `cache_key` without the
+    request, for checking a record against its cached reply (agl.inference.audit)."""
+    audio = meta.get("audio_sha256")
+    material = {"v": CACHE_VERSION, "backend": backend, "model": model,
+                "settings": generation_settings(settings),
+                "prompt_sha256": meta.get("prompt_sha256"),
+                "system_sha256": sha256_text(settings.get("system_prompt")),
+                "audio_sha256": audio, "sample_id": None if audio else sample_id}
+    if repeat:
+        material["repeat"] = int(repeat)
+    return _address(material)
+
+
+def _address(material: dict[str, Any]) -> str:
     blob = json.dumps(material, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
