@@ -12,6 +12,7 @@ Content-Security-Policy: it may load only what this server serves.
 
 from __future__ import annotations
 
+import abc
 import importlib.resources
 import os
 import re
@@ -58,7 +59,7 @@ class CloseAfter(RequestError):
     """A refusal after which the connection is closed (its framing cannot be trusted)."""
 
 
-class PageServer(AsyncHTTPServer):
+class PageServer(AsyncHTTPServer, abc.ABC):
     """A local page server; a subclass sets `program` and implements `route`."""
 
     program = "agl play"  # names the program in its messages
@@ -76,9 +77,9 @@ class PageServer(AsyncHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host}:{port}/"
 
+    @abc.abstractmethod
     def route(self, request: Request, parts: list[str]) -> Response:
         """The response to a checked request (`parts`: its path's decoded segments)."""
-        raise NotImplementedError
 
     def handle(self, request: Request) -> Response:
         """One request -> its response; runs on the worker pool. Never raises."""
