@@ -172,3 +172,15 @@ def copy_built_demo(built: BuiltDemo, dest: Path) -> BuiltDemo:
     shutil.copytree(built.work, dest / "repo", symlinks=True)
     # A fresh MLflow database: the built one names the original's mlruns/ for artifacts.
     return BuiltDemo(dest / "repo", dest / "mlflow.db", demo_env(dest / "repo", dest / "mlflow.db"), built.out)
+
+
+def one_line_error(capfd, argv: list[str]) -> str:
+    """`agl ARGV` in-process: exit 2 and exactly one line on stderr, no traceback; the line."""
+    from agl.cli import main
+
+    rc = main(argv)
+    err = capfd.readouterr().err
+    assert rc == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]

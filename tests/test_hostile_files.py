@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 from factories import manifest, prediction
+from helpers import one_line_error
 
 from agl.cli import main
 from agl.core.geo import EARTH_MAX_KM
@@ -28,14 +29,6 @@ def files(tmp_path):
         w.write(prediction("k1", 40.0, 3.0, "Madrid", "Spain", "Europe"))
     return m, preds
 
-
-def one_line_error(capfd, argv) -> str:
-    rc = main(argv)
-    err = capfd.readouterr().err
-    assert rc == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 @pytest.mark.parametrize(

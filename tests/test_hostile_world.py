@@ -15,9 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from factories import manifest, prediction
-from helpers import subprocess_env
+from helpers import one_line_error, subprocess_env
 
-from agl.cli import main
 from agl.dataset.manifest import load_manifest, write_manifest
 from agl.errors import AglError
 from agl.predictions.lines import STATUSES
@@ -36,14 +35,6 @@ def files(tmp_path):
         w.write(prediction("k1", 40.0, 3.0, "Madrid", "Spain", "Europe"))
     return m, preds
 
-
-def one_line_error(capfd, argv: list[str]) -> str:
-    rc = main(argv)
-    err = capfd.readouterr().err
-    assert rc == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def agl(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -12,6 +12,7 @@ import math
 import pytest
 import yaml
 from factories import manifest, prediction
+from helpers import one_line_error
 
 from agl.cli import main
 from agl.core.checks import MAX_RESAMPLES
@@ -26,14 +27,6 @@ from agl.scoring.config import EvaluateConfig
 HUGE = 1_000_000_000
 RANGE = f"the allowed range 1 to {MAX_RESAMPLES}"
 
-
-def one_line(capfd, argv: list[str]) -> str:
-    rc = main(argv)
-    err = capfd.readouterr().err
-    assert rc == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 @pytest.fixture
@@ -52,7 +45,7 @@ def files(tmp_path, monkeypatch):
 def test_a_bootstrap_flag_past_the_bound_is_one_line(files, capfd, command):
     m, preds = files
     extra = [str(preds)] if command == "power" else []
-    line = one_line(capfd, [command, str(preds), *extra, "--manifest", str(m), "--bootstrap", str(HUGE)])
+    line = one_line_error(capfd, [command, str(preds), *extra, "--manifest", str(m), "--bootstrap", str(HUGE)])
     low = 0 if command == "evaluate" else 1
     assert f"--bootstrap {HUGE}: outside the allowed range {low} to {MAX_RESAMPLES}" in line, line
     assert "evaluate.max_resamples" in line
@@ -61,7 +54,7 @@ def test_a_bootstrap_flag_past_the_bound_is_one_line(files, capfd, command):
 def test_the_flag_follows_params_yaml_bound(files, tmp_path, capfd):
     m, preds = files
     (tmp_path / "params.yaml").write_text("evaluate:\n  max_resamples: 50\n")
-    line = one_line(capfd, ["evaluate", str(preds), "--manifest", str(m), "--bootstrap", "51"])
+    line = one_line_error(capfd, ["evaluate", str(preds), "--manifest", str(m), "--bootstrap", "51"])
     assert "--bootstrap 51: outside the allowed range 0 to 50 (params.yaml's evaluate.max_resamples" in line
     assert main(["evaluate", str(preds), "--manifest", str(m), "--bootstrap", "50", "--json"]) == 0
 
@@ -69,12 +62,12 @@ def test_the_flag_follows_params_yaml_bound(files, tmp_path, capfd):
 def test_a_report_count_in_params_past_the_bound_is_one_line(files, tmp_path, capfd):
     params = tmp_path / "p.yaml"
     params.write_text(yaml.safe_dump({"report": {"paired_permutations": HUGE}}))
-    line = one_line(capfd, ["report", "--params", str(params), "--runs", str(tmp_path / "none"),
+    line = one_line_error(capfd, ["report", "--params", str(params), "--runs", str(tmp_path / "none"),
                             "--out", str(tmp_path / "out"), "--no-track"])
     assert line.startswith(f"agl report: error: {params} report.paired_permutations: {HUGE} is not a whole number "
                            f"in {RANGE} (evaluate.max_resamples"), line
     assert not (tmp_path / "out").exists()
-    line = one_line(capfd, ["report", "--params", str(params), "--bootstrap", str(HUGE)])
+    line = one_line_error(capfd, ["report", "--params", str(params), "--bootstrap", str(HUGE)])
     assert f"--bootstrap {HUGE}: outside {RANGE}" in line
 
 
@@ -83,7 +76,7 @@ def test_export_refuses_evaluate_metric_bootstrap_past_the_bound(files, tmp_path
     m, _ = files
     params = tmp_path / "p.yaml"
     params.write_text(yaml.safe_dump({"evaluate": {"metric_bootstrap": value}}))
-    line = one_line(capfd, ["export", "eee", "--params", str(params), "--manifest", str(m),
+    line = one_line_error(capfd, ["export", "eee", "--params", str(params), "--manifest", str(m),
                             "--out", str(tmp_path / "eee")])
     assert f"{params} evaluate.metric_bootstrap: {value!r} is not a whole number in the allowed range 0 to" in line
 

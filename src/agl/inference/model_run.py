@@ -192,6 +192,7 @@ def _rederive(plan: _Plan, spec: ModelSpec, options: RunOptions, backend_cls: ty
         # A batch record says who answered it and at what price (half, `answered_by`):
         # served again from the cache it would read as a synchronous answer. Kept as is.
         return plan, {}, backend
+    records = {p.sample_id: p for p in iter_records(plan.ctx.pred_path)}  # read once
     if backend_cls.recompute:
         again = {c.key for c in kept}
     elif options.cache_dir is None:
@@ -203,18 +204,17 @@ def _rederive(plan: _Plan, spec: ModelSpec, options: RunOptions, backend_cls: ty
             return plan, {}, backend
         if not backend.deterministic:
             return plan, {}, backend
-        again = _cached(plan, backend, ResponseCache(options.cache_dir), kept, options.repeat)
+        again = _cached(plan, records, backend, ResponseCache(options.cache_dir), kept, options.repeat)
     if not again:
         return plan, {}, backend
-    before = {p.sample_id: p for p in iter_records(plan.ctx.pred_path) if p.sample_id in again}
+    before = {k: records[k] for k in again if k in records}
     pending = [c for c in plan.selected if c.key not in plan.finished or c.key in again]
     return replace(plan, pending=pending, finished=plan.finished - again), before, backend
 
 
-def _cached(plan: _Plan, backend: Backend, cache: ResponseCache, kept: list[Any],
-            repeat: int) -> set[str]:
+def _cached(plan: _Plan, records: dict[str, Any], backend: Backend, cache: ResponseCache,
+            kept: list[Any], repeat: int) -> set[str]:
     """The kept clips whose request (as its record says it was made) has a cached reply."""
-    records = {p.sample_id: p for p in iter_records(plan.ctx.pred_path)}
     system = backend.settings.get("system_prompt")
     out = set()
     for c in kept:
