@@ -173,3 +173,26 @@ def test_no_traceback_at_exit_from_a_kept_scrubbing_stream():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def test_a_log_handler_bound_inside_the_cli_writes_to_the_current_stream_afterwards():
+    """`import dvc` binds its log handlers to the sys.stdout of that moment. When that was the
+    CLI's scrubbing wrapper around a stream since closed (pytest's capture file), DVC's next
+    log line raised `LoggingException` (CI, `Repo.init` in a later test). A retired wrapper
+    writes, still scrubbed, to the stream current at the time of the write."""
+    code = (
+        "import io, logging, sys\n"
+        "from agl.core.secrets import scrubbed_output\n"
+        "real, inner = sys.stdout, io.StringIO()\n"
+        "sys.stdout = inner\n"
+        "with scrubbed_output():\n"
+        "    import dvc.repo  # noqa: F401  (binds DVC's handlers to the wrapper)\n"
+        "inner.close()\n"
+        "sys.stdout = real\n"
+        "logging.getLogger('dvc').info('after ' + 'A' * 40)\n"
+    )
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "AGL_PLANTED_API_KEY": "A" * 40}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.startswith("after ") and "A" * 40 not in done.stdout, done.stdout

@@ -214,36 +214,53 @@ def _config_problems(node: Any, path: str) -> Iterator[tuple[str, str]]:
 class _ScrubbingStream(io.TextIOBase):
     """A text stream that scrubs each write before passing it on (see `scrubbed_output`)."""
 
-    def __init__(self, inner: Any):
+    def __init__(self, inner: Any, name: str):
         self._inner = inner
+        self._name = name  # "stdout" or "stderr"
+        self._retired = False
+
+    def retire(self) -> None:
+        """The block that made this wrapper ended. Whoever kept it (DVC binds its log handlers
+        to the sys.stdout of the moment `dvc` is first imported) now writes to the process's
+        current stream, still scrubbed: the stream it wrapped may be closed by then (pytest
+        closes each test's capture file), and DVC's handler raised on the next log line."""
+        self._retired = True
+
+    @property
+    def _target(self) -> Any:
+        if self._retired:
+            now = getattr(sys, self._name)
+            if now is not self:
+                return now
+        return self._inner
 
     def write(self, s: str) -> int:
-        self._inner.write(scrub_text(s))
+        self._target.write(scrub_text(s))
         return len(s)
 
     def flush(self) -> None:
         if not self.closed:
-            self._inner.flush()
+            self._target.flush()
 
     @property
     def closed(self) -> bool:  # type: ignore[override]
-        # The inner stream's: an exit handler that kept this wrapper (colorama's reset, a log
+        # The target's: an exit handler that kept this wrapper (colorama's reset, a log
         # handler) checks `closed` before writing; io.TextIOBase's own would say False forever,
         # and the write to a stream pytest (say) already closed printed a traceback at exit.
-        return bool(getattr(self._inner, "closed", False))
+        return bool(getattr(self._target, "closed", False))
 
     def isatty(self) -> bool:
-        return self._inner.isatty()
+        return self._target.isatty()
 
     def fileno(self) -> int:
-        return self._inner.fileno()
+        return self._target.fileno()
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self._inner, "encoding", "utf-8")
+        return getattr(self._target, "encoding", "utf-8")
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        return getattr(self._target, name)
 
 
 def scrub_output() -> None:
@@ -251,9 +268,9 @@ def scrub_output() -> None:
     progress bars, tracebacks, log handlers created later) is scrubbed first. For a process
     that is agl's alone (a stage script); the CLI uses `scrubbed_output`."""
     if not isinstance(sys.stdout, _ScrubbingStream):
-        sys.stdout = _ScrubbingStream(sys.stdout)
+        sys.stdout = _ScrubbingStream(sys.stdout, "stdout")
     if not isinstance(sys.stderr, _ScrubbingStream):
-        sys.stderr = _ScrubbingStream(sys.stderr)
+        sys.stderr = _ScrubbingStream(sys.stderr, "stderr")
 
 
 @contextlib.contextmanager
@@ -261,7 +278,10 @@ def scrubbed_output() -> Iterator[None]:
     """`scrub_output` until the block ends (then the streams are put back)."""
     saved = sys.stdout, sys.stderr
     scrub_output()
+    made = [s for s in (sys.stdout, sys.stderr) if s not in saved]
     try:
         yield
     finally:
         sys.stdout, sys.stderr = saved
+        for stream in made:
+            stream.retire()
