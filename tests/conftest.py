@@ -7,6 +7,7 @@ Where it is absent (a user's clone) tests that need it skip with a clear reason;
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -60,16 +61,35 @@ def family_model(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def built_demo(tmp_path_factory) -> BuiltDemo:
-    """One demo pipeline run per session (per xdist worker: the tests that read it share the
-    xdist group "demo", so one worker builds it). Tests that change it work on a copy
-    (helpers.copy_built_demo)."""
-    root = tmp_path_factory.mktemp("built-demo")
-    work, db = copy_repo(root / "repo"), root / "mlflow.db"
-    env = demo_env(work, db)
-    sh("git init -q && git add -A && git commit -qm init", work, env)
-    out = sh("agl download && dvc repro", work, env)  # the README's first command, after install
-    return BuiltDemo(work, db, env, out)
+def built_demo(tmp_path_factory, worker_id) -> BuiltDemo:
+    """One demo pipeline run per test session, shared by the xdist workers: the first worker
+    to need it builds it while holding a lock, a worker that needs it meanwhile waits, and
+    every later test reads it (tests/test_pipeline_demo.py's first test asks first; the tests
+    that only read it run last, see `pytest_collection_modifyitems`). Tests that change it
+    work on a copy (helpers.copy_built_demo); none runs `dvc` in it but the first."""
+    base = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        base = base.parent  # the session's folder, above each worker's own
+    root = base / "built-demo"
+    with open(base / "built-demo.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        work, db = root / "repo", root / "mlflow.db"
+        env, done = demo_env(work, db), root / "built.txt"
+        if done.is_file():
+            return BuiltDemo(work, db, env, done.read_text())
+        if root.exists():  # a build that failed in another worker: its failure is reported there
+            pytest.fail(f"the demo build in {root} failed in another xdist worker (see its error)")
+        root.mkdir()
+        copy_repo(work)
+        sh("git init -q && git add -A && git commit -qm init", work, env)
+        out = sh("agl download && dvc repro", work, env)  # the README's first command, after install
+        done.write_text(out)
+        return BuiltDemo(work, db, env, out)
+
+
+# The tests that only read the built demo: after everything else, so that the worker which
+# builds it (for test_pipeline_demo's first test, handed out first) has finished by then.
+DEMO_READERS = {"test_eee_demo.py", "test_explore_browser.py", "test_secrets_pipeline.py"}
 
 
 # Not end-to-end, but minutes long (fresh processes running Whisper under two kernel ISAs;
@@ -78,13 +98,17 @@ LONG_FILES = {"test_kernels_isa.py", "test_tagging.py", "test_stage_deps.py"}
 
 
 def pytest_collection_modifyitems(config, items):
-    """The longest first: the xdist groups (the built demo's, team setup's), then the other
-    end-to-end (`slow`) tests, then the rest, each in file order. Under xdist (README's
-    command) the workers start on the longest chains at once and share out the many short
-    tests after; run alone, the order changes nothing else (no test depends on another's
-    having run)."""
+    """The longest first: the xdist groups (team setup's, Ray's), the demo build and the other
+    end-to-end (`slow`) tests, then the rest, then the readers of the built demo; each in
+    file order. Under xdist (README's command) the workers start on the longest chains at
+    once and share out the many short tests after; run alone, the order changes nothing else
+    (no test depends on another's having run)."""
     def rank(item) -> int:
-        if item.get_closest_marker("xdist_group"):
+        if item.path.name in DEMO_READERS and "built_demo" in getattr(item, "fixturenames", ()):
+            return 3
+        if item.path.name == "test_pipeline_demo.py" and "reruns" in item.name:
+            return 3
+        if item.get_closest_marker("xdist_group") or item.name == "test_dvc_repro_on_the_demo_set_end_to_end":
             return 0
         return 1 if item.get_closest_marker("slow") or item.path.name in LONG_FILES else 2
 

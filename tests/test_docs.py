@@ -26,12 +26,15 @@ For every page (new pages are found by the glob, no list to update):
 * every `yaml` block parses; one made only of params.yaml sections is a params excerpt, and
   the keys of its fixed-schema sections must exist in params.yaml.
 
-Every `--help` is run once per session, in parallel (mlflow's all in one process: its CLI
-import takes seconds); the module takes about 10 s, well under a minute on a loaded machine.
+Every `--help` is run once per worker, when a page that names it is checked: `agl`'s in
+this process (its own parser), the others in parallel processes (mlflow's all in one: its
+CLI import takes seconds).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -213,8 +216,31 @@ def is_flag(tok: str) -> bool:
 _HELP: dict[tuple[str, ...], tuple[int, str]] = {}
 
 
+def _agl_help(words: tuple[str, ...]) -> tuple[int, str]:
+    """`agl WORDS --help` in this process: the same parser (`agl.cli.build_parser`) a
+    Python start-up per command would build, without the start-up."""
+    from agl.cli import build_parser
+
+    buf, rc = io.StringIO(), 0
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "200"
+    try:
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            build_parser().parse_args([*words, "--help"])
+    except SystemExit as exit_:
+        rc = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+    finally:
+        if saved is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = saved
+    return rc, buf.getvalue()
+
+
 def run_help(argv: tuple[str, ...]) -> tuple[int, str]:
     """`argv --help`: exit status and output, once per session."""
+    if argv not in _HELP and argv[:3] == CLI_PREFIX["agl"]:
+        _HELP[argv] = _agl_help(argv[3:])
     if argv not in _HELP:
         env = {**os.environ, "DVC_NO_ANALYTICS": "1", "COLUMNS": "200"}
         src = str(ROOT / "src")
@@ -251,11 +277,13 @@ def prefetch_help(commands: list[list[str]]) -> None:
             if source.startswith("#!/usr/bin/env python") and "argparse" in source:
                 wanted.add((sys.executable, str(ROOT / prog)))
     todo = sorted(wanted - _HELP.keys())
+    for argv in [argv for argv in todo if argv[:3] == CLI_PREFIX["agl"]]:
+        run_help(argv)  # in this process (one thread: argparse and redirect_stdout are global)
     mlflow = [argv for argv in todo if argv[:3] == CLI_PREFIX["mlflow"]]
     with ThreadPoolExecutor(max_workers=4) as pool:
         if mlflow:  # importing mlflow's CLI takes seconds: one process for all its helps
             pool.submit(_mlflow_helps, mlflow)
-        list(pool.map(run_help, [argv for argv in todo if argv not in mlflow]))
+        list(pool.map(run_help, [argv for argv in todo if argv not in mlflow and argv not in _HELP]))
 
 
 _MLFLOW_HELPS = """
@@ -601,13 +629,11 @@ def params() -> dict:
     return yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
 
 
-@pytest.fixture(scope="module")
-def helps_prefetched() -> None:
-    prefetch_help([c for page in doc_pages() for c in page_commands(page)])
-
-
 @pytest.mark.parametrize("page", doc_pages(), ids=lambda p: str(p.relative_to(ROOT)))
-def test_page_commands_links_keys_and_paths_are_real(page, params, helps_prefetched):
+def test_page_commands_links_keys_and_paths_are_real(page, params):
+    # This page's helps only (kept for the pages after it in this worker): under xdist each
+    # worker starts the processes for the pages it was handed, not for every page.
+    prefetch_help(page_commands(page))
     problems = check_page(page, params)
     assert not problems, "\n".join(problems)
 

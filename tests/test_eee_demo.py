@@ -10,7 +10,6 @@ from agl.cli import main
 from agl.dataset.manifest import load_manifest
 
 
-@pytest.mark.xdist_group("demo")  # beside the worker's built demo
 def test_the_demo_exports_and_describes_itself(built_demo, tmp_path, validators, monkeypatch):  # noqa: F811
     monkeypatch.chdir(built_demo.work)  # the command's defaults: build/runs build/paper, data/
     assert main(["export", "eee", "--out", str(tmp_path / "a")]) == 0

@@ -194,7 +194,6 @@ def browser(chromium_path):  # noqa: F811 (the imported fixture)
         b.close()
 
 
-@pytest.mark.xdist_group("demo")  # beside the worker's built demo
 def test_served_explorer_on_the_demo_pipeline(browser, demo_repo):
     server = ExploreServer(demo_repo)
     try:
@@ -203,12 +202,10 @@ def test_served_explorer_on_the_demo_pipeline(browser, demo_repo):
         server.stop()
 
 
-@pytest.mark.xdist_group("demo")  # beside the worker's built demo
 def test_exported_explorer_from_file_urls(browser, demo_repo, tmp_path):
     walk_through(browser, export(demo_repo, tmp_path / "site"), expectations(demo_repo))
 
 
-@pytest.mark.xdist_group("demo")  # beside the worker's built demo
 def test_report_rows_open_the_explorer(browser, demo_repo):
     """A continent row of the report's breakdowns opens the exported explorer on its clips."""
     from playwright.sync_api import expect

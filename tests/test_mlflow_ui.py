@@ -58,7 +58,9 @@ def _evaluate(root, qwen_published, agl1k_manifest) -> dict:
 
 def _start_ui(db, port: int, log) -> subprocess.Popen:
     env = {**os.environ, **NO_NETWORK, "NO_PROXY": "127.0.0.1,localhost",
-           "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"}
+           "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
+           # as scripts/mlflow-server: no GenAI job runner (seven idle processes polling)
+           "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     with log.open("w") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", f"sqlite:///{db}",

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from helpers import copy_built_demo, copy_repo, demo_env, run, sh
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo")]
+pytestmark = pytest.mark.slow
 
 
 def test_a_fresh_clone_has_nothing_to_verify(tmp_path):

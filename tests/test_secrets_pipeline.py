@@ -22,7 +22,7 @@ from fake_llm import Answer, FakeServer, openai_completion
 from helpers import copy_built_demo
 from test_hostile_secrets import BASIC, GOOD, PLANTED, PW, QK, SETTING, secret_url
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("demo")]
+pytestmark = pytest.mark.slow
 TARGETS = "report"  # and everything before it: the leaderboard, evaluate, MLflow
 
 

@@ -288,7 +288,7 @@ def test_kill_9_of_the_leader_then_status_and_stop_tell_the_truth():
         status = script("status")
         assert status.returncode == 0 and "mlflow: running" in status.stdout, status.stdout
         leader = int((srv / "mlflow.pid").read_text())
-        assert len(_group_alive(leader)) >= 3  # mlflow, uvicorn, the job runner, ...
+        assert len(_group_alive(leader)) >= 2  # mlflow's CLI, uvicorn (and its worker)
 
         os.kill(leader, signal.SIGKILL)
         for _ in range(40):
