@@ -188,6 +188,25 @@ def test_export_writes_the_served_files_and_replaces_only_its_own(explorer, tmp_
     assert (other / "notes.txt").read_text() == "keep me"
 
 
+def test_export_never_writes_through_a_link_planted_at_its_work_names(explorer, tmp_path):
+    """The export's partial and old folders are new names made with O_EXCL (mkdtemp): a link
+    left at the names it once used (`.<out>.partial-<pid>`, `.<out>.old-<pid>`) leads nowhere."""
+    import os
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "site"
+    for what in ("partial", "old"):
+        (tmp_path / f".site.{what}-{os.getpid()}").symlink_to(elsewhere, target_is_directory=True)
+    export(explorer, out, jobs=1, spectrograms=False)
+    export(explorer, out, jobs=1, spectrograms=False)  # replaces the first: the `old` path
+    assert list(elsewhere.iterdir()) == []
+    assert (out / MARKER).is_file() and (out / "index.html").is_file()
+    assert oct(out.stat().st_mode & 0o777) != oct(0o700)  # not mkdtemp's private mode
+    leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".site."))
+    assert leftovers == [f".site.old-{os.getpid()}", f".site.partial-{os.getpid()}"]  # the links only
+
+
 def test_export_notes_pictures_not_drawn(explorer, tmp_path):
     export(explorer, tmp_path / "site", spectrograms=False)
     _, clip = unwrap((tmp_path / "site" / "data" / "clips" / "0.js").read_bytes())

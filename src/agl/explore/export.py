@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -66,13 +67,24 @@ def _place(src: Path, dest: Path) -> None:
         shutil.copyfile(src, dest)
 
 
+def _fresh_folder(out: Path, what: str) -> Path:
+    """A new empty folder beside `out` under a name nobody could have planted: mkdtemp makes
+    it with O_EXCL semantics, where a fixed `.<out>.partial-<pid>` name was cleared and then
+    created again, following a link left at that name into another folder."""
+    path = Path(tempfile.mkdtemp(prefix=f".{out.name}.{what}-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    path.chmod(0o777 & ~umask)  # mkdtemp's 0700 would become the exported folder's mode
+    return path
+
+
 def export(ex: Explorer, out: Path, *, audio: bool = True, spectrograms: bool = True,
            jobs: int = 2, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Write the folder; returns counts (clips, audio files, pictures, problems)."""
     out = Path(out)
     _check_destination(out)
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _fresh_folder(out, "partial")
     (tmp / "data" / "clips").mkdir(parents=True)
     (tmp / "static").mkdir()
     say = progress or (lambda _line: None)
@@ -114,12 +126,11 @@ def export(ex: Explorer, out: Path, *, audio: bool = True, spectrograms: bool = 
             (tmp / "data" / "clips" / f"{n}.js").write_bytes(payload.script(f"clip:{n}", clip))
         (tmp / MARKER).write_text("written by agl explore --export; safe to replace\n")
         if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            out.rename(old)
+            old = _fresh_folder(out, "old")
+            out.rename(old)  # onto the new empty folder: Linux replaces an empty directory
             tmp.rename(out)
             shutil.rmtree(old, ignore_errors=True)
         else:
-            out.parent.mkdir(parents=True, exist_ok=True)
             tmp.rename(out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
