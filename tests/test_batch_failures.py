@@ -319,3 +319,34 @@ def load_prompt_sha() -> str:
     from agl.prompts import load_prompt
 
     return load_prompt().sha256
+
+
+class _LosesResults(dict):
+    """The service's file store, dropping every result file it is given: the job says where
+    its results are, and that file answers 404 (a provider that lost it)."""
+
+    def __setitem__(self, fid, value):
+        if value.get("purpose") != "batch_output":
+            super().__setitem__(fid, value)
+
+
+def test_a_job_whose_results_stay_unreadable_falls_back_after_its_tries(tmp_path, capsys):
+    """A finished job whose result file answers 404: two passes say so and wait; the third
+    gives it up, and its clips are asked synchronously (they once exited 75 on every pass)."""
+    manifest, audio = make_clips(tmp_path, 6)
+    out = tmp_path / "run"
+    with FakeBatchService(answer) as svc:
+        svc.files = _LosesResults()
+        s = settings("openai", svc.url, probe=False, result_tries=3)
+        passes = run_until_done("openai", manifest, audio, out, tmp_path / "cache", s)
+        assert len(svc.jobs) == 1 and len(svc.sync_requests) == 6
+    said = capsys.readouterr().err
+    assert said.count("try 1 of 3") == 1 and said.count("try 2 of 3") == 1, said
+    assert said.count("in 3 passes") == 1 and "given up: its clips fall back" in said, said
+    assert len(passes) == 4  # submit (and poll); two unreadable; given up and asked synchronously
+    records = lines(out)
+    assert len(records) == 6 and {r["status"] for r in records} == {"ok"}
+    assert all(r["meta"]["answered_by"] == "sync" for r in records)
+    assert all("results could not be read" in r["meta"]["batch_fallback"] for r in records)
+    assert not (out / "batch_state.json").exists() or not json.loads(
+        (out / "batch_state.json").read_text())["jobs"]

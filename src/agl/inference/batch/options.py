@@ -14,6 +14,9 @@
         max_age_h: 48        # a job still unfinished this long after submission is cancelled
                              # (its answered clips are kept, the rest fall back)
         price_factor: 0.5    # batch price / synchronous price (both providers: 50%)
+        result_tries: 3      # passes that may fail to read a finished job's results (a result
+                             # file the provider lost answers 404 for ever); then its clips
+                             # fall back like an expired job's
 
 None of these change a reply, so none enters the cache key or the run fingerprint
 (`agl.inference.cache._NOT_GENERATION`): a batch run and a synchronous run share records and cache.
@@ -50,6 +53,7 @@ class BatchOptions:
     inline_max_bytes: int = 15_000_000
     max_age_h: float = 48.0
     price_factor: float = 0.5
+    result_tries: int = 3
 
     def limits(self, backend: str) -> tuple[int, int]:
         """(requests, bytes) per job for this provider."""
@@ -84,7 +88,7 @@ def batch_options(backend: str, settings: dict[str, Any] | None) -> BatchOptions
         raise AglError("settings.batch.probe: true or false")
     if opts.fallback not in ("sync", "batch"):
         raise AglError(f"settings.batch.fallback: '{opts.fallback}'; use sync or batch")
-    for name in ("max_attempts", "max_requests", "max_bytes", "inline_max_bytes"):
+    for name in ("max_attempts", "max_requests", "max_bytes", "inline_max_bytes", "result_tries"):
         v = getattr(opts, name)
         if v is None and name in ("max_requests", "max_bytes"):
             continue

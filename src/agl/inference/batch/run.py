@@ -33,7 +33,7 @@ from agl.errors import ModelGone
 from agl.inference.batch import state as state_mod
 from agl.inference.batch.check import check_jobs, usable
 from agl.inference.batch.context import PassContext, PassReport, quiet, short, to_sync
-from agl.inference.batch.provider import BatchProvider, JobStatus, provider_class
+from agl.inference.batch.provider import BatchProvider, JobStatus, Results, provider_class
 from agl.inference.batch.state import BatchState, Job
 from agl.inference.batch.submit import screen, submit
 from agl.inference.runner import scrub_reply
@@ -46,7 +46,8 @@ __all__ = ["FIND_GRACE_S", "PassContext", "PassReport", "run_pass"]
 FIND_GRACE_S = 600.0
 _LOST = {"completed": "the batch job finished without a result for this clip",
          "expired": "the batch job expired before answering this clip",
-         "cancelled": "the batch job was cancelled before answering this clip"}
+         "cancelled": "the batch job was cancelled before answering this clip",
+         "unreadable": "the batch job finished, but its results could not be read"}
 
 
 async def run_pass(ctx: PassContext, requests: list[Request], sink: Sink) -> PassReport:
@@ -162,9 +163,10 @@ async def _collect(ctx: PassContext, prov: BatchProvider, state: BatchState,
         try:
             got = await prov.results(job, st)
         except Exception as exc:  # noqa: BLE001 - the job stays; the next pass retries
-            report.messages.append(f"could not read the results of job {job.job_id} "
-                                   f"({short(exc)}); rerun later")
-            continue
+            got, st = _unreadable(job, st, exc, ctx.options.result_tries, report)
+            save()
+            if got is None:
+                continue
         results, ignored = usable(job, got)
         _stop_if_gone(ctx, results)
         if ignored:
@@ -189,6 +191,22 @@ async def _collect(ctx: PassContext, prov: BatchProvider, state: BatchState,
 # model_gone), read from the line's text, since a batch line carries no exception.
 _GONE = re.compile(r"model_not_found|model_decommissioned|model_deprecated|"
                    r"\b404\b.*\bmodel\b.*\b(does not exist|not exist|not found)", re.I | re.S)
+
+
+def _unreadable(job: Job, st: JobStatus, exc: Exception, tries: int,
+                report: PassReport) -> tuple[Results | None, JobStatus]:
+    """A finished job whose results could not be read: the next pass tries again, up to
+    `tries` passes in a row; then the job is given up with no results, and its clips fall back
+    like an expired job's (a result file the provider lost would otherwise answer 404 on every
+    pass, and every pass would exit 75)."""
+    job.result_failures += 1
+    if job.result_failures < tries:
+        report.messages.append(f"could not read the results of job {job.job_id} ({short(exc)}); "
+                               f"rerun later (try {job.result_failures} of {tries})")
+        return None, st
+    report.messages.append(f"could not read the results of job {job.job_id} in {tries} passes "
+                           f"({short(exc)}); given up: its clips fall back")
+    return Results(), replace(st, outcome="unreadable")
 
 
 def _stop_if_gone(ctx: PassContext, results: dict[str, Reply | str]) -> None:

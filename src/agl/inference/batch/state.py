@@ -58,6 +58,7 @@ class Job:
     cancel_requested: bool = False
     provider_state: str | None = None
     last_poll: float | None = None
+    result_failures: int = 0  # passes in a row that could not read this finished job's results
 
 
 @dataclass
@@ -119,7 +120,7 @@ _OPT_NUM = (int, float, type(None))
 _JOB_FIELDS = {"tag": str, "provider": str, "clips": dict, "created": _NUM, "fingerprint": str,
                "job_id": _OPT_STR, "input_ref": _OPT_STR, "expires_at": _OPT_NUM,
                "probe": bool, "cancel_requested": bool, "provider_state": _OPT_STR,
-               "last_poll": _OPT_NUM}
+               "last_poll": _OPT_NUM, "result_failures": int}
 _STATE_FIELDS = {"backend": str, "model": str, "fingerprint": str, "jobs": list,
                  "uploads": dict, "fallback": dict, "attempts": dict,
                  "probe": (dict, type(None)), "rejected": _OPT_STR, "history": list}
