@@ -299,10 +299,11 @@ def off_protocol(row: pd.Series) -> bool:
 
 
 SERVED_MARK = "§"
-SERVED_NOTE = ("A run marked \"§\" was not answered by the model it asked for alone, by the "
-               "provider's own account (OpenAI response.model, Gemini model_version; the "
-               "served-model ledger, docs/backends.md#retired-models-and-the-served-model-ledger): "
-               "{runs}. Its numbers are those of the model(s) that answered.")
+SERVED_NOTE = ("A run marked \"§\" was answered, by the provider's own account (OpenAI "
+               "response.model, Gemini model_version; the served-model ledger, "
+               "docs/backends.md#retired-models-and-the-served-model-ledger), by another model "
+               "than the one it asked for, or by more than one model: {runs}. Its numbers are "
+               "those of the model(s) that answered.")
 
 
 def served_flags(row: pd.Series) -> str:
