@@ -4,8 +4,8 @@ Reads params `report`, `data` (which dataset, for the provenance block), `mlflow
 `evaluate.max_resamples` (the bound on its resample counts); reads
 the judge stage's tables (JUDGES/<run>/error_modes.csv; it calls no model); writes
 OUT_DIR/report.html, plots/, tables/, cdf/<run>.csv (for `dvc plots`) and summary.json, and
-logs them to MLflow; prints the runs whose served model was flagged (agl.predictions.served)
-and keeps those flags in OUT_DIR/report.timings.json, outside DVC's hashes.
+logs them to MLflow; prints the runs whose served model was flagged (agl.predictions.served:
+the flags the report's leaderboard marks, from each run's run_summary.json).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 
 import _params
 
-from agl.core import canonical
 from agl.report.build import make_report
 from agl.report.inputs import ReportConfig, ReportInputs
 from agl.scoring.leaderboard import served_lines
@@ -46,10 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         sensitivity_csv=args.sensitivity, speech_csv=args.speech,
         extra_provenance={"params data.dataset": p["data"]["dataset"]})
     summary = make_report(inputs, args.out_dir, config)
-    # Served-model flags are volatile: printed and kept beside the report, never inside it.
-    served = served_lines(sorted(f for d in args.run_dirs for f in d.glob("*/metrics.json")))
-    canonical.write_timings(args.out_dir / "report.html", {"served_flags": served})
-    for run, flags in served.items():
+    # Runs served by another model than asked (marked in the report's leaderboard): said here too.
+    runs = sorted(f for d in args.run_dirs for f in d.glob("*/metrics.json"))
+    for run, flags in served_lines(runs).items():
         print(f"WARNING served model: {run}: " + "; ".join(flags))
     print(f"wrote {summary['html']} ({len(summary['runs'])} runs)")
     return 0

@@ -144,3 +144,24 @@ def test_a_run_refusing_more_than_max_refused_is_listed_unranked(tmp_path):
     assert "langprior" not in rank_note and "half rejected 5 of 10 clips" in rank_note
     csv = pd.read_csv(tmp_path / "out" / "leaderboard.csv")
     assert csv.set_index("run").loc["langprior", "unranked"] and pd.isna(csv.set_index("run").loc["langprior", "rank"])
+
+
+def test_served_flags_mark_only_their_run_and_a_bad_summary_is_one_line(tmp_path):
+    """A run's served-model flags (its tracked run_summary.json) mark that run's row and add a
+    `served_flags` column; a board without any has no such column; a summary that is not
+    JSON, or whose flags are not lines, is one error naming the file, never skipped."""
+    from agl.errors import AglError
+
+    files = [metrics_file(tmp_path, "a", 5000.0), metrics_file(tmp_path, "b", 6000.0)]
+    assert "served_flags" not in leaderboard.collect(files, "paper")
+    (tmp_path / "a" / "run_summary.json").write_text(json.dumps({"model": "a"}))  # no served ids
+    (tmp_path / "b" / "run_summary.json").write_text(json.dumps({"served_flags": ["served 'x'"]}))
+    board = leaderboard.collect(files, "paper")
+    assert board["served_flags"].isna().tolist() == [True, False] and list(board)[-1] == "refusal_heavy"
+    head, rows = leaderboard.render_rows(board)
+    assert [r[1] for r in rows] == ["a", "b §"]
+    assert any("b: served 'x'" in n for n in leaderboard.table_notes(board))
+    for text, what in (("{", "not readable JSON"), ('{"served_flags": "x"}', "not a list of lines")):
+        (tmp_path / "b" / "run_summary.json").write_text(text)
+        with pytest.raises(AglError, match=re.escape(str(tmp_path / "b" / "run_summary.json")) + ".*" + what):
+            leaderboard.collect(files, "paper")

@@ -296,10 +296,18 @@ def test_the_served_model_ledger_flags_a_mismatch_and_a_change(tmp_path, monkeyp
         body["system_fingerprint"] = f"fp_{1 + (call.n > 2)}"
         return Answer(body=body)
 
+    run = tmp_path / "run"
     with FakeServer(answer) as server:
         first = _ledger_run(tmp_path, "run", server)
         replay = _ledger_run(tmp_path, "replay", server)  # every reply from the cache
+        # A replay in the run's own folder (as `dvc repro -f` runs it), its timings file gone:
+        # the cache answers every clip again, and the tracked files come back byte for byte.
+        before = {name: (run / name).read_bytes() for name in ("predictions.jsonl", "run_summary.json")}
+        (run / "run_summary.timings.json").unlink()
+        again = _ledger_run(tmp_path, "run", server)
         assert len(server.calls) == 4
+    assert again["session_cache_hits"] == 4 and again["served_flags"] == first["served_flags"]
+    assert {name: (run / name).read_bytes() for name in before} == before
     assert replay["session_cache_hits"] == 4 and replay["served_models"] == first["served_models"]
     assert first["served_models"] == {SERVED[0]: 0.5, SERVED[1]: 0.5}
     assert first["system_fingerprints"] == {"fp_1": 0.5, "fp_2": 0.5}
@@ -309,17 +317,23 @@ def test_the_served_model_ledger_flags_a_mismatch_and_a_change(tmp_path, monkeyp
     assert not any(SERVED[0] in f and "not the asked" in f for f in flags)  # a dated snapshot
     assert "WARNING: the served model changed" in summary_line(first)
     assert first["run_protocol"] == "controlled"
-    # Tracked files: the protocol (a param) but no served id, identical on a replay.
+    # Tracked: the summary a reader must see (shares and flags) in run_summary.json; never the
+    # per-clip ids, the clip count or the rotating fingerprints (those stay in the timings).
+    tracked = json.loads((run / "run_summary.json").read_text())
+    assert tracked["served_models"] == first["served_models"] and tracked["served_flags"] == flags
+    assert tracked["run_protocol"] == "controlled" and tracked["settings"]["seed"] == 42
+    assert "served_clips" not in tracked and "system_fingerprints" not in tracked
+    preds = (run / "predictions.jsonl").read_text()
+    assert "served" not in preds and SERVED[0] not in preds
     for name in ("predictions.jsonl", "run_summary.json"):
-        text = (tmp_path / "run" / name).read_text()
-        assert "served" not in text and "fp_1" not in text
+        text = (run / name).read_text()
+        assert "fp_1" not in text and "fp_2" not in text
         assert text.replace('"replay"', '"run"') == (
             tmp_path / "replay" / name).read_text().replace('"replay"', '"run"')
-    tracked = json.loads((tmp_path / "run" / "run_summary.json").read_text())
-    assert tracked["run_protocol"] == "controlled" and tracked["settings"]["seed"] == 42
     timings = json.loads((tmp_path / "replay" / "run_summary.timings.json").read_text())
-    assert timings["served_models"] == first["served_models"]  # the cache kept who answered
-    # MLflow's view of the run (the evaluate stage logs it), and the leaderboard's served lines.
+    assert timings["system_fingerprints"] == first["system_fingerprints"]  # the cache kept them
+    assert timings["clips"] and all("served_model" in c for c in timings["clips"].values())
+    # MLflow's view of the run (the evaluate stage logs it), the leaderboard and the report.
     import mlflow
 
     from agl.scoring.config import EvaluateConfig
@@ -328,15 +342,62 @@ def test_the_served_model_ledger_flags_a_mismatch_and_a_change(tmp_path, monkeyp
     # MLflow's file store: real MLflow, without a database's schema migrations (seconds).
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
-    doc = evaluate_run("run", tmp_path / "run" / "predictions.jsonl", tmp_path / "manifest.csv",
-                       tmp_path / "run", EvaluateConfig(protocols=("strict",), metric_bootstrap=0,
-                                                        experiment="issue32"))
+    doc = evaluate_run("run", run / "predictions.jsonl", tmp_path / "manifest.csv",
+                       run, EvaluateConfig(protocols=("strict",), metric_bootstrap=0,
+                                           experiment="issue32"))
     logged = mlflow.get_run(doc["mlflow_run_id"]).data
     assert logged.metrics[f"run.served_share.{SERVED[1]}"] == 0.5
     assert "changed during the run" in logged.tags["served_flags"]
     assert logged.tags["run_protocol"] == "controlled"
-    assert "served" not in (tmp_path / "run" / "metrics.json").read_text()
-    assert leaderboard.served_lines([tmp_path / "run" / "metrics.json"])["run"] == flags
+    assert "served" not in (run / "metrics.json").read_text()
+    assert leaderboard.served_lines([run / "metrics.json"])["run"] == flags
+    _the_leaderboard_and_the_report_show(tmp_path, flags)
+
+
+def test_a_run_whose_replies_name_no_served_model_tracks_no_ledger(tmp_path):
+    """An offline backend (the demo's random, prior, knn, langprior) names no served model:
+    its run_summary.json has no served keys, so the demo's tracked outputs are as before."""
+    manifest, audio = make_clips(tmp_path, 3)
+    options = RunOptions(cache_dir=tmp_path / "cache", progress=False)
+    summary = run_inference(ModelSpec("random", "random", "uniform-latlon", settings={"seed": 0}),
+                            load_prompt(), clips(load_manifest(manifest)), out_dir=tmp_path / "random",
+                            audio_root=audio, options=options)
+    assert summary["n_recorded"] == 3 and not any(k.startswith("served") for k in summary)
+    for name in ("run_summary.json", "run_summary.timings.json", "predictions.jsonl"):
+        assert "served" not in (tmp_path / "random" / name).read_text(), name
+
+
+def _the_leaderboard_and_the_report_show(tmp_path: Path, flags: list[str]) -> None:
+    """The flagged run "§" in leaderboard.md / .html / .csv and in report.html (from the
+    leaderboard, and without one); the note under the table names its flags."""
+    import html
+
+    import pandas as pd
+
+    from agl.report.build import build_report
+    from agl.report.inputs import ReportOptions, collect_runs
+    from agl.report.page import render_page
+    from agl.scoring import leaderboard
+
+    board = leaderboard.collect([tmp_path / "run" / "metrics.json"], "strict")
+    leaderboard.write(leaderboard.attach_paper(board, None), tmp_path / "lb", protocol="strict")
+    md = (tmp_path / "lb" / "leaderboard.md").read_text()
+    assert "| 1 | run § | gpt-4o-audio-preview |" in md
+    note = "run: " + "; ".join(flags)
+    assert 'A run marked "§" was answered, by the provider' in md and note in md
+    assert html.escape(note) in (tmp_path / "lb" / "leaderboard.html").read_text()
+    assert pd.read_csv(tmp_path / "lb" / "leaderboard.csv")["served_flags"].tolist() == ["; ".join(flags)]
+    # The report's leaderboard section renders the stage's CSV (the other sections are not
+    # under test here: no figures drawn), and a report built without a leaderboard marks the
+    # run in its table of headline numbers.
+    options = ReportOptions(protocol="strict", group_bootstrap=20, factor_bootstrap=5,
+                            paired_bootstrap=20, paired_permutations=20, maps_for=0)
+    csv = tmp_path / "lb" / "leaderboard.csv"
+    page = render_page([], pd.read_csv(csv), options, None, {}, csv)
+    assert "<td>run §</td>" in page and html.escape(note) in page
+    build_report(collect_runs([tmp_path], "strict"), tmp_path / "report", options=options)
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "No leaderboard" in page and "<td>run §</td>" in page and html.escape(note) in page
 
 
 def test_leaderboard_marks_a_row_not_run_under_the_papers_protocol(tmp_path):

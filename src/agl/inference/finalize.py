@@ -8,7 +8,9 @@ code, so at the end the run folder is rewritten as DVC should hash it:
 * `predictions.jsonl`: one record per clip, in manifest order (clips outside the manifest
   after, by key), floats at `agl.core.canonical` precision, keys sorted, without the volatile
   meta fields below;
-* `run_summary.json`: the run's counts, tokens, cost, prompt and settings, without timings;
+* `run_summary.json`: the run's counts, tokens, cost, prompt and settings, without timings,
+  and, for a run whose replies named the model that answered, the served-model ledger's
+  summary (`served_models`, `served_flags`; agl.predictions.served says why it may be tracked);
 * `run_summary.timings.json` (ignored by DVC): the run's latency statistics, wall time,
   session request and cache counts, and each clip's volatile meta (kept across reruns).
 """
@@ -25,7 +27,7 @@ from typing import Any
 from agl.core import canonical
 from agl.core.secrets import known_secrets, scrub
 from agl.predictions.records import read_predictions
-from agl.predictions.served import ledger
+from agl.predictions.served import ledger, split
 
 # The files of a run folder (`<out>/`): the predictions log and the run's summary.
 PREDICTIONS = "predictions.jsonl"
@@ -45,7 +47,7 @@ VOLATILE_META = (
     "batch_job",
     "listen_s",  # birdrange / langprior: seconds spent listening (wall time)
     "invert_s",  # birdrange: seconds spent inverting the range grid (wall time)
-    # What the provider says answered (agl.predictions.served): volatile, never tracked.
+    # What the provider says answered (agl.predictions.served): per clip, never tracked.
     "served_model",
     "system_fingerprint",
 )
@@ -88,8 +90,8 @@ def write_canonical_run(
     out_dir: Path, pred_path: Path, latest: Mapping[str, Any], order: Sequence[str], summary: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Rewrite `pred_path` canonically (`latest`: the newest record per clip, in `order`),
-    write the stable `run_summary.json` and move every volatile figure to its timings file,
-    with the run's served-model ledger (agl.predictions.served), which it returns."""
+    write the stable `run_summary.json` and move every volatile figure to its timings file;
+    returns the run's served-model ledger (agl.predictions.served), split between the two."""
     out_dir = Path(out_dir)
     text, volatile = canonical_records(latest, order)
     tmp = pred_path.with_name(pred_path.name + ".tmp")
@@ -98,9 +100,9 @@ def write_canonical_run(
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, pred_path)
-    # No secret in a summary (it echoes settings and errors), whatever its source.
-    stable, timings = canonical.split(scrub(dict(summary), known_secrets()), VOLATILE_SUMMARY)
-    canonical.write_json(out_dir / SUMMARY, stable)
+    # No secret in a summary (it echoes settings, errors and served ids), whatever its source.
+    known = known_secrets()
+    stable, timings = canonical.split(scrub(dict(summary), known), VOLATILE_SUMMARY)
     # Clips answered in an earlier session keep the timings recorded then.
     old_path = canonical.timings_path(out_dir / SUMMARY)
     clips: dict[str, Any] = {}
@@ -111,10 +113,14 @@ def write_canonical_run(
             clips = {}
     clips.update(volatile)
     served = ledger(clips, sorted(latest), str(summary.get("model") or ""))
+    # Who answered, summed up, is tracked (a replay from the cache reproduces it); the clip
+    # count and the rotating fingerprints stay with the timings.
+    shown, beside = split(served)
+    canonical.write_json(out_dir / SUMMARY, {**stable, **scrub(shown, known)})
     # When the run (this session of it) ended: volatile, so here, never in the tracked
     # summary; `agl export eee` reads it as the run's timestamp (agl.interchange.eee_export).
     finished = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    canonical.write_timings(out_dir / SUMMARY, {**timings, **served, "finished_at": finished, "clips": clips})
+    canonical.write_timings(out_dir / SUMMARY, {**timings, **beside, "finished_at": finished, "clips": clips})
     return served
 
 

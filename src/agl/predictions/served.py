@@ -2,12 +2,22 @@
 
 Providers name the model that answered (OpenAI `response.model` and `system_fingerprint`,
 Gemini `model_version`); backends keep them in a reply's `served_model` /
-`system_fingerprint`. They are volatile (a provider re-routes an alias, rotates a
-fingerprint), so they stay out of the cache key, the run fingerprint and every tracked file:
-per clip in the run's `run_summary.timings.json` (`clips`), summed up there as `served_models`
-(id -> share of the clips that named one), `system_fingerprints`, and `served_flags`, the
-lines a reader must see (a served id that is not the asked one, or more than one served id
-in a run). A cached reply keeps the ids it was answered with, so a replay reproduces them.
+`system_fingerprint`. Those facts never enter the cache key or the run fingerprint (a
+provider re-routes an alias, rotates a fingerprint: the request is the same). Where they live:
+
+* per clip, in the run's `run_summary.timings.json` (`clips`, ignored by DVC), with
+  `served_clips` and `system_fingerprints` (a fingerprint rotates without the model changing:
+  volatile, never tracked);
+* the run-level summary a reader must see (`TRACKED`): `served_models` (id -> share of the
+  clips that named one) and `served_flags` (a served id that is not the asked one, or more
+  than one served id in a run) in the tracked `run_summary.json`, where the leaderboard and
+  the report read them. Only a run with served ids has those keys (an offline backend writes
+  none, so its tracked files are as before).
+
+Why the summary may be tracked: a cached reply keeps the ids it was answered with, so a replay
+(or `dvc repro -f`, which answers deterministic clips from the cache again) reproduces the same
+`run_summary.json`, and `dvc.lock` is unchanged. A fresh run that meets another served model
+is a different experiment, and rightly changes the tracked output.
 """
 
 from __future__ import annotations
@@ -20,6 +30,8 @@ from typing import Any
 # A dated snapshot of an alias (`gpt-4o-audio-preview-2024-12-17` for `gpt-4o-audio-preview`,
 # `...-001`) is the asked model; anything else after the id (`-preview-05-20`) is not.
 _SNAPSHOT = re.compile(r"^[0-9][0-9-]*$")
+# The ledger's keys that go to the tracked run_summary.json (the rest stay in its timings).
+TRACKED = ("served_models", "served_flags")
 
 
 def bare(model_id: str) -> str:
@@ -59,7 +71,13 @@ def ledger(clips: Mapping[str, Mapping[str, Any]], keys: list[str], asked: str) 
     return out
 
 
-def flag_line(run: str, timings: Mapping[str, Any]) -> str | None:
+def split(ledger_: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the keys for the tracked run_summary.json, those for its timings file) of a ledger."""
+    return ({k: v for k, v in ledger_.items() if k in TRACKED},
+            {k: v for k, v in ledger_.items() if k not in TRACKED})
+
+
+def flag_line(run: str, summary: Mapping[str, Any]) -> str | None:
     """One line for a run whose ledger holds flags (None when it holds none)."""
-    flags = timings.get("served_flags") or []
+    flags = summary.get("served_flags") or []
     return f"{run}: " + "; ".join(flags) if flags else None

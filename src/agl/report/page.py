@@ -18,7 +18,7 @@ import pandas as pd
 from agl.judges.modes import JudgeConfig, prompt_version
 from agl.report import maps, tables
 from agl.report.inputs import ReportOptions, RunInput
-from agl.scoring.leaderboard import groups, render_rows, table_notes
+from agl.scoring.leaderboard import SERVED_MARK, SERVED_NOTE, groups, render_rows, served_lines, table_notes
 
 
 def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], board: pd.DataFrame | None,
@@ -60,11 +60,18 @@ def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], boar
     else:
         where = html.escape(str(leaderboard_csv)) if leaderboard_csv else "no file given"
         parts.append(f"<p>No leaderboard ({where}); headline numbers per run:</p>")
-        rows = [[r.name, *(tables.with_ci(a["breakdowns"][r.name]["all"].iloc[0], c, d) for c, d in
-                           (("mean_km", 1), ("country_acc", 3), ("continent_acc", 3)))]
+        # Runs served by another model than asked: marked "§" as the leaderboard marks them.
+        flagged = served_lines([Path(r.info["metrics"]) for _, _, a in sections for r in a["order"]
+                                if r.info.get("metrics")])
+        rows = [[r.name + (f" {SERVED_MARK}" if r.name in flagged else ""),
+                 *(tables.with_ci(a["breakdowns"][r.name]["all"].iloc[0], c, d) for c, d in
+                   (("mean_km", 1), ("country_acc", 3), ("continent_acc", 3)))]
                 for _, _, a in sections for r in a["order"]]
         parts.append(tables.table(["run", "mean km", "country acc", "continent acc"], rows,
                             "leaderboard"))
+        if flagged:
+            runs = " | ".join(f"{run}: " + "; ".join(flags) for run, flags in flagged.items())
+            parts.append(f"<p class='note'>{html.escape(SERVED_NOTE.format(runs=runs))}</p>")
     parts.append("</section>")
     for version, group, a in sections:
         if len(sections) > 1:

@@ -13,10 +13,11 @@ Every "—" is "not applicable" (`agl.scoring.wording`).
 
 A run beside a paper value that was not run under the paper's protocol (its model entry's
 `protocol:`, recorded as `run_protocol`; agl.inference.roster) is marked "‡" with a note: its
-numbers and the paper's come from two different experiments. What the provider says answered
-(the served-model ledger, agl.predictions.served) is volatile, so it never enters these tracked
-files: `served_lines` reads it from each run's timings file for the stage's printout and the
-untracked `leaderboard.timings.json`.
+numbers and the paper's come from two different experiments. A run the provider says was
+answered by another model than the one asked, or by more than one (the served-model ledger's
+`served_flags` in the run's tracked run_summary.json; agl.predictions.served), is marked "§",
+its flags in the `served_flags` column of leaderboard.csv (a column only when a run has them)
+and in a note under its table.
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
                                # agl.scoring.metrics.counts (absent from a record imported
                                # with its stated numbers only: left empty, never guessed)
                                **{k: res.get(k) for k in COUNTS}}
+        flags = run_flags(Path(path))
+        if flags:  # agl.predictions.served: only then a column (offline runs name no model)
+            row["served_flags"] = "; ".join(flags)
         # The interval is the run's resampling unit's (agl.scoring.clusters); the clip one
         # and the design effect (their widths' ratio) stand beside it.
         row["n_clusters"] = res.get("n_clusters", res["n"])
@@ -120,6 +124,8 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
     ranked = frame[~frame["unranked"]]
     frame["rank"] = (ranked.groupby("data_version").cumcount() + 1).reindex(frame.index).astype("Int64")
     frame["protocol"] = protocol
+    if "served_flags" in frame:  # a fixed place, whichever run has flags
+        frame["served_flags"] = frame.pop("served_flags")
     frame["refusal_heavy"] = frame.pop("refusal_heavy")  # leaderboard.csv's column order: last
     return frame
 
@@ -236,6 +242,8 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         run = f"{r['run']} *" if _flag(r, "subset") else str(r["run"])
         if off_protocol(r):
             run += " ‡"
+        if served_flags(r):
+            run += f" {SERVED_MARK}"
         clips = r.get("dataset_clips")
         done = r.get("clips_predicted")
         n = str(int(done if done is not None and pd.notna(done) else r["n"]))
@@ -290,20 +298,47 @@ def off_protocol(row: pd.Series) -> bool:
             and str(row.get("run_protocol", "") or "") != "paper")
 
 
+SERVED_MARK = "§"
+SERVED_NOTE = ("A run marked \"§\" was answered, by the provider's own account (OpenAI "
+               "response.model, Gemini model_version; the served-model ledger, "
+               "docs/backends.md#retired-models-and-the-served-model-ledger), by another model "
+               "than the one it asked for, or by more than one model: {runs}. Its numbers are "
+               "those of the model(s) that answered.")
+
+
+def served_flags(row: pd.Series) -> str:
+    """A row's served-model flags as one text ("" for a run without any)."""
+    v = row.get("served_flags")
+    return v if isinstance(v, str) else ""
+
+
+def run_flags(metrics_path: Path) -> list[str]:
+    """The served-model flags (agl.predictions.served) in the tracked run_summary.json beside a
+    run's metrics.json: a served id not the asked one, or a change of served model mid-run
+    ([] for a run without a summary or flags). Raises AglError for a summary it cannot read."""
+    path = Path(metrics_path).with_name("run_summary.json")
+    if not path.exists():
+        return []
+    redo = f"rebuild it with the run's infer stage (dvc repro -f infer@{path.parent.name})"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise AglError(f"{path}: not readable JSON ({type(exc).__name__}); {redo}") from None
+    flags = doc.get("served_flags") if isinstance(doc, dict) else None
+    if flags is None:
+        return []
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+        raise AglError(f"{path}: served_flags is not a list of lines; {redo}")
+    return flags
+
+
 def served_lines(metrics_files: list[Path]) -> dict[str, list[str]]:
-    """Each run's served-model flags (agl.predictions.served), read from the timings file beside
-    its metrics.json: a served id not the asked one, or a change of served model mid-run."""
+    """Each flagged run's served-model flags (`run_flags`), by its folder's name."""
     out = {}
     for path in metrics_files:
-        timings = canonical.timings_path(Path(path).with_name("run_summary.json"))
-        if not timings.exists():
-            continue
-        try:
-            flags = json.loads(timings.read_text(encoding="utf-8")).get("served_flags") or []
-        except (json.JSONDecodeError, AttributeError):
-            continue
+        flags = run_flags(Path(path))
         if flags:
-            out[Path(path).parent.name] = [str(f) for f in flags]
+            out[Path(path).parent.name] = flags
     return out
 
 
@@ -334,7 +369,8 @@ def _rejected_count(row: pd.Series) -> str:
 
 
 def table_notes(rows: pd.DataFrame) -> list[str]:
-    """The notes under one dataset's ranked table: subset runs, refusal-heavy runs, "—"."""
+    """The notes under one dataset's ranked table: subset runs, refusal-heavy runs, runs off
+    the paper's protocol or served by another model than asked, "—"."""
     notes = []
     if "subset" in rows and rows["subset"].astype(str).str.lower().eq("true").any():
         notes.append(SUBSET_NOTE)
@@ -360,6 +396,9 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
            for _, r in rows.iterrows() if off_protocol(r)]
     if off:
         notes.append(PROTOCOL_NOTE.format(runs="; ".join(off)))
+    served = [f"{r['run']}: {served_flags(r)}" for _, r in rows.iterrows() if served_flags(r)]
+    if served:
+        notes.append(SERVED_NOTE.format(runs=" | ".join(served)))
     if "source" in rows and rows["source"].astype(str).str.startswith(IMPORTED_SOURCE).any():
         notes.append(IMPORTED_NOTE)
     if any(NOT_APPLICABLE in c for row in render_rows(rows)[1] for c in row):
