@@ -120,8 +120,8 @@ def test_api_backend_shards_match_local_byte_for_byte(cluster, tmp_path):
 
         # The driver answers from the cache before planning: no shard, no request.
         before = len(server.calls)
-        out = tmp_path / "ray4-again"
-        run(spec, cl, audio, out, transport=ray_cfg(c, 4), cache=tmp_path / "cache4")
+        out = tmp_path / "ray7-again"
+        run(spec, cl, audio, out, transport=ray_cfg(c, 4), cache=tmp_path / "cache7")  # filled by the 7-shard run
         assert tracked(out) == local and len(server.calls) == before
         assert timings(out)["ray"] == {**timings(out)["ray"], "shards": 0, "from_cache": 20}
 
