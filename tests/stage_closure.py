@@ -16,6 +16,7 @@ Params: a stage reads params only through `_params.load("section", ...)`; `${a.b
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +103,17 @@ def _params_read(tree: ast.AST) -> set[str]:
     return out
 
 
+@functools.cache
+def _facts(path: Path, package: str, _mtime_ns: int) -> tuple[frozenset, frozenset, tuple]:
+    """One file's params reads, string constants (as file names) and imports, parsed once
+    per content (the mtime is part of the key): every stage's closure shares the library's
+    modules, so the 28 stages of dvc.yaml parse each module once, not once each."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    strings = {Path(node.value).name if "/" in node.value else node.value
+               for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    return frozenset(_params_read(tree)), frozenset(strings), tuple(sorted(_imports(tree, package)))
+
+
 def closure(script: Path, src: Path = SRC) -> Closure:
     """Everything `script` (a stage script) can load: agl modules, local helpers, data, params."""
     data_by_name = _data_files(src)
@@ -114,15 +126,11 @@ def closure(script: Path, src: Path = SRC) -> Closure:
             continue
         seen.add(path)
         result.files.add(path)
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        params, strings, imports = _facts(path, package, path.stat().st_mtime_ns)
         if path.parent == script.parent:
-            result.params |= _params_read(tree)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                name = Path(node.value).name if "/" in node.value else node.value
-                if name in data_by_name:
-                    result.data.add(data_by_name[name])
-        for name in _imports(tree, package):
+            result.params |= params
+        result.data |= {data_by_name[name] for name in strings if name in data_by_name}
+        for name in imports:
             if name.endswith(".*"):
                 pkg = name[:-2]
                 pkg_dir = src.joinpath(*pkg.split("."))
