@@ -35,13 +35,23 @@ import pandas as pd
 from agl.core import canonical
 from agl.dataset.manifest import SYNTHETIC_MARK
 from agl.errors import AglError
+from agl.scoring.marks import (  # noqa: F401  (served_lines, run_flags: the stages' entrance)
+    PAPER_COLUMNS,
+    PROTOCOL_MARK,
+    PROTOCOL_NOTE,
+    SERVED_MARK,
+    SERVED_NOTE,
+    off_protocol,
+    run_flags,
+    served_flags,
+    served_lines,
+)
 from agl.scoring.protocol_paper import PAPER_REFUSAL_KM
 from agl.scoring.wording import NOT_APPLICABLE, NOT_APPLICABLE_LEGEND
 
 COLUMNS = ("distance_error_km", "median_km", "geoscore", "continent_acc", "country_acc",
            "city_acc", "reject_rate", "failure_rate", "within_25km", "within_200km",
            "within_750km", "within_2500km")
-PAPER_COLUMNS = ("distance_error_km", "continent_acc", "country_acc", "city_acc")
 COUNTS = ("n_refused", "n_no_coordinates", "n_rejected")
 # The paper is silent on runs that mostly refuse. A refusal scores a fixed distance (paper:
 # 10,000 km, about what a uniformly random guess averages), so a run refusing everything ranks
@@ -281,65 +291,6 @@ def _repeat_cell(r: pd.Series) -> str:
     km = f"{_cell(r['distance_error_km_repeat_mean'], 1)} ± {_cell(r['distance_error_km_repeat_std'], 1)}"
     acc = f"{_cell(r['country_acc_repeat_mean'], 2)} ± {_cell(r['country_acc_repeat_std'], 2)}"
     return f"{int(n)}×: {km}, {acc}; {_cell(r['flip_rate'], 2)}"
-
-
-PROTOCOL_MARK = "‡"
-PROTOCOL_NOTE = ("A run marked \"‡\" sits beside the paper's values but was not run under the "
-                 "paper's protocol (the authors' decoding settings, gateway and prompts: "
-                 "`agl models --yaml NAME --protocol paper`): {runs}. Its numbers and the "
-                 "paper's come from two different experiments.")
-
-
-def off_protocol(row: pd.Series) -> bool:
-    """Whether a row beside a paper value ran under a protocol other than the paper's (a
-    published run of the authors is the paper's own)."""
-    in_paper = any(pd.notna(row.get(f"paper_{c}")) for c in PAPER_COLUMNS)
-    return (in_paper and str(row.get("source", "")) != "published"
-            and str(row.get("run_protocol", "") or "") != "paper")
-
-
-SERVED_MARK = "§"
-SERVED_NOTE = ("A run marked \"§\" was answered, by the provider's own account (OpenAI "
-               "response.model, Gemini model_version; the served-model ledger, "
-               "docs/backends.md#retired-models-and-the-served-model-ledger), by another model "
-               "than the one it asked for, or by more than one model: {runs}. Its numbers are "
-               "those of the model(s) that answered.")
-
-
-def served_flags(row: pd.Series) -> str:
-    """A row's served-model flags as one text ("" for a run without any)."""
-    v = row.get("served_flags")
-    return v if isinstance(v, str) else ""
-
-
-def run_flags(metrics_path: Path) -> list[str]:
-    """The served-model flags (agl.predictions.served) in the tracked run_summary.json beside a
-    run's metrics.json: a served id not the asked one, or a change of served model mid-run
-    ([] for a run without a summary or flags). Raises AglError for a summary it cannot read."""
-    path = Path(metrics_path).with_name("run_summary.json")
-    if not path.exists():
-        return []
-    redo = f"rebuild it with the run's infer stage (dvc repro -f infer@{path.parent.name})"
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise AglError(f"{path}: not readable JSON ({type(exc).__name__}); {redo}") from None
-    flags = doc.get("served_flags") if isinstance(doc, dict) else None
-    if flags is None:
-        return []
-    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
-        raise AglError(f"{path}: served_flags is not a list of lines; {redo}")
-    return flags
-
-
-def served_lines(metrics_files: list[Path]) -> dict[str, list[str]]:
-    """Each flagged run's served-model flags (`run_flags`), by its folder's name."""
-    out = {}
-    for path in metrics_files:
-        flags = run_flags(Path(path))
-        if flags:
-            out[Path(path).parent.name] = flags
-    return out
 
 
 def _refusal_rule(protocol: str) -> str:

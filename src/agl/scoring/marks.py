@@ -1,0 +1,76 @@
+"""The leaderboard's row marks that tell a reader a run is not what it seems: "‡", a run beside
+the paper's values not run under the paper's protocol, and "§", a run the provider says was
+answered by another model than the one asked, or by more than one (the served-model ledger's
+`served_flags` in the run's tracked run_summary.json; agl.predictions.served).
+(agl.scoring.leaderboard renders them; kept apart to keep that module small.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from agl.errors import AglError
+
+# The paper's table: the columns a published value sits beside.
+PAPER_COLUMNS = ("distance_error_km", "continent_acc", "country_acc", "city_acc")
+
+PROTOCOL_MARK = "‡"
+PROTOCOL_NOTE = ("A run marked \"‡\" sits beside the paper's values but was not run under the "
+                 "paper's protocol (the authors' decoding settings, gateway and prompts: "
+                 "`agl models --yaml NAME --protocol paper`): {runs}. Its numbers and the "
+                 "paper's come from two different experiments.")
+
+
+def off_protocol(row: pd.Series) -> bool:
+    """Whether a row beside a paper value ran under a protocol other than the paper's (a
+    published run of the authors is the paper's own)."""
+    in_paper = any(pd.notna(row.get(f"paper_{c}")) for c in PAPER_COLUMNS)
+    return (in_paper and str(row.get("source", "")) != "published"
+            and str(row.get("run_protocol", "") or "") != "paper")
+
+
+SERVED_MARK = "§"
+SERVED_NOTE = ("A run marked \"§\" was answered, by the provider's own account (OpenAI "
+               "response.model, Gemini model_version; the served-model ledger, "
+               "docs/backends.md#retired-models-and-the-served-model-ledger), by another model "
+               "than the one it asked for, or by more than one model: {runs}. Its numbers are "
+               "those of the model(s) that answered.")
+
+
+def served_flags(row: pd.Series) -> str:
+    """A row's served-model flags as one text ("" for a run without any)."""
+    v = row.get("served_flags")
+    return v if isinstance(v, str) else ""
+
+
+def run_flags(metrics_path: Path) -> list[str]:
+    """The served-model flags (agl.predictions.served) in the tracked run_summary.json beside a
+    run's metrics.json: a served id not the asked one, or a change of served model mid-run
+    ([] for a run without a summary or flags). Raises AglError for a summary it cannot read."""
+    path = Path(metrics_path).with_name("run_summary.json")
+    if not path.exists():
+        return []
+    redo = f"rebuild it with the run's infer stage (dvc repro -f infer@{path.parent.name})"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise AglError(f"{path}: not readable JSON ({type(exc).__name__}); {redo}") from None
+    flags = doc.get("served_flags") if isinstance(doc, dict) else None
+    if flags is None:
+        return []
+    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+        raise AglError(f"{path}: served_flags is not a list of lines; {redo}")
+    return flags
+
+
+def served_lines(metrics_files: list[Path]) -> dict[str, list[str]]:
+    """Each flagged run's served-model flags (`run_flags`), by its folder's name."""
+    out = {}
+    for path in metrics_files:
+        flags = run_flags(Path(path))
+        if flags:
+            out[Path(path).parent.name] = flags
+    return out
