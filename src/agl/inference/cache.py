@@ -103,21 +103,8 @@ def cache_key(backend: str, model: str, settings: dict[str, Any], request: Reque
     """The content address of one call. `request.audio_sha256` must be set for audio."""
     if request.audio_path is not None and not request.audio_sha256:
         raise ValueError("a request with audio needs audio_sha256 for its cache key")
-    material = {
-        "v": CACHE_VERSION,
-        "backend": backend,
-        "model": model,
-        "settings": generation_settings(settings),
-        "prompt_sha256": sha256_text(request.prompt),
-        "system_sha256": sha256_text(request.system),
-        "audio_sha256": request.audio_sha256,
-        # Without audio, a backend's reply may still depend on the clip (the random
-        # baselines draw per clip), so the clip id is part of the address.
-        "sample_id": request.sample_id if request.audio_sha256 is None else None,
-    }
-    if request.repeat:  # repeat 0 keeps the address every earlier run cached under
-        material["repeat"] = int(request.repeat)
-    return _address(material)
+    return _key(backend, model, settings, sha256_text(request.prompt), sha256_text(request.system),
+                request.audio_sha256, request.sample_id, request.repeat)
 
 
 def record_key(backend: str, model: str, settings: dict[str, Any], sample_id: str,
@@ -125,13 +112,26 @@ def record_key(backend: str, model: str, settings: dict[str, Any], sample_id: st
     """The address a record's reply was cached under, from what the record and its run's
     summary keep (the prompt's hash, the audio's, the settings): `cache_key` without the
     request, for checking a record against its cached reply (agl.inference.audit)."""
-    audio = meta.get("audio_sha256")
-    material = {"v": CACHE_VERSION, "backend": backend, "model": model,
-                "settings": generation_settings(settings),
-                "prompt_sha256": meta.get("prompt_sha256"),
-                "system_sha256": sha256_text(settings.get("system_prompt")),
-                "audio_sha256": audio, "sample_id": None if audio else sample_id}
-    if repeat:
+    return _key(backend, model, settings, meta.get("prompt_sha256"),
+                sha256_text(settings.get("system_prompt")), meta.get("audio_sha256"), sample_id, repeat)
+
+
+def _key(backend: str, model: str, settings: dict[str, Any], prompt_sha256: str | None,
+         system_sha256: str | None, audio_sha256: str | None, sample_id: str, repeat: int) -> str:
+    """The one place an address is made, from a request's or a record's hashes."""
+    material = {
+        "v": CACHE_VERSION,
+        "backend": backend,
+        "model": model,
+        "settings": generation_settings(settings),
+        "prompt_sha256": prompt_sha256,
+        "system_sha256": system_sha256,
+        "audio_sha256": audio_sha256,
+        # Without audio, a backend's reply may still depend on the clip (the random
+        # baselines draw per clip), so the clip id is part of the address.
+        "sample_id": sample_id if audio_sha256 is None else None,
+    }
+    if repeat:  # repeat 0 keeps the address every earlier run cached under
         material["repeat"] = int(repeat)
     return _address(material)
 

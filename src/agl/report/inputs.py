@@ -90,7 +90,8 @@ def collect_runs(roots: list[Path], protocol: str) -> list[RunInput]:
             name = str(doc.get("run") or metrics.parent.name)
             frame = read_whole_csv(scores, f"re-run the evaluate stage of {name}",
                                    keep_default_na=True)
-            n = ((doc.get("protocols") or {}).get(protocol) or {}).get("n")
+            scored = (doc.get("protocols") or {}).get(protocol) or {}
+            n = scored.get("n")
             if isinstance(n, int) and len(frame) != n:  # cut at a row's end, or stale
                 raise AglError(f"{scores}: {len(frame)} row(s), but {metrics} scored {n}: a "
                                f"cut or stale table, not reported; re-run the evaluate stage "
@@ -101,7 +102,10 @@ def collect_runs(roots: list[Path], protocol: str) -> list[RunInput]:
             preds = read_predictions(preds_path) if preds_path.exists() else None
             runs.append(RunInput(name, frame, preds, {
                 "metrics": str(metrics), "data_version": str(doc.get("data_version") or ""),
-                "dataset": str(doc.get("dataset") or ""), "dataset_clips": doc.get("dataset_clips")}))
+                "dataset": str(doc.get("dataset") or ""), "dataset_clips": doc.get("dataset_clips"),
+                # The stability section and the counterfactual's noise floor read it here,
+                # instead of each parsing metrics.json again.
+                "repeats": scored.get("repeats")}))
     return runs
 
 

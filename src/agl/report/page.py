@@ -18,7 +18,8 @@ import pandas as pd
 from agl.judges.modes import JudgeConfig, prompt_version
 from agl.report import maps, tables
 from agl.report.inputs import ReportOptions, RunInput
-from agl.scoring.leaderboard import SERVED_MARK, SERVED_NOTE, groups, render_rows, served_lines, table_notes
+from agl.scoring.leaderboard import groups, render_rows, table_notes
+from agl.scoring.marks import SERVED_MARK, served_lines, served_note
 
 
 def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], board: pd.DataFrame | None,
@@ -70,8 +71,8 @@ def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], boar
         parts.append(tables.table(["run", "mean km", "country acc", "continent acc"], rows,
                             "leaderboard"))
         if flagged:
-            runs = " | ".join(f"{run}: " + "; ".join(flags) for run, flags in flagged.items())
-            parts.append(f"<p class='note'>{html.escape(SERVED_NOTE.format(runs=runs))}</p>")
+            note = served_note({run: "; ".join(flags) for run, flags in flagged.items()})
+            parts.append(f"<p class='note'>{html.escape(note)}</p>")
     parts.append("</section>")
     for version, group, a in sections:
         if len(sections) > 1:

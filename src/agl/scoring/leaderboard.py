@@ -45,6 +45,7 @@ from agl.scoring.marks import (  # noqa: F401  (served_lines, run_flags: the sta
     run_flags,
     served_flags,
     served_lines,
+    served_note,
 )
 from agl.scoring.protocol_paper import PAPER_REFUSAL_KM
 from agl.scoring.wording import NOT_APPLICABLE, NOT_APPLICABLE_LEGEND
@@ -347,9 +348,9 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
            for _, r in rows.iterrows() if off_protocol(r)]
     if off:
         notes.append(PROTOCOL_NOTE.format(runs="; ".join(off)))
-    served = [f"{r['run']}: {served_flags(r)}" for _, r in rows.iterrows() if served_flags(r)]
+    served = {r["run"]: served_flags(r) for _, r in rows.iterrows() if served_flags(r)}
     if served:
-        notes.append(SERVED_NOTE.format(runs=" | ".join(served)))
+        notes.append(served_note(served))
     if "source" in rows and rows["source"].astype(str).str.startswith(IMPORTED_SOURCE).any():
         notes.append(IMPORTED_NOTE)
     if any(NOT_APPLICABLE in c for row in render_rows(rows)[1] for c in row):

@@ -40,6 +40,11 @@ SERVED_NOTE = ("A run marked \"§\" was answered, by the provider's own account 
                "those of the model(s) that answered.")
 
 
+def served_note(flagged: dict[str, str]) -> str:
+    """The note under a table for the runs marked "§": run -> its flags as one text."""
+    return SERVED_NOTE.format(runs=" | ".join(f"{run}: {flags}" for run, flags in flagged.items()))
+
+
 def served_flags(row: pd.Series) -> str:
     """A row's served-model flags as one text ("" for a run without any)."""
     v = row.get("served_flags")

@@ -32,6 +32,10 @@ INTRO = ("A model that samples (temperature above 0) answers a clip differently 
 
 
 def repeats_of(run: Any, protocol: str) -> dict[str, Any] | None:
+    """A run's repeats section under `protocol`: as collect_runs kept it (it read metrics.json
+    for the protocol the report uses), or from metrics.json for a run given otherwise."""
+    if "repeats" in run.info:
+        return run.info["repeats"]
     metrics = run.info.get("metrics")
     if not metrics or not Path(metrics).exists():
         return None
