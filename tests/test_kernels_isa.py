@@ -2,7 +2,8 @@
 instruction set their native kernels run (docs/bit-for-bit.md#native-kernels).
 
 Another CPU is simulated on this one by forcing CTranslate2's kernels (and oneDNN's, capped to
-match) to GENERIC and then AVX2, each in a fresh process (the libraries read the choice once).
+match) to AVX2 (the default) and then GENERIC, each in a fresh process (the libraries read the
+choice once).
 The committed dvc.lock was once recorded on a machine whose kernels put one demo clip's language
 probability at 0.246 where AVX2 says 0.247; `speech.cpu_isa` pins the kernels so that cannot
 recur, and this test holds the pin to its promise on the clips that have speech.
@@ -23,7 +24,7 @@ from agl.dataset.manifest import load_manifest, write_manifest
 from agl.speech.model import kernel_env
 
 REPO = Path(__file__).resolve().parents[1]
-ISAS = ("GENERIC", "AVX2")
+ISAS = ("AVX2", "GENERIC")
 # Four of the demo's speech clips, among them demo_0005, whose top language probability sits at
 # a 3-decimal rounding edge under other kernels (AVX: 0.246, AVX2 and GENERIC: 0.247).
 SUBSET = ("demo_0002", "demo_0004", "demo_0005", "demo_0009")
@@ -62,10 +63,23 @@ def test_kernel_env_names_the_isa_and_drops_mkl():
     assert kernel_env("native") == {}
 
 
-# (kernels, threads): the two ISAs, and GENERIC on one thread (OpenMP and CTranslate2 alike),
-# so the committed lock holds on a machine with any core count. (The demo pipeline's own
+def test_a_named_set_the_cpu_lacks_is_one_line_naming_generic(monkeypatch):
+    from agl.errors import AglError
+    from agl.speech import model
+
+    monkeypatch.setattr(model, "_cpu_flags", lambda: ["fpu", "sse4_1", "avx"])  # an old x86 CPU
+    with pytest.raises(AglError, match=r"^speech.cpu_isa: AVX2 needs CPU flags avx2, fma, which this CPU "
+                                       r"lacks; set speech.cpu_isa .* to GENERIC"):
+        model.pin_kernels("AVX2")
+    monkeypatch.setattr(model, "_cpu_flags", lambda: None)  # flags unknown: CTranslate2 decides
+    model._check_cpu_has("AVX2")
+    model._check_cpu_has("GENERIC")
+
+
+# (kernels, threads): the default AVX2, GENERIC, and AVX2 on one thread (OpenMP and CTranslate2
+# alike), so the committed lock holds on a machine with any core count. (The demo pipeline's own
 # one-thread rerun leaves Whisper to this test: four clips, not thirty-two.)
-VARIANTS = (("GENERIC", 2), ("AVX2", 2), ("GENERIC", 1))
+VARIANTS = (("AVX2", 2), ("GENERIC", 2), ("AVX2", 1))
 
 
 def test_speech_stage_bytes_do_not_depend_on_the_instruction_set_or_threads(speech_set, tmp_path):
@@ -88,12 +102,12 @@ def test_speech_stage_bytes_do_not_depend_on_the_instruction_set_or_threads(spee
         assert summary["compute"]["cpu_isa"] == isa  # the kernels are named with the outputs
         summary["compute"].pop("cpu_isa")
         outputs[isa, threads] = ((out / "speech.csv").read_bytes(), (out / "windows.jsonl").read_bytes(), summary)
-    generic = outputs["GENERIC", 2]
+    default = outputs["AVX2", 2]
     for variant, other in outputs.items():
-        assert generic[0] == other[0], f"speech.csv differs between GENERIC and {variant}"
-        assert generic[1] == other[1], f"speech_windows.jsonl differs between GENERIC and {variant}"
-        assert generic[2] == other[2]
-    assert b"uncertain" in generic[0] or b",ok," in generic[0]  # Whisper was really asked
+        assert default[0] == other[0], f"speech.csv differs between AVX2 and {variant}"
+        assert default[1] == other[1], f"speech_windows.jsonl differs between AVX2 and {variant}"
+        assert default[2] == other[2]
+    assert b"uncertain" in default[0] or b",ok," in default[0]  # Whisper was really asked
 
 
 def test_langprior_predictions_do_not_depend_on_the_instruction_set(speech_set, tmp_path):

@@ -55,7 +55,7 @@ class SpeechConfig:
     sha256: dict[str, str] = field(default_factory=dict)  # pins for a named / folder model
     device: str = "cpu"
     compute_type: str = "float32"  # not int8: see tables.py on bit-stability
-    cpu_isa: str = "GENERIC"  # CTranslate2/oneDNN kernels, pinned so digits do not name the CPU (model.py)
+    cpu_isa: str = "AVX2"  # CTranslate2/oneDNN kernels, pinned so digits do not name the CPU (model.py)
     threads: int = 2
     cache_dir: str = "cache/whisper"
     # What each clip was heard as, by content (agl.speech.heard); None: listen every time.

@@ -217,12 +217,37 @@ def kernel_env(cpu_isa: str) -> dict[str, str]:
     return env
 
 
+# The CPU flag each named x86 set needs (Linux's /proc/cpuinfo names).
+_CPU_FLAGS = {"AVX": ("avx",), "AVX2": ("avx2", "fma"), "AVX512": ("avx512f", "avx512bw")}
+
+
+def _cpu_flags() -> list[str] | None:
+    """This CPU's flags, or None where /proc/cpuinfo does not list them (not Linux, not x86)."""
+    try:
+        return next((line.split(":", 1)[1].split() for line in
+                     Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), None)
+    except OSError:
+        return None
+
+
+def _check_cpu_has(cpu_isa: str) -> None:
+    """A named set this CPU lacks is one line naming the way out, not an illegal instruction.
+    (Unknown flags: CTranslate2 refuses an unsupported set itself.)"""
+    flags = _cpu_flags()
+    missing = [f for f in _CPU_FLAGS.get(cpu_isa, ()) if flags is not None and f not in flags]
+    if missing:
+        raise AglError(f"speech.cpu_isa: {cpu_isa} needs CPU flags {', '.join(missing)}, which this CPU lacks; "
+                       "set speech.cpu_isa (and a langprior entry's settings.cpu_isa) to GENERIC "
+                       "(docs/bit-for-bit.md#native-kernels)")
+
+
 def pin_kernels(cpu_isa: str) -> None:
     """Set `kernel_env(cpu_isa)` before CTranslate2 is first used. The libraries read these once
     per process, so a process that already loaded a model with other kernels keeps them:
     refused rather than silently giving other digits."""
     import sys
 
+    _check_cpu_has(cpu_isa)
     env = kernel_env(cpu_isa)
     if "ctranslate2" in sys.modules and any(os.environ.get(k) != v for k, v in env.items()):
         raise AglError(f"speech.cpu_isa: {cpu_isa} asked after CTranslate2 was loaded with other kernels in this "
@@ -231,7 +256,7 @@ def pin_kernels(cpu_isa: str) -> None:
 
 
 def load_whisper(identity: ModelIdentity, *, device: str = "cpu", compute_type: str = "float32", threads: int = 2,
-                 cpu_isa: str = "GENERIC"):
+                 cpu_isa: str = "AVX2"):
     """A faster_whisper.WhisperModel over the resolved folder (never downloads), on the pinned kernels."""
     pin_kernels(cpu_isa)
     from faster_whisper import WhisperModel
