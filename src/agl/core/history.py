@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.core.dvc_busy import dvc_lock_is_one_line
+from agl.core.jsonutil import flatten
 
 # Names whose values say what one session did, not what data, params and code decide.
 RUN_HISTORY_KEYS = frozenset({
@@ -58,20 +59,11 @@ def _read(repo: Any, oid: str | None) -> bytes | None:
     return path.read_bytes() if path else None
 
 
-def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(obj, dict):
-        out: dict[str, Any] = {}
-        for k, v in obj.items():
-            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out if out or not prefix else {prefix: obj}
-    return {prefix: obj}
-
-
 def _parse(data: bytes) -> dict[str, Any] | None:
     """A JSON document, or JSON Lines keyed by each record's id; None if neither."""
     text = data.decode("utf-8", "replace")
     try:
-        return _flatten(json.loads(text))
+        return flatten(json.loads(text), keep_empty=True)
     except json.JSONDecodeError:
         pass
     out: dict[str, Any] = {}
@@ -79,7 +71,7 @@ def _parse(data: bytes) -> dict[str, Any] | None:
         for i, line in enumerate(t for t in text.splitlines() if t.strip()):
             rec = json.loads(line)
             rid = rec.get("sample_id") or rec.get("key") or i if isinstance(rec, dict) else i
-            out.update(_flatten(rec, str(rid)))
+            out.update(flatten(rec, str(rid), keep_empty=True))
     except (json.JSONDecodeError, AttributeError):
         return None
     return out

@@ -1,4 +1,5 @@
-"""JSON output that is valid JSON: NaN and infinities become null, numpy scalars plain."""
+"""JSON output that is valid JSON (NaN and infinities become null, numpy scalars plain), and
+nested documents flattened to dotted keys."""
 
 from __future__ import annotations
 
@@ -23,3 +24,14 @@ def jsonable(obj: Any) -> Any:
 def dumps(obj: Any, **kw: Any) -> str:
     """`json.dumps` of `jsonable(obj)`: valid JSON always (NaN/inf are refused upstream as null)."""
     return json.dumps(jsonable(obj), allow_nan=False, **kw)
+
+
+def flatten(obj: Any, prefix: str = "", *, keep_empty: bool = False) -> dict[str, Any]:
+    """Nested dicts as one level of dotted keys (`ci95.country_acc.lo`). An empty nested dict
+    is dropped, or kept as its own value with `keep_empty` (a diff must see `{}` appear)."""
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k), keep_empty=keep_empty))
+        return out if out or not prefix or not keep_empty else {prefix: obj}
+    return {prefix: obj}

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.core.headline import run_metric_keys
+from agl.core.jsonutil import flatten
 from agl.core.mlflow_view import runs_url, save_view, ui_base
 from agl.core.secrets import contains_secret, known_secrets, scrub_text
 from agl.core.secrets import scrub as scrub_secrets
@@ -94,17 +95,6 @@ def _mlflow():
     return mlflow
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 # MLflow 3 up to 3.16 opens an experiment on the view its `mlflow.experimentKind` tag names;
 # without it the UI guesses, and may open the GenAI (traces) view on an experiment of plain
 # runs. agl's experiments are runs with params, metrics and artifacts: the classic runs table.
@@ -156,10 +146,10 @@ def log_run(
         [exp_id], filter_string=f"tags.`agl.run_key` = '{run_key}'", max_results=1
     )
     run_id = found[0].info.run_id if found else None
-    flat_params = {k: str(v)[:6000] for k, v in _flatten(scrub(params)).items()}
+    flat_params = {k: str(v)[:6000] for k, v in flatten(scrub(params)).items()}
     flat_metrics = {
         k: float(v)
-        for k, v in _flatten(metrics).items()
+        for k, v in flatten(metrics).items()
         if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
     }
     all_tags = {"agl.run_key": run_key, "git_commit": git_commit(), **scrub(tags or {})}

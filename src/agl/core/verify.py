@@ -31,6 +31,7 @@ import yaml
 
 from agl.core.dvc_busy import dvc_lock_is_one_line
 from agl.core.history import OutputCause, classify_outputs
+from agl.core.jsonutil import flatten
 from agl.errors import AglError
 
 LOCK = "dvc.lock"
@@ -112,15 +113,6 @@ def _same(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
     return (a.get("md5"), a.get("size")) == (b.get("md5"), b.get("size"))
 
 
-def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(obj, dict):
-        out: dict[str, Any] = {}
-        for k, v in obj.items():
-            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: obj}
-
-
 def _entries(items: list[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
     return {str(e["path"]): e for e in items or []}
 
@@ -139,7 +131,7 @@ def compare_locks(committed: dict[str, Any], now: dict[str, Any]) -> list[StageD
                 if not _same(a.get(path), b.get(path)):
                     getattr(d, kind).append(Change(path, _describe(a.get(path)), _describe(b.get(path)),
                                                    _oid(a.get(path)), _oid(b.get(path))))
-        pa, pb = _flatten(old.get("params") or {}), _flatten(new.get("params") or {})
+        pa, pb = flatten(old.get("params") or {}), flatten(new.get("params") or {})
         for key in [*pa, *(k for k in pb if k not in pa)]:
             if pa.get(key, "<absent>") != pb.get(key, "<absent>"):
                 d.params.append(

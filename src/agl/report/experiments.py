@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agl.core.jsonutil import flatten
+
 RUNS_PREFIX = "metrics/runs/"
 
 
@@ -35,13 +37,9 @@ class ExpRow:
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # metrics/runs/<run>.json: run -> metrics
 
 
-def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(d, dict):
-        return {prefix.rstrip("."): d} if prefix else {}
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
-    return out
+def _flat(d: Any) -> dict[str, Any]:
+    """A params or metrics document as dotted keys (nothing for a document that is not a mapping)."""
+    return flatten(d) if isinstance(d, dict) else {}
 
 
 def _row(node: dict[str, Any], state: str = "") -> ExpRow:
