@@ -1,15 +1,15 @@
-"""Stage evaluate@<run>: score one run's predictions and log it as an MLflow run.
+"""Stage evaluate@<run>: score one run's predictions (the track stage logs it to MLflow).
 
-Reads params `evaluate`, `mlflow` and this run's entry `models.<RUN>` (its model and
-paper_name go into metrics.json). HEADLINE (metrics/runs/<run>.json in dvc.yaml) gets the
-run's headline metrics under its name (`knn.mean_km`, ...): a small file tracked in git, so
-`dvc exp show` lists them for every experiment.
+Reads params `evaluate` and this run's entry `models.<RUN>` (its model and paper_name go into
+metrics.json). HEADLINE (metrics/runs/<run>.json in dvc.yaml) gets the run's headline metrics
+under its name (`knn.mean_km`, ...): a small file tracked in git, so `dvc exp show` lists
+them for every experiment. `agl evaluate` scores and logs in one go.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import _params
 
@@ -28,21 +28,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out_dir", help="where scores_<protocol>.csv and metrics.json go")
     ap.add_argument("headline", nargs="?", default=None, help="headline metrics (JSON, tracked in git)")
     args = ap.parse_args(argv)
-    p = _params.load("evaluate", "mlflow")
+    p = _params.load("evaluate")
     entry = _params.load(f"models.{args.run}", required=False)[f"models.{args.run}"]
     # A run outside `models:` (a human player's, say) is described by its run_summary.json.
     spec = asdict(parse_models({args.run: entry})[0]) if entry is not None else {}
     info = {k: v for k, v in spec.items() if isinstance(v, str | int | float) and k != "name"}
 
     doc = evaluate_run(args.run, args.predictions, args.manifest, args.out_dir,
-                       EvaluateConfig.from_params(p["evaluate"], p["mlflow"]), info=info,
+                       replace(EvaluateConfig.from_params(p["evaluate"]), track=False), info=info,
                        retry=f"`dvc repro -f infer@{args.run}` retries them")
     if args.headline:
         write_headline(args.headline, run_headline(doc, args.run))
     for line in run_lines(doc):  # each with its coverage: clips predicted / the dataset's
         print(line)
-    if doc.get("mlflow_url"):  # the runs table, headline metrics as columns
-        print(f"MLflow: {doc['mlflow_url']}")
     return 0
 
 

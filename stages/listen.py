@@ -1,14 +1,15 @@
 """Stage listen@<model>-<intervention>: one model on every level of one derived dataset.
 
 Reads params `models.<MODEL>` and `infer` (how to run, as infer@<model>), `counterfactual`
-(protocol, level_bootstrap, seed, track, resampling_unit), `evaluate.max_resamples`, `mlflow`,
-and `paper.published` (the pinned file a `prompt_source: paper:<name>` reads; `paper.base_url`
+(protocol, level_bootstrap, seed, resampling_unit), `evaluate.max_resamples` and
+`paper.published` (the pinned file a `prompt_source: paper:<name>` reads; `paper.base_url`
 read undeclared, as infer@<model>); `executor` as infer@<model> (transport, read undeclared:
 `agl.inference.transport.read_transport`).
 For each level under PERTURB_DIR: prints the dry-run estimate (requests, audio minutes,
-cost), runs the model (resumable and cached like infer@<model>), scores it, and logs one
-MLflow run tagged with its parent dataset, intervention and level, nested under the model's
-run on the original clips where that exists (agl.counterfactual.listen). SUMMARY holds only
+cost), runs the model (resumable and cached like infer@<model>) and scores it; the track
+stage logs one MLflow run per level, tagged with its parent dataset, intervention and level,
+nested under the model's run on the original clips (agl.counterfactual.listen). SUMMARY holds
+only
 what data, params and code decide; the estimate and this session's requests, cache hits and
 spend (run history) go to its `.timings.json`, which DVC ignores.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import _params
@@ -54,16 +56,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out_dir", type=Path, help="build/listen/<model>/<intervention>")
     ap.add_argument("summary_path", type=Path, help="the stage's summary (JSON)")
     args = ap.parse_args(argv)
-    p = _params.load(f"models.{args.model}", "infer", "mlflow", *SOURCE_PARAMS,
-                     *(f"counterfactual.{k}" for k in KEYS), "evaluate.max_resamples", required=False)
+    p = _params.load(f"models.{args.model}", "infer", *SOURCE_PARAMS,
+                     *(f"counterfactual.{k}" for k in KEYS if k != "track"), "evaluate.max_resamples",
+                     required=False)
     if p[f"models.{args.model}"] is None or p["infer"] is None or p["counterfactual.level_bootstrap"] is None:
         _params.load(f"models.{args.model}", "infer", "counterfactual.level_bootstrap")  # exits naming it
     spec = model_entry(args.model, p[f"models.{args.model}"], "params.yaml", _params.ROOT / "params.yaml")
     infer = parse_infer(p["infer"])
     run_model = model_runner(spec, infer, stage_sources(p, spec, infer, "params.yaml"), args.intervention,
                              read_transport(_params.ROOT / "params.yaml"))  # as infer@<model>
-    config = ListenConfig.from_params({k: p[f"counterfactual.{k}"] for k in KEYS}, p["mlflow"],
-                                      p["evaluate.max_resamples"])
+    config = ListenConfig.from_params({k: p[f"counterfactual.{k}"] for k in KEYS if k != "track"},
+                                      max_resamples=p["evaluate.max_resamples"])
+    config = replace(config, track=False)  # the track stage logs the levels
     summary, timings = listen_levels(spec, args.intervention, args.perturb_dir, args.out_dir, config, run_model)
     args.summary_path.parent.mkdir(parents=True, exist_ok=True)
     canonical.write_json(args.summary_path, summary)

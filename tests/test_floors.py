@@ -32,7 +32,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("inference",),
     ("curation",),
     ("judges",),
-    ("report", "game", "interchange"),
+    ("report", "game", "interchange", "tracking"),
     ("explore",),
     ("commands",),
     ("cli",),

@@ -23,7 +23,7 @@ from helpers import copy_built_demo
 from test_hostile_secrets import BASIC, GOOD, PLANTED, PW, QK, SETTING, secret_url
 
 pytestmark = pytest.mark.slow
-TARGETS = "report"  # and everything before it: the leaderboard, evaluate, MLflow
+TARGETS = "report track"  # and everything before them: the leaderboard, evaluate, MLflow
 
 
 def repro(work: Path, env: dict, outputs: list[str]) -> subprocess.CompletedProcess:

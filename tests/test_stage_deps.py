@@ -59,12 +59,12 @@ def test_a_missing_dep_is_named(tmp_path):
     doc = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))
     evaluate = doc["stages"]["evaluate"]["do"]
     evaluate["deps"].remove("src/agl/scoring")
-    evaluate["params"].remove("mlflow")
+    evaluate["params"].remove("models.${key}")
     broken = tmp_path / "dvc.yaml"
     broken.write_text(yaml.safe_dump(doc, sort_keys=False))
     problems = stage_problems(broken)
     assert "stage evaluate: src/agl/scoring/evaluate.py is loaded but not under its deps" in problems
-    assert "stage evaluate: reads params 'mlflow' but does not declare it" in problems
+    assert "stage evaluate: reads params 'models.*' but does not declare it" in problems
     assert all(p.startswith("stage evaluate:") for p in problems)
 
 

@@ -26,7 +26,7 @@ import yaml
 from helpers import NO_NETWORK, agl, copy_repo, require_postgresql, sh, subprocess_env
 
 REPO = Path(__file__).resolve().parents[1]
-TARGETS = "leaderboard localize birds counterfactual"
+TARGETS = "leaderboard localize birds counterfactual track"
 # One worker runs them all: the session's `team` (PostgreSQL, MLflow, a pipeline run) is built once.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("team")]
 

@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--experiment", default=None,
                    help="the experiment (default: the params file's mlflow.experiment, as the "
-                   "evaluate stage logs to; else AGL_MLFLOW_EXPERIMENT, else agl1k)")
+                   "track stage logs to; else AGL_MLFLOW_EXPERIMENT, else agl1k)")
     p.add_argument("--params", type=Path, default=Path("params.yaml"),
                    help="params file (default: ./params.yaml)")
     p.set_defaults(func=run)

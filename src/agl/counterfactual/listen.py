@@ -2,12 +2,15 @@
 
 `listen_levels` is the stage's one call: for each level it has the model answer the clips (a
 `run_model` callable the caller gives: the inference driver lives on a higher floor), refuses
-a level where no clip succeeded, scores it (`score_level`) and logs one MLflow run per level
-(`log_listen_run`), nested under the model's run on the original clips where that exists.
+a level where no clip succeeded, scores it (`score_level`, its metrics.json beside the scores)
+and, with `config.track`, logs one MLflow run per level (`log_listen_run`), nested under the
+model's run on the original clips where that exists. The pipeline's listen stage leaves the
+logging to the track stage (`track_listen`: the same runs, read back from the files).
 """
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +28,7 @@ from agl.scoring.config import BOOTSTRAP, check_fields, knob
 from agl.scoring.evaluate import evaluate_frames, load_predictions_any
 
 SUMMARY = "run_summary.json"  # the model run's summary in a level's folder (agl.inference.finalize.SUMMARY)
+METRICS = "metrics.json"  # a level's metrics, as scored: what its MLflow run logs
 KEYS = ("protocol", "level_bootstrap", "seed", "track", "resampling_unit")  # what the stage reads of `counterfactual:`
 
 # (data folder, run folder) -> (the run's summary, its dry-run estimate as a dict)
@@ -132,6 +136,30 @@ def log_listen_run(spec: Any, intervention: str, level: str, data: Path, run_dir
     )
 
 
+def track_listen(spec: Any, intervention: str, perturb_dir: Path, out_dir: Path, summary_path: Path,
+                 config: ListenConfig) -> list[str]:
+    """Log the levels a listen stage wrote (each level's metrics.json, the stage's summary and
+    its timings, read back) as `listen_levels` would have: one MLflow run per level."""
+    if not Path(summary_path).is_file():
+        raise AglError(f"{summary_path}: not found; run listen@{spec.name}-{intervention} first")
+    summary = json.loads(Path(summary_path).read_text())
+    timings_file = canonical.timings_path(summary_path)
+    # this session's requests and spend: absent after a `dvc pull` (run history is not cached)
+    timings = json.loads(timings_file.read_text()).get("levels", {}) if timings_file.is_file() else {}
+    ids = []
+    for level, row in sorted(summary["levels"].items()):
+        out = Path(out_dir) / level
+        if not (out / METRICS).is_file():
+            raise AglError(f"{out / METRICS}: not found; `dvc repro -f listen@{spec.name}-{intervention}` "
+                           "writes it")
+        result = json.loads((out / METRICS).read_text())
+        session = timings.get(level, {})
+        run = {"n_failed": row["n_failed"], "cost_usd": row["cost_usd"],
+               **{f"session_{k}": session[k] for k in ("requests", "cache_hits", "cost_usd") if k in session}}
+        ids.append(log_listen_run(spec, intervention, level, Path(perturb_dir) / level, out, result, run, config))
+    return ids
+
+
 def listen_levels(spec: Any, intervention: str, perturb_dir: Path, out_dir: Path, config: ListenConfig,
                   run_model: RunModel) -> tuple[dict[str, Any], dict[str, Any]]:
     """Every level under `perturb_dir`: run, score, log. Returns the stage's summary (what
@@ -153,6 +181,7 @@ def listen_levels(spec: Any, intervention: str, perturb_dir: Path, out_dir: Path
                            f"cause, then `dvc repro listen@{model}-{intervention}`")
         (out / SUMMARY).unlink(missing_ok=True)  # timings: kept out of the DVC-cached folder
         result = score_level(data, out, config)
+        canonical.write_json(out / METRICS, result)  # what the level's MLflow run logs (track_listen)
         timings["levels"][level] = {"estimate_before_run": estimate,
                                     "requests": run["session_requests"],
                                     "cache_hits": run["session_cache_hits"],

@@ -234,12 +234,41 @@ def evaluate_run(
     artifacts.append(out_dir / "metrics.json")
     run_summary = _with_timings(summary_path, run_summary, artifacts)
     if config.track:
-        doc["mlflow_run_id"] = _log_evaluation(doc, config, info, run_summary, artifacts,
+        # The values as metrics.json holds them (rounded): what the track stage logs from it.
+        written = json.loads((out_dir / "metrics.json").read_text())
+        doc["mlflow_run_id"] = _log_evaluation(written, config, info, run_summary, artifacts,
                                                (manifest, manifest_path))
-        # The experiment's runs table opens on the headline metrics, smallest error first.
-        columns = run_metric_keys(config.protocols)
-        doc["mlflow_url"] = save_runs_view(columns, sort_by=columns[0], experiment=config.experiment)
+        doc["mlflow_url"] = save_view(config)
     return doc
+
+
+def save_view(config: EvaluateConfig) -> str:
+    """The experiment's runs table, opening on the headline metrics, smallest error first: its URL."""
+    columns = run_metric_keys(config.protocols)
+    return save_runs_view(columns, sort_by=columns[0], experiment=config.experiment)
+
+
+def track_evaluated(run_dir: str | Path, manifest_path: str | Path, config: EvaluateConfig,
+                    info: dict[str, Any] | None = None) -> str:
+    """Log a run the evaluate stage scored (its folder: predictions.jsonl, metrics.json and the
+    scores, as `evaluate_run` wrote them) as `evaluate_run` would have: the same run key,
+    params, metrics, tags and artifacts, read back from the files (the track stage's call)."""
+    run_dir = Path(run_dir)
+    doc = json.loads((run_dir / "metrics.json").read_text())
+    predictions = run_dir / "predictions.jsonl"
+    summary_path = predictions.with_name("run_summary.json")
+    run_summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    info = {**{k: v for k, v in run_summary.items() if isinstance(v, str | int | float)}, **(info or {})}
+    artifacts = [predictions] + [run_dir / f"scores_{p}.csv" for p in doc["protocols"]] + [run_dir / "metrics.json"]
+    run_summary = _with_timings(summary_path, run_summary, artifacts)
+    version = content_hash(manifest_path)
+    if version != doc.get("data_version"):  # logged under the wrong data version otherwise
+        raise AglError(f"{run_dir / 'metrics.json'}: scored on another manifest than {manifest_path}; "
+                       f"`dvc repro evaluate@{doc.get('run', run_dir.name)}` scores it again")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ManifestWarning)
+        manifest = load_manifest_cached(manifest_path, columns=["title"], digest=version)
+    return _log_evaluation(doc, config, info, run_summary, artifacts, (manifest, manifest_path))
 
 
 def _repeat_predictions(predictions_path: Path) -> list[Any]:
