@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     where = {"path": args.params} if args.params else {}
     section = load("localizability", **where)["localizability"]
     files = LocalizeFiles(args.manifest, args.tags, args.reference, args.out_dir, args.summary)
-    summary = localize(files, section, track=False)  # the track stage logs it
+    summary = localize(files, section)
     if args.headline:
         from agl.core.headline import localizability_headline, write_headline
 

@@ -69,11 +69,16 @@ def test_dvc_repro_on_the_demo_set_end_to_end(built_demo):
         assert r.data.metrics["paper.n"] == 32 and "strict.ci95_hi.distance_error_km" in r.data.metrics
         artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(r.info.run_id)}
         assert {"predictions.jsonl", "scores_paper.csv", "metrics.json"} <= artifacts
-    # The track stage logged them all in one process, after the stages that scored them: each
-    # listen level nested under its model's run, and the localizability selection.
-    assert out.count("Running stage 'track'") == 1 and "track: 5 run(s), 3 listen level(s)" in out, out
+    # The track stage logged them in one process, after the stages that scored them, each
+    # listen level nested under its model's run; its receipt names them by key, not run id.
+    assert out.count("Running stage 'track'") == 1, out
+    assert "track: 5 run(s) and 3 listen level(s) logged to MLflow" in out, out
     levels = [r for r in runs if r.data.tags.get("intervention")]
     assert len(levels) == 3 and {r.data.tags["mlflow.parentRunId"] for r in levels} == {by_name["knn"].info.run_id}
+    receipt = json.loads((work / "build" / "mlflow_runs.json").read_text())
+    assert receipt["runs"]["knn"] == by_name["knn"].data.tags["agl.run_key"]
+    assert sorted(receipt["listen"]["knn-truncate"] + receipt["listen"]["knn-mask_speech"]) == sorted(
+        r.data.tags["agl.run_key"] for r in levels)
     assert "localizability" in by_name and "holdout_spearman_rho" in by_name["localizability"].data.metrics
 
     report = (work / "build" / "report" / "report.html").read_text()

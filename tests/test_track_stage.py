@@ -85,7 +85,7 @@ def test_a_run_scored_on_another_manifest_or_not_scored_is_one_line(tmp_path, mo
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     config = EvaluateConfig(protocols=["paper"], metric_bootstrap=20)
     specs = parse_models({"synthetic": {"backend": "knn", "model": "knn"}, "other": {"backend": "prior"}})
-    track = TrackConfig(config, ListenConfig(level_bootstrap=20), {})
+    track = TrackConfig(config, ListenConfig(level_bootstrap=20))
     with pytest.raises(AglError, match=r"runs/synthetic/metrics.json: not found; run `dvc repro evaluate@synthetic`"):
         track_pipeline(TrackInputs(manifest, run_dir.parent), specs, track)
     with warnings.catch_warnings():

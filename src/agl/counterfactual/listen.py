@@ -93,6 +93,11 @@ def _find_run_id(key: str, experiment: str | None) -> str | None:
     return found[0].info.run_id if found else None
 
 
+def listen_run_key(model: str, intervention: str, level: str, version: str) -> str:
+    """A level's MLflow key: model, intervention, level and the derived data's version."""
+    return f"listen/{model}/{intervention}/{level}@{version[:16]}"
+
+
 def log_listen_run(spec: Any, intervention: str, level: str, data: Path, run_dir: Path,
                    result: dict[str, Any], run: dict[str, Any], config: ListenConfig) -> str:
     """One MLflow run per (model, intervention, level), tagged with its parent dataset and
@@ -120,7 +125,7 @@ def log_listen_run(spec: Any, intervention: str, level: str, data: Path, run_dir
     if parent_run:
         tags["mlflow.parentRunId"] = parent_run
     return log_run(
-        run_key=f"listen/{spec.name}/{intervention}/{level}@{version[:16]}",
+        run_key=listen_run_key(spec.name, intervention, level, version),
         run_name=f"{spec.name} x {intervention}/{level}",
         params={
             "model": spec.name,
@@ -139,14 +144,15 @@ def log_listen_run(spec: Any, intervention: str, level: str, data: Path, run_dir
 def track_listen(spec: Any, intervention: str, perturb_dir: Path, out_dir: Path, summary_path: Path,
                  config: ListenConfig) -> list[str]:
     """Log the levels a listen stage wrote (each level's metrics.json, the stage's summary and
-    its timings, read back) as `listen_levels` would have: one MLflow run per level."""
+    its timings, read back) as `listen_levels` would have: one MLflow run per level. Returns
+    the runs' keys."""
     if not Path(summary_path).is_file():
         raise AglError(f"{summary_path}: not found; run listen@{spec.name}-{intervention} first")
     summary = json.loads(Path(summary_path).read_text())
     timings_file = canonical.timings_path(summary_path)
     # this session's requests and spend: absent after a `dvc pull` (run history is not cached)
     timings = json.loads(timings_file.read_text()).get("levels", {}) if timings_file.is_file() else {}
-    ids = []
+    keys = []
     for level, row in sorted(summary["levels"].items()):
         out = Path(out_dir) / level
         if not (out / METRICS).is_file():
@@ -156,8 +162,10 @@ def track_listen(spec: Any, intervention: str, perturb_dir: Path, out_dir: Path,
         session = timings.get(level, {})
         run = {"n_failed": row["n_failed"], "cost_usd": row["cost_usd"],
                **{f"session_{k}": session[k] for k in ("requests", "cache_hits", "cost_usd") if k in session}}
-        ids.append(log_listen_run(spec, intervention, level, Path(perturb_dir) / level, out, result, run, config))
-    return ids
+        data = Path(perturb_dir) / level
+        log_listen_run(spec, intervention, level, data, out, result, run, config)
+        keys.append(listen_run_key(spec.name, intervention, level, content_hash(data / "manifest.csv")))
+    return keys
 
 
 def listen_levels(spec: Any, intervention: str, perturb_dir: Path, out_dir: Path, config: ListenConfig,

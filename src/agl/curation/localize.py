@@ -43,10 +43,9 @@ def read_reference(path: Path) -> dict:
     return read_predictions(path)
 
 
-def localize(files: LocalizeFiles, params: dict[str, Any], *, track: bool = True) -> dict[str, Any]:
+def localize(files: LocalizeFiles, params: dict[str, Any]) -> dict[str, Any]:
     """Weights, per-clip l_k and the selected clips for params.yaml `localizability:`
-    (`params`); writes the tables and the summary, logs the MLflow run (`track`; the pipeline
-    leaves that to its track stage: `track_localize`), returns the summary."""
+    (`params`); writes the tables and the summary, logs the MLflow run, returns the summary."""
     import pandas as pd  # heavy: only when the stage runs
 
     cfg = LocalizabilityConfig.from_params(params)
@@ -65,16 +64,8 @@ def localize(files: LocalizeFiles, params: dict[str, Any], *, track: bool = True
     canonical.write_csv(sel, out / "selected.csv")
     summary = {**result.summary, "reference_file": str(files.reference)}
     canonical.write_json(files.summary, summary)
-    if track:
-        _log(files, params, summary)
+    _log(files, params, summary)
     return summary
-
-
-def track_localize(files: LocalizeFiles, params: dict[str, Any]) -> str:
-    """Log the run `localize` wrote (its summary and tables, read back) as it would have."""
-    if not files.summary.is_file():
-        raise AglError(f"{files.summary}: not found; run the localize stage first")
-    return _log(files, params, json.loads(files.summary.read_text()))
 
 
 def _log(files: LocalizeFiles, params: dict[str, Any], summary: dict[str, Any]) -> str:

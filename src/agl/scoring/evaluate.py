@@ -252,7 +252,8 @@ def track_evaluated(run_dir: str | Path, manifest_path: str | Path, config: Eval
                     info: dict[str, Any] | None = None) -> str:
     """Log a run the evaluate stage scored (its folder: predictions.jsonl, metrics.json and the
     scores, as `evaluate_run` wrote them) as `evaluate_run` would have: the same run key,
-    params, metrics, tags and artifacts, read back from the files (the track stage's call)."""
+    params, metrics, tags and artifacts, read back from the files (the track stage's call).
+    Returns the run's key (its `agl.run_key` tag: names and data version, never a run id)."""
     run_dir = Path(run_dir)
     doc = json.loads((run_dir / "metrics.json").read_text())
     predictions = run_dir / "predictions.jsonl"
@@ -268,7 +269,13 @@ def track_evaluated(run_dir: str | Path, manifest_path: str | Path, config: Eval
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
         manifest = load_manifest_cached(manifest_path, columns=["title"], digest=version)
-    return _log_evaluation(doc, config, info, run_summary, artifacts, (manifest, manifest_path))
+    _log_evaluation(doc, config, info, run_summary, artifacts, (manifest, manifest_path))
+    return run_key(doc)
+
+
+def run_key(doc: dict[str, Any]) -> str:
+    """A scored run's MLflow key: its name and data version (re-logging updates that run)."""
+    return f"{doc['run']}@{doc['data_version'][:16]}"
 
 
 def _repeat_predictions(predictions_path: Path) -> list[Any]:
@@ -353,7 +360,7 @@ def _log_evaluation(doc: dict[str, Any], config: EvaluateConfig, info: dict[str,
               "resampling_unit": config.resampling_unit,
               **{k: v for k, v in info.items() if k not in ("run",)}}
     return log_run(
-        run_key=f"{run}@{doc['data_version'][:16]}",
+        run_key=run_key(doc),
         run_name=run,
         params=params,
         metrics=_run_metrics(doc, run_summary),

@@ -1,11 +1,15 @@
-"""The track stage: every run the pipeline scored, logged to MLflow in one process.
+"""The track stage: every model run the pipeline scored, logged to MLflow in one process.
 
-The evaluate, listen and localize stages write what they scored and log nothing; this logs
-each from its files, as those stages' own functions log it when called alone (`agl evaluate`,
-`agl listen`...: `track_evaluated`, `track_listen`, `track_localize` give the same run key,
-params, metrics, tags and artifacts). Why one stage: importing MLflow and opening its store
-costs a process about 5 s of CPU; eight logging stages paid it eight times on the demo.
-Order: the model runs first, so each listen run nests under its model's run.
+The evaluate and listen stages write what they scored and log nothing; this logs each from
+its files as those stages' functions log it when called alone (`agl evaluate`: the same run
+key, params, metrics, tags and artifacts; `track_evaluated`, `track_listen`). Why one stage:
+importing MLflow and opening its store costs a process about 5 s of CPU, which seven stages
+paid on the demo. The model runs go first, so each listen run nests under its model's run.
+(localize logs its own run: a sensitivity sweep queues it alone, one experiment per point.)
+
+The stage's output is a receipt (`receipt`): what was logged, named by content, never by
+MLflow's run ids. It is what makes a fresh clone's `dvc repro` log the runs: a stage with
+no output whose inputs come out bit for bit as the lock says would count as done.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ from typing import Any
 
 from agl.contracts.models import ModelSpec
 from agl.counterfactual.listen import ListenConfig, track_listen
-from agl.curation.localize import LocalizeFiles, track_localize
 from agl.errors import AglError
 from agl.inference.runspec import with_default_model
 from agl.scoring.config import EvaluateConfig
@@ -25,13 +28,12 @@ from agl.scoring.evaluate import save_view, track_evaluated
 
 @dataclass(frozen=True)
 class TrackInputs:
-    """What the track stage reads: the scored runs, the listen stages' levels, localize's files."""
+    """What the track stage reads: the scored runs and the listen stages' levels."""
 
     manifest: Path
     runs: Path  # build/runs: <run>/metrics.json for each evaluated run
     listen: Path | None = None  # build/listen: <model>/<intervention>.json and its levels
     perturb: Path | None = None  # build/perturb: the derived datasets the levels listened to
-    localize: LocalizeFiles | None = None
     listened: tuple[tuple[str, str], ...] = ()  # (model, intervention): counterfactual.models x .interventions
 
 
@@ -41,33 +43,26 @@ class TrackConfig:
 
     evaluate: EvaluateConfig
     listen: ListenConfig
-    localizability: dict[str, Any]  # params.yaml `localizability:`, as the localize stage read it
 
 
-def track_pipeline(inputs: TrackInputs, specs: list[ModelSpec], config: TrackConfig) -> dict[str, Any]:
-    """Log every evaluated run of `specs` (params.yaml `models:`), every listen level and the
-    localizability run; returns what was logged and the runs table's URL."""
-    logged: dict[str, Any] = {"runs": [], "levels": 0, "localize": None}
+def track_pipeline(inputs: TrackInputs, specs: list[ModelSpec], config: TrackConfig) -> tuple[dict[str, Any], str]:
+    """Log every evaluated run of `specs` (params.yaml `models:`) and every listen level;
+    returns the receipt (what was logged: run names and data versions) and the runs table's URL."""
+    logged: dict[str, Any] = {"runs": {}, "listen": {}}
     for spec in specs if config.evaluate.track else ():  # evaluate.track: false logs no run
         run_dir = inputs.runs / spec.name
         if not (run_dir / "metrics.json").is_file():
             raise AglError(f"{run_dir / 'metrics.json'}: not found; run `dvc repro evaluate@{spec.name}` first")
         info = {k: v for k, v in asdict(spec).items() if isinstance(v, str | int | float) and k != "name"}
-        track_evaluated(run_dir, inputs.manifest, config.evaluate, info=info)
-        logged["runs"].append(spec.name)
+        logged["runs"][spec.name] = track_evaluated(run_dir, inputs.manifest, config.evaluate, info=info)
     by_name = {s.name: s for s in specs}
-    levels = 0
     for model, intervention in inputs.listened if config.listen.track else ():
         if model not in by_name:
             raise AglError(f"params.yaml counterfactual.models: '{model}' is not under models:")
         if inputs.listen is None or inputs.perturb is None:
             raise AglError("the listen and perturb folders are needed to log the listen runs")
         out = inputs.listen / model / intervention
-        levels += len(track_listen(with_default_model(by_name[model]), intervention, inputs.perturb / intervention,
-                                   out, out.with_suffix(".json"), config.listen))
-    logged["levels"] = levels
-    if inputs.localize is not None:
-        track_localize(inputs.localize, config.localizability)
-        logged["localize"] = str(inputs.localize.summary)
-    logged["mlflow_url"] = save_view(config.evaluate)
-    return logged
+        logged["listen"][f"{model}-{intervention}"] = track_listen(
+            with_default_model(by_name[model]), intervention, inputs.perturb / intervention, out,
+            out.with_suffix(".json"), config.listen)
+    return logged, save_view(config.evaluate)
