@@ -196,3 +196,30 @@ def test_a_log_handler_bound_inside_the_cli_writes_to_the_current_stream_afterwa
                           timeout=120, env=env)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert done.stdout.startswith("after ") and "A" * 40 not in done.stdout, done.stdout
+
+
+def test_reading_the_environment_survives_a_thread_unsetting_a_variable():
+    """MLflow's telemetry thread unsets a variable as a process ends; a scrub reading the
+    environment then (a stage's one-line error on its way out) once died with KeyError."""
+    import threading
+    import time
+
+    from agl.core.secrets import known_secrets
+
+    stop = threading.Event()
+
+    def toggle():
+        while not stop.is_set():
+            os.environ["_AGL_TEST_TOGGLED"] = "x" * 24
+            os.environ.pop("_AGL_TEST_TOGGLED", None)
+
+    thread = threading.Thread(target=toggle, daemon=True)
+    thread.start()
+    try:
+        calls, t0 = 0, time.monotonic()
+        while calls < 3000 and time.monotonic() - t0 < 5:
+            known_secrets()  # raised KeyError about once in 600 calls before the snapshot
+            calls += 1
+    finally:
+        stop.set()
+        thread.join()

@@ -126,10 +126,22 @@ def _walk_strings(value: Any) -> Iterator[str]:
             yield from _walk_strings(v)
 
 
+def environ() -> dict[str, str]:
+    """A snapshot of os.environ. Reading it is not atomic: another thread may unset a variable
+    meanwhile (MLflow's telemetry thread does, as a process ends), which raised KeyError from
+    a plain read. Such a read is retried."""
+    for _ in range(100):
+        try:
+            return dict(os.environ)
+        except (KeyError, RuntimeError):  # a key gone between listing and reading it
+            continue
+    return dict(os.environ)
+
+
 def known_secrets(settings: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> list[str]:
     """Secret values known to this process, longest first (so a key that contains another
     is replaced whole)."""
-    env = os.environ if env is None else env
+    env = environ() if env is None else env
     names = {k for k in env if _NAME.search(k)} | set(_walk_env_names(settings or {}))
     values = {env[n] for n in names if env.get(n)}
     # Credentials inside URLs: in any variable (a proxy, a base URL) and in the settings.
