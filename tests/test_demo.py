@@ -24,14 +24,16 @@ from agl.errors import AglError
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
+# Session scope: xdist hands this file's tests to both workers in turns, and a module-scoped
+# set would be generated again (7 s) each time a worker came back to the file.
+@pytest.fixture(scope="session")
 def demo_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("demo") / "data"
     demo.write_demo(out)
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def truth(demo_dir) -> dict:
     return json.loads((demo_dir / "demo_truth.json").read_text())["clips"]
 
@@ -99,7 +101,7 @@ def test_silero_vad_hears_the_foreground_speech_and_nothing_else(demo_dir, truth
     torch = pytest.importorskip("torch")
     from silero_vad import get_speech_timestamps, load_silero_vad
 
-    model = load_silero_vad()
+    model = load_silero_vad(onnx=True)  # the stages' model (tag, perturb@mask_speech): its ONNX export
     frame = load_manifest(demo_dir / "manifest.csv")
     for clip in clips(frame):
         t = truth[clip.key]
