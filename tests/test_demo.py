@@ -98,17 +98,23 @@ def test_categories_follow_components(demo_dir, truth):
 
 
 def test_silero_vad_hears_the_foreground_speech_and_nothing_else(demo_dir, truth):
+    """The stages' VAD (agl.core.vad: silero's ONNX model without torch) on every demo clip:
+    the silero-vad package's own segments, and speech only where the demo put it in front."""
     torch = pytest.importorskip("torch")
     from silero_vad import get_speech_timestamps, load_silero_vad
 
-    model = load_silero_vad(onnx=True)  # the stages' model (tag, perturb@mask_speech): its ONNX export
+    from agl.core.vad import speech_timestamps
+
+    model = load_silero_vad(onnx=True)
     frame = load_manifest(demo_dir / "manifest.csv")
     for clip in clips(frame):
         t = truth[clip.key]
+        x, sr = sf.read(demo_dir / "audio" / clip.relpath, dtype="float32")
+        assert sr == 16000
+        spans = speech_timestamps(x)
+        assert spans == get_speech_timestamps(torch.from_numpy(x), model, sampling_rate=sr), clip.key
         if t["speech_like"] and not t["speech_in_foreground"]:
             continue  # background speech: the docstring reports what VAD does there
-        x, sr = sf.read(demo_dir / "audio" / clip.relpath, dtype="float32")
-        spans = get_speech_timestamps(torch.from_numpy(x), model, sampling_rate=sr)
         share = sum(s["end"] - s["start"] for s in spans) / x.size
         if t["speech_in_foreground"]:
             assert share > 0.1, (clip.key, share)

@@ -30,9 +30,10 @@ import numpy as np
 
 from agl.core.audio import resample
 from agl.core.paths import is_plain_name
+from agl.core.vad import speech_timestamps
 from agl.errors import AglError, reject_unknown_keys
 
-VAD_RATE = 16000
+VAD_RATE = 16000  # agl.core.vad.RATE: the model's rate
 TELEPHONE_RATE = 8000
 TELEPHONE_BAND_HZ = (300.0, 3400.0)
 
@@ -120,40 +121,13 @@ def merge(segments: Segments, n: int, pad: int = 0) -> Segments:
 
 
 def speech_segments(x: np.ndarray, sr: int, *, threshold: float = 0.5) -> Segments:
-    """Where silero-vad hears speech, as [start, end) samples at the clip's own rate."""
-    import torch
-    from silero_vad import get_speech_timestamps
-
-    model = _vad_model()
+    """Where silero-vad hears speech, as [start, end) samples at the clip's own rate (its ONNX
+    model, run by agl.core.vad without torch: the package's segments, sample for sample)."""
     audio = resample(mono(x), sr, VAD_RATE)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # silero's small recurrent model is fastest on one thread
-    try:
-        stamps = get_speech_timestamps(
-            torch.from_numpy(np.ascontiguousarray(audio)), model, threshold=threshold, sampling_rate=VAD_RATE
-        )
-    finally:
-        torch.set_num_threads(threads)
+    stamps = speech_timestamps(np.ascontiguousarray(audio), threshold=threshold)
     n = as_frames(x).shape[0]
     scale = sr / VAD_RATE
     return merge([(int(round(s["start"] * scale)), int(round(s["end"] * scale))) for s in stamps], n)
-
-
-_VAD: list[Any] = []
-
-
-def _vad_model():
-    if not _VAD:
-        import torch
-
-        threads = torch.get_num_threads()
-        from silero_vad import load_silero_vad
-
-        # ONNX: the same segments as the TorchScript export on the demo, in 55% of the CPU
-        # (as agl.curation.tagging).
-        _VAD.append(load_silero_vad(onnx=True))
-        torch.set_num_threads(threads)  # importing silero_vad pins torch to one thread
-    return _VAD[0]
 
 
 # --- the interventions (pure) --------------------------------------------------------------------

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.core.audio import decode_mono, resample
+from agl.core.vad import speech_timestamps
 from agl.curation.ontology import (
     column_membership,
     fetch_ontology,
@@ -161,36 +162,14 @@ def _class_ids(id2label: dict, ontology, checkpoint: str) -> tuple[list[str], in
 
 
 class SpeechDetector:
-    """silero-vad: seconds of speech in a 16 kHz mono clip."""
+    """silero-vad: seconds of speech in a 16 kHz mono clip (its ONNX model, run by
+    agl.core.vad without torch: the package's segments, sample for sample)."""
 
     def __init__(self, threshold: float = 0.5):
-        import torch
-
-        threads = torch.get_num_threads()
-        from silero_vad import load_silero_vad
-
-        # The package's ONNX export of the same model: on the demo's 32 clips the same speech
-        # seconds as its TorchScript one, in 55% of the CPU (silero's 512-sample loop pays a
-        # per-call cost that ONNX Runtime keeps smaller).
-        self.model = load_silero_vad(onnx=True)
-        # Importing silero_vad pins torch to one thread; give the tagger its threads back.
-        torch.set_num_threads(threads)
         self.threshold = threshold
 
     def speech_seconds(self, mono16k) -> float:
-        import torch
-        from silero_vad import get_speech_timestamps
-
-        # silero's small recurrent JIT model runs 2-10x faster on one thread (measured: a
-        # 140 s clip takes 2.7 s on one thread, 5.5-25 s on two).
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            stamps = get_speech_timestamps(torch.from_numpy(mono16k), self.model,
-                                           threshold=self.threshold, sampling_rate=VAD_RATE,
-                                           return_seconds=True)
-        finally:
-            torch.set_num_threads(threads)
+        stamps = speech_timestamps(mono16k, threshold=self.threshold, return_seconds=True)
         return float(sum(s["end"] - s["start"] for s in stamps))
 
 
