@@ -56,3 +56,22 @@ def test_the_vad_stages_do_not_import_torch():
     done = subprocess.run([sys.executable, "-c", code], env=subprocess_env(), capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("value", ["loud", 1.5, 0, -0.2, None])
+def test_a_threshold_that_is_not_a_probability_is_one_line_naming_the_key(value):
+    """`tag.vad_threshold: loud` once failed inside the VAD with a TypeError traceback, and
+    `perturb.mask_speech.vad_threshold: 1.5` masked nothing without a word."""
+    from agl.core.checks import check_params
+    from agl.counterfactual.perturb import parse_perturb
+    from agl.curation.tagging import TagConfig
+    from agl.errors import AglError
+
+    with pytest.raises(AglError, match=r"^params.yaml tag.vad_threshold: .* strictly between 0 and 1"):
+        check_params("tag", {"speech": "vad", "vad_threshold": value})  # the stage's check (_params.load)
+    with pytest.raises(AglError, match=r"perturb.mask_speech.vad_threshold: .* strictly between 0 and 1"):
+        check_params("perturb", {"mask_speech": {"kind": "mask_speech", "vad_threshold": value}})
+    with pytest.raises(AglError, match="vad_threshold"):
+        TagConfig.from_params({"vad_threshold": value})
+    with pytest.raises(AglError, match="vad_threshold"):
+        parse_perturb({"mask_speech": {"kind": "mask_speech", "vad_threshold": value}})

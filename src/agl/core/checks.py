@@ -96,6 +96,8 @@ PARAMS: dict[str, tuple[str, str]] = {
     "report.min_support": ("count", "10"),
     "report.factor_min_events": ("count", "10"),
     "perturb.*.seed": ("seed", "0"),
+    "perturb.*.vad_threshold": ("share_open", "0.5"),
+    "tag.vad_threshold": ("share_open", "0.5"),
     "counterfactual.subset.size": ("count_or_null", "16"),
     "counterfactual.subset.seed": ("seed", "0"),
     "counterfactual.effect_bootstrap": ("count", "1000"),

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from agl.core.audio import resample
+from agl.core.checks import check_value
 from agl.core.paths import is_plain_name
 from agl.core.vad import speech_timestamps
 from agl.errors import AglError, reject_unknown_keys
@@ -320,6 +321,8 @@ def parse_perturb(section: Any, source: str = "params.yaml") -> dict[str, list[I
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise AglError(f"{where}.seed: expected an integer")
         params = {k: entry.get(k, v) for k, v in kind.params.items()}
+        if "vad_threshold" in params:  # a speech probability: 1.5 would hear no speech anywhere
+            check_value("vad_threshold", params["vad_threshold"], where, rule="share_open", example="0.5")
         for k, v in params.items():
             if isinstance(v, list) and k != "room_m" and k != kind.graded:
                 raise AglError(f"{where}.{k}: only {kind.graded or 'nothing'} takes a list here")

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.core.audio import decode_mono, resample
+from agl.core.checks import check_value
 from agl.core.vad import speech_timestamps
 from agl.curation.ontology import (
     column_membership,
@@ -80,6 +81,8 @@ class TagConfig:
             raise AglError(f"{source}.pooling: '{cfg.pooling}' is not max or mean")
         if cfg.speech not in ("vad", "none"):
             raise AglError(f"{source}.speech: '{cfg.speech}' is not vad or none")
+        # A speech probability: "loud" or 1.5 would fail inside the VAD, or hear no speech anywhere.
+        check_value("vad_threshold", cfg.vad_threshold, source, rule="share_open", example="0.5")
         for name in ("window_s", "hop_s"):
             value = getattr(cfg, name)
             if value is not None and not float(value) > 0:
