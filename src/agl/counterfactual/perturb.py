@@ -31,10 +31,10 @@ import numpy as np
 from agl.core.audio import resample
 from agl.core.checks import check_value
 from agl.core.paths import is_plain_name
+from agl.core.vad import RATE as VAD_RATE
 from agl.core.vad import speech_timestamps
 from agl.errors import AglError, reject_unknown_keys
 
-VAD_RATE = 16000  # agl.core.vad.RATE: the model's rate
 TELEPHONE_RATE = 8000
 TELEPHONE_BAND_HZ = (300.0, 3400.0)
 
@@ -125,7 +125,7 @@ def speech_segments(x: np.ndarray, sr: int, *, threshold: float = 0.5) -> Segmen
     """Where silero-vad hears speech, as [start, end) samples at the clip's own rate (its ONNX
     model, run by agl.core.vad without torch: the package's segments, sample for sample)."""
     audio = resample(mono(x), sr, VAD_RATE)
-    stamps = speech_timestamps(np.ascontiguousarray(audio), threshold=threshold)
+    stamps = speech_timestamps(audio, threshold=threshold)
     n = as_frames(x).shape[0]
     scale = sr / VAD_RATE
     return merge([(int(round(s["start"] * scale)), int(round(s["end"] * scale))) for s in stamps], n)

@@ -35,6 +35,7 @@ from typing import Any
 
 from agl.core.audio import decode_mono, resample
 from agl.core.checks import check_value
+from agl.core.vad import RATE as VAD_RATE
 from agl.core.vad import speech_timestamps
 from agl.curation.ontology import (
     column_membership,
@@ -48,7 +49,6 @@ from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.errors import AglError, reject_unknown_keys
 
 DEFAULT_CHECKPOINT = "MIT/ast-finetuned-audioset-10-10-0.4593"
-VAD_RATE = 16_000
 TAGGERS = ("precomputed", "transformers")
 
 

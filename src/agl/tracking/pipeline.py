@@ -56,11 +56,12 @@ def track_pipeline(inputs: TrackInputs, specs: list[ModelSpec], config: TrackCon
         info = {k: v for k, v in asdict(spec).items() if isinstance(v, str | int | float) and k != "name"}
         logged["runs"][spec.name] = track_evaluated(run_dir, inputs.manifest, config.evaluate, info=info)
     by_name = {s.name: s for s in specs}
-    for model, intervention in inputs.listened if config.listen.track else ():
+    listened = inputs.listened if config.listen.track else ()
+    if listened and (inputs.listen is None or inputs.perturb is None):
+        raise AglError("the listen and perturb folders are needed to log the listen runs")
+    for model, intervention in listened:
         if model not in by_name:
             raise AglError(f"params.yaml counterfactual.models: '{model}' is not under models:")
-        if inputs.listen is None or inputs.perturb is None:
-            raise AglError("the listen and perturb folders are needed to log the listen runs")
         out = inputs.listen / model / intervention
         logged["listen"][f"{model}-{intervention}"] = track_listen(
             with_default_model(by_name[model]), intervention, inputs.perturb / intervention, out,
