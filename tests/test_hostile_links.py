@@ -82,12 +82,51 @@ def test_infer_refuses_a_lock_file_that_is_not_a_file_and_leaves_its_target(
     assert not (run / "predictions.jsonl").exists()
 
 
-def test_the_lock_file_it_leaves_is_taken_again(private_tmp, tmp_path):
-    """The regular file a finished run leaves behind is the lock of the next run, not a refusal."""
+def test_the_lock_file_goes_with_its_holder_and_one_left_behind_is_taken_again(private_tmp, tmp_path):
+    """A finished run removes its lock file (the temporary folder once held one per folder ever
+    locked); the regular file a killed run leaves behind is the next run's lock, not a refusal."""
+    lock = lock_path(tmp_path / "run")
+    with exclusive(tmp_path / "run", "a test"):
+        assert lock.is_file()
+    assert not lock.exists()
+    lock.write_text("pid 1: killed with -9")  # what a holder killed with -9 leaves
     for _ in range(2):
         with exclusive(tmp_path / "run", "a test"):
-            pass
-    assert lock_path(tmp_path / "run").is_file()
+            assert lock.read_text().startswith(f"pid {os.getpid()}: ")
+    assert not lock.exists()
+
+
+def test_a_lock_file_opened_as_its_holder_removes_it_is_not_taken(private_tmp, tmp_path, monkeypatch):
+    """The race the removal opens: a writer that opened the file just before its holder removed
+    it must not lock that orphan while another writer holds the file now under the name."""
+    import threading
+
+    import agl.core.single_writer as single_writer
+
+    folder = tmp_path / "run"
+    with exclusive(folder, "the first writer"):
+        orphan = os.open(lock_path(folder), os.O_RDWR)  # the second writer opens it here...
+    held, done = threading.Event(), threading.Event()
+
+    def third_writer():
+        with exclusive(folder, "a third writer"):  # ...a new file under the same name
+            held.set()
+            done.wait(60)
+
+    thread = threading.Thread(target=third_writer)
+    thread.start()
+    assert held.wait(60)
+    opens = iter([orphan])  # ...and its lock attempt comes now, on the orphan
+    real_open = single_writer.open_nofollow
+    monkeypatch.setattr(single_writer, "open_nofollow", lambda *a: next(opens, None) or real_open(*a))
+    try:
+        with pytest.raises(AglError, match="another process is writing into this folder"):
+            with exclusive(folder, "the second writer"):
+                pass
+    finally:
+        done.set()
+        thread.join()
+    assert next(opens, None) is None  # the orphan was tried first
 
 
 # --- .part files ---------------------------------------------------------------------------

@@ -11,15 +11,12 @@ error=...)` or raises `BackendError` (retryable or not); it never returns made-u
 from __future__ import annotations
 
 import abc
-import difflib
-import importlib
-import pkgutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-import agl.backends as pkg
 from agl.contracts.calls import Reply, Request
+from agl.core.registry import Registry
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES
 from agl.errors import AglError
 
@@ -116,32 +113,12 @@ class Backend(abc.ABC):
         return None
 
 
-_REGISTRY: dict[str, type[Backend]] = {}
-
-
-def register(name: str):
-    """Class decorator: make a backend available under `name`. Duplicate names are refused."""
-
-    def deco(cls: type[Backend]) -> type[Backend]:
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ValueError(f"backend name '{name}' is already registered by {_REGISTRY[name]}")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return deco
-
-
-def _load_all() -> None:
-
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name not in ("base",) and not info.name.startswith("_"):
-            importlib.import_module(f"agl.backends.{info.name}")
+_BACKENDS: Registry[type[Backend]] = Registry("backend", "agl.backends", skip=frozenset({"base"}))
+register = _BACKENDS.register  # class decorator: `@register("name")`; duplicate names are refused
 
 
 def available_backends() -> list[str]:
-    _load_all()
-    return sorted(_REGISTRY)
+    return _BACKENDS.names()
 
 
 def model_or_default(backend: str, model: str | None) -> str:
@@ -152,12 +129,4 @@ def model_or_default(backend: str, model: str | None) -> str:
 
 def get_backend(name: str) -> type[Backend]:
     """The backend class registered under `name`, or an AglError that suggests names."""
-    if name not in _REGISTRY:
-        _load_all()
-    if name not in _REGISTRY:
-        close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
-        hint = f"did you mean '{close[0]}'? " if close else ""
-        raise AglError(
-            f"unknown backend '{name}'; {hint}known backends: {', '.join(sorted(_REGISTRY))}"
-        )
-    return _REGISTRY[name]
+    return _BACKENDS.get(name)

@@ -11,6 +11,10 @@ it may not exist yet (a run refused for a bad manifest must leave no folder behi
 file's text (pid, command, start time) is only for the refusal message. That folder is
 shared: the lock file is opened without following a link and must be a regular file
 (`agl.core.nofollow`), so a link planted at its name is refused, never truncated through.
+The holder removes the file as it lets go, so the temporary folder does not collect one file
+per folder ever locked; one left by a holder killed with -9 is taken by the next run (and then
+removed). A process that opened the file just before its removal sees that the name is gone
+and opens it anew, so two writers can never hold two different files for one folder.
 
 Re-entrant within one thread: `flock` locks belong to an open file, so a second
 `exclusive` on the same folder in the same process would refuse itself. An inference run
@@ -70,24 +74,47 @@ def exclusive(folder: str | Path, what: str) -> Iterator[None]:
                 _HELD.pop(path, None)
 
 
-@contextlib.contextmanager
-def _flock(path: Path, folder: str | Path, what: str) -> Iterator[None]:
+def _names(fd: int, path: Path) -> bool:
+    """Whether `path` still names the file open as `fd` (a holder removes the name as it
+    releases the lock: a file opened just before that is no longer the lock)."""
+    held = os.fstat(fd)
+    try:
+        named = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+
+
+def _take(path: Path, folder: str | Path, what: str) -> int:
+    """An open descriptor of the lock file, locked, that `path` still names."""
     import fcntl
 
-    # never through a link planted at the path (it would truncate the file it points to)
-    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, f"the lock file of {folder}",
-                       f"remove it (it only names the process writing into {folder}) "
-                       "and run again")
-    try:
+    while True:
+        # never through a link planted at the path (it would truncate the file it points to)
+        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, f"the lock file of {folder}",
+                           f"remove it (it only names the process writing into {folder}) "
+                           "and run again")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 400, 0).decode("utf-8", "replace").strip()
+            os.close(fd)
             raise AglError(
                 f"{folder}: another process is writing into this folder "
                 f"({holder or 'holder unknown'}); wait for it to finish, or use "
                 f"another folder for {what}"
             ) from None
+        if _names(fd, path):
+            return fd
+        os.close(fd)  # the previous holder removed this name as it let go: open it anew
+
+
+@contextlib.contextmanager
+def _flock(path: Path, folder: str | Path, what: str) -> Iterator[None]:
+    import fcntl
+
+    fd = _take(path, folder, what)
+    try:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
         cmd = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "python"
         os.ftruncate(fd, 0)
@@ -95,7 +122,10 @@ def _flock(path: Path, folder: str | Path, what: str) -> Iterator[None]:
         try:
             yield
         finally:
-            os.ftruncate(fd, 0)
+            # The name goes while the lock is still held, so no file is left behind per
+            # folder ever locked; a process that opened it meanwhile sees it unnamed (_take).
+            if _names(fd, path):
+                os.unlink(path)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

@@ -22,11 +22,8 @@ from __future__ import annotations
 
 import functools
 import re
-import signal
 import sys
 import threading
-import webbrowser
-from typing import Any
 
 from agl.core.audio import mime_type
 from agl.core.paths import inside
@@ -131,16 +128,5 @@ def serve(explorer: Explorer, host: str, port: int, open_browser: bool,
     for note in explorer.notes:
         print(f"agl explore: note: {note}", file=sys.stderr, flush=True)
 
-    def stop(signum: int, frame: Any) -> None:
-        server.request_stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    if open_browser:
-        webbrowser.open(server.url)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:  # Ctrl-C: asyncio cancels the loop's tasks, then raises this
-        pass
-    finally:
-        server.server_close()
+    server.run_until_stopped(open_browser)
     print("agl explore: stopped.", flush=True)

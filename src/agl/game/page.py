@@ -16,7 +16,9 @@ import abc
 import importlib.resources
 import os
 import re
+import signal
 import sys
+import webbrowser
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,23 @@ class PageServer(AsyncHTTPServer, abc.ABC):
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host}:{port}/"
+
+    def run_until_stopped(self, open_browser: bool) -> None:
+        """Serve until Ctrl-C or SIGTERM (the loop finishes the requests in flight, then
+        returns), optionally opening the page in the user's browser first."""
+
+        def stop(signum: int, frame: Any) -> None:
+            self.request_stop()
+
+        signal.signal(signal.SIGTERM, stop)
+        if open_browser:
+            webbrowser.open(self.url)
+        try:
+            self.serve_forever()
+        except KeyboardInterrupt:  # Ctrl-C: asyncio cancels the loop's tasks, then raises this
+            pass
+        finally:
+            self.server_close()
 
     @abc.abstractmethod
     def route(self, request: Request, parts: list[str]) -> Response:

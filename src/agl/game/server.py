@@ -19,8 +19,6 @@ gets a 4xx JSON `{"error": "..."}` with one clear sentence and writes nothing.
 from __future__ import annotations
 
 import json
-import signal
-import webbrowser
 from functools import partial
 from typing import Any
 
@@ -158,18 +156,9 @@ def serve(session: GameSession, host: str, port: int, open_browser: bool,
         flush=True,
     )
 
-    def stop(signum: int, frame: Any) -> None:
-        server.request_stop()  # the loop finishes in-flight guesses, then returns
-
-    signal.signal(signal.SIGTERM, stop)
-    if open_browser:
-        webbrowser.open(server.url)
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:  # Ctrl-C: asyncio cancels the loop's tasks, then raises this
-        pass
+        server.run_until_stopped(open_browser)
     finally:
-        server.server_close()
         session.close()
     state = session.state(present=False)
     print(f"agl play: stopped; {state['answered']}/{state['total']} answered.", flush=True)

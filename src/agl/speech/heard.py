@@ -9,7 +9,8 @@ an entry is a pure function of its key, and the key is everything that decides w
 
 * the audio file's SHA-256 (not its path or clip key: a renamed clip is the same sound);
 * the model's file digests and the VAD's, the thresholds and windowing (`thresholds()`),
-  device, compute type and CPU kernels (`cpu_isa`), and the versions of the libraries that
+  device, compute type, CPU kernels (`cpu_isa`) and the features' arithmetic
+  (`agl.speech.mel`), and the versions of the libraries that
   compute it (faster-whisper, CTranslate2, ONNX Runtime).
 
 An entry holds every float at full precision (JSON's shortest round-trip form), so a clip read
@@ -34,6 +35,7 @@ from typing import Any
 from agl.errors import AglError
 from agl.speech.languages import check_languages
 from agl.speech.listen import ClipSpeech, Listener, SpeechConfig, Window
+from agl.speech.mel import MEL_ARITHMETIC
 from agl.speech.model import file_sha256
 
 _LIBRARIES = ("faster-whisper", "ctranslate2", "onnxruntime")
@@ -51,7 +53,7 @@ def listening_identity(cfg: SpeechConfig, model_files: dict[str, str], vad: dict
     """The digest of everything but the audio that decides what a clip is heard as."""
     blob = json.dumps({"model": dict(sorted(model_files.items())), "vad": vad,
                        "thresholds": cfg.thresholds(),
-                       "compute": [cfg.device, cfg.compute_type, cfg.cpu_isa],
+                       "compute": [cfg.device, cfg.compute_type, cfg.cpu_isa, MEL_ARITHMETIC],
                        "libraries": {d: _version(d) for d in _LIBRARIES}}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 

