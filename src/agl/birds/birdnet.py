@@ -36,6 +36,7 @@ import numpy as np
 
 from agl.core.audio import decode_mono, resample
 from agl.core.canonical import jsonl_line
+from agl.core.checks import check_field_types
 from agl.dataset.manifest import CATEGORY_COLUMNS, content_hash
 from agl.errors import AglError, reject_unknown_keys
 
@@ -130,6 +131,7 @@ class BirdConfig:
         params = dict(params or {})
         reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
         cfg = cls(**params)
+        check_field_types(cfg, source)  # 'four' is one line naming the key, not a traceback
         for name in ("min_confidence", "min_confidence_other"):
             if not 0.0 < float(getattr(cfg, name)) <= 1.0:
                 raise AglError(f"{source}.{name}: must be in (0, 1], got {getattr(cfg, name)}")

@@ -341,6 +341,11 @@ class EffectsConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, "counterfactual")
+        for name in ("models", "interventions"):  # DVC's matrix would expand text letter by letter
+            names = getattr(self, name)
+            if not isinstance(names, list | tuple) or not all(isinstance(x, str) for x in names):
+                raise AglError(f"params.yaml counterfactual.{name}: {names!r} is not a list of names; "
+                               f"e.g. counterfactual.{name}: [] for none")
         for name, kind in (("models", tuple), ("interventions", tuple), ("protocol", str),
                            ("effect_bootstrap", int), ("permutations", int), ("seed", int), ("min_support", int)):
             object.__setattr__(self, name, kind(getattr(self, name)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from agl.core.checks import check_params
+from agl.core.checks import check_field_types, check_params
 from agl.errors import AglError, reject_unknown_keys
 
 
@@ -58,9 +58,12 @@ class LocalizabilityConfig:
         check_params("localizability", params, source.split()[0])  # seeds, shares, supports
         params.pop("reference", None)  # a path, read by the stage
         if "judges" in params:
+            if not isinstance(params["judges"], list | tuple | None):
+                raise AglError(f"{source}.judges: {params['judges']!r} is not a list of judges; e.g. judges: [lexical]")
             params["judges"] = tuple(_judge(j, f"{source}.judges[{n}]")
                                      for n, j in enumerate(params["judges"] or []))
         cfg = cls(**params)
+        check_field_types(cfg, source)  # a number given as text or a mapping: one line naming it
         checks = [
             (cfg.features in ("judges", "tags"), "features", "is judges or tags"),
             (cfg.speech_from in ("vad", "tags"), "speech_from", "is vad or tags"),

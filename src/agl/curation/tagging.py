@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.core.audio import decode_mono, resample
-from agl.core.checks import check_value
+from agl.core.checks import check_field_types, check_value
 from agl.core.vad import RATE as VAD_RATE
 from agl.core.vad import speech_timestamps
 from agl.curation.ontology import (
@@ -75,6 +75,7 @@ class TagConfig:
         params = dict(params or {})
         reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
         cfg = cls(**params)
+        check_field_types(cfg, source)  # 'four' is one line naming the key, not a traceback
         if cfg.tagger not in TAGGERS:
             raise AglError(f"{source}.tagger: '{cfg.tagger}' is not one of {', '.join(TAGGERS)}")
         if cfg.pooling not in ("max", "mean"):

@@ -62,6 +62,9 @@ def judge_from_config(cfg: dict[str, Any] | None) -> JudgeConfig | None:
     """A JudgeConfig from the params' `report.judge` mapping (None: no judge)."""
     if not cfg:
         return None
+    if not isinstance(cfg, dict):
+        raise AglError(f"params report.judge: {cfg!r} is not a mapping; set judge: {{backend: ..., "
+                       "model: ...}, or judge: null for no judge")
     missing = [k for k in ("backend", "model") if not cfg.get(k)]
     if missing:
         raise AglError(f"params report.judge: set {', '.join(missing)} (or judge: null)")

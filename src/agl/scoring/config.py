@@ -69,5 +69,9 @@ class EvaluateConfig:
         values = known(section, cls, f"{source} evaluate")
         check_resamples({"evaluate.metric_bootstrap": (values.get("metric_bootstrap", BOOTSTRAP), 0)},
                         values.get("max_resamples"), source)
-        values["protocols"] = tuple(values.get("protocols", cls.protocols))
+        protocols = values.get("protocols", cls.protocols)
+        if not isinstance(protocols, list | tuple) or not all(isinstance(x, str) for x in protocols):
+            raise AglError(f"{source} evaluate.protocols: {protocols!r} is not a list of protocol names; "
+                           "e.g. evaluate.protocols: [paper, strict]")
+        values["protocols"] = tuple(protocols)
         return cls(**values, experiment=(mlflow or {}).get("experiment"))

@@ -202,10 +202,7 @@ def evaluate_run(
         warnings.simplefilter("ignore", ManifestWarning)
         manifest = load_manifest_cached(manifest_path, columns=["title"], digest=data_version)
     preds = load_predictions_any(predictions_path)
-    summary_path = Path(predictions_path).with_name("run_summary.json")
-    run_summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    info = {**{k: v for k, v in run_summary.items() if isinstance(v, str | int | float)},
-            **(info or {})}
+    summary_path, run_summary, info = _run_context(Path(predictions_path), info)
     # Coverage: clips of the dataset that have a prediction record, of all its clips, so the
     # leaderboard can tell a subset run from a full one.
     cover = Coverage.of(manifest, preds)
@@ -235,7 +232,7 @@ def evaluate_run(
     run_summary = _with_timings(summary_path, run_summary, artifacts)
     if config.track:
         # The values as metrics.json holds them (rounded): what the track stage logs from it.
-        written = json.loads((out_dir / "metrics.json").read_text())
+        written = json.loads(canonical.dumps(doc))
         doc["mlflow_run_id"] = _log_evaluation(written, config, info, run_summary, artifacts,
                                                (manifest, manifest_path))
         doc["mlflow_url"] = save_view(config)
@@ -257,9 +254,7 @@ def track_evaluated(run_dir: str | Path, manifest_path: str | Path, config: Eval
     run_dir = Path(run_dir)
     doc = json.loads((run_dir / "metrics.json").read_text())
     predictions = run_dir / "predictions.jsonl"
-    summary_path = predictions.with_name("run_summary.json")
-    run_summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    info = {**{k: v for k, v in run_summary.items() if isinstance(v, str | int | float)}, **(info or {})}
+    summary_path, run_summary, info = _run_context(predictions, info)
     artifacts = [predictions] + [run_dir / f"scores_{p}.csv" for p in doc["protocols"]] + [run_dir / "metrics.json"]
     run_summary = _with_timings(summary_path, run_summary, artifacts)
     version = content_hash(manifest_path)
@@ -287,6 +282,15 @@ def _repeat_predictions(predictions_path: Path) -> list[Any]:
     found = sorted((int(d.name), d / predictions_path.name) for d in folder.iterdir()
                    if d.is_dir() and d.name.isdigit() and (d / predictions_path.name).is_file())
     return [load_predictions_any(path) for _, path in found]
+
+
+def _run_context(predictions_path: Path, info: dict[str, Any] | None) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """The inference run's summary beside its predictions (path, and its contents or {}), and
+    `info` over the summary's plain values: what both logging paths know about the run."""
+    summary_path = predictions_path.with_name("run_summary.json")
+    run_summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    return summary_path, run_summary, {**{k: v for k, v in run_summary.items() if isinstance(v, str | int | float)},
+                                       **(info or {})}
 
 
 def _with_timings(summary_path: Path, run_summary: dict[str, Any], artifacts: list[Path]) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from agl.core.audio import decode_head, decode_mono, resample
+from agl.core.checks import check_field_types
 from agl.errors import AglError, reject_unknown_keys
 from agl.speech.languages import check_languages
 from agl.speech.model import CPU_ISAS, load_whisper, pin_kernels, resolve, vad_identity
@@ -80,7 +81,11 @@ class SpeechConfig:
     def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml speech") -> SpeechConfig:
         params = dict(params or {})
         reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
-        params["sha256"] = dict(params.get("sha256") or {})
+        pins = params.get("sha256") or {}
+        if not isinstance(pins, dict):
+            raise AglError(f"{source}.sha256: {pins!r} is not a mapping of file name to SHA-256; "
+                           "e.g. sha256: {model.bin: <64 hex digits>}, or {} for none")
+        params["sha256"] = dict(pins)
         for name in ("enabled", "transcribe", "only_passed"):
             # `enabled: 'yes please'` is text, and text is truthy: only YAML's true / false.
             if name in params and not isinstance(params[name], bool):
@@ -93,6 +98,7 @@ class SpeechConfig:
         # 600 and 600.0 are one setting: one key of the heard cache (agl.speech.heard)
         params["max_listen_s"] = float(limit)
         cfg = cls(**params)
+        check_field_types(cfg, source)  # 'four' is one line naming the key, not a traceback
         for name in ("vad_threshold", "confident", "min_language_probability"):
             if not 0.0 < float(getattr(cfg, name)) <= 1.0:
                 raise AglError(f"{source}.{name}: must be in (0, 1], got {getattr(cfg, name)}")

@@ -1,0 +1,115 @@
+"""A params value of the wrong type is one line naming its key (agl.core.checks.check_field_types).
+
+Was: `speech.max_windows: four` ended the speech stage in a ValueError traceback from
+`int('four')`, and `max_windows: 4.5` was cut to 4 without a word.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import run
+
+from agl.birds.birdnet import BirdConfig
+from agl.curation.tagging import TagConfig
+from agl.errors import AglError
+from agl.speech.listen import SpeechConfig
+
+REPO = Path(__file__).resolve().parents[1]
+PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
+CONFIGS = {"speech": SpeechConfig, "birds": BirdConfig, "tag": TagConfig}
+WRONG = ("four", [1], {"a": 1}, 4.5, None, True)
+
+
+@pytest.mark.parametrize("section", CONFIGS)
+def test_every_key_given_a_wrong_value_is_refused_naming_it_or_taken(section):
+    config = CONFIGS[section]
+    config.from_params(PARAMS[section])  # the committed values pass
+    for key in PARAMS[section]:
+        for value in WRONG:
+            try:
+                config.from_params({**PARAMS[section], key: value})
+            except AglError as exc:
+                # (check_value's lines name it "section key", the field checks "section.key")
+                assert str(exc).startswith((f"params.yaml {section}.{key}: ", f"params.yaml {section} {key}: ")), exc
+                assert "\n" not in str(exc)
+
+
+def _builders():
+    from agl.counterfactual.effects import EffectsConfig
+    from agl.counterfactual.listen import ListenConfig
+    from agl.curation.filtering import FilterConfig
+    from agl.curation.localizability_params import LocalizabilityConfig
+    from agl.inference.transport import ExecutorConfig
+    from agl.report.inputs import ReportConfig
+    from agl.scoring.config import EvaluateConfig
+
+    return {"localizability": LocalizabilityConfig.from_params, "filter": FilterConfig.from_params,
+            "report": ReportConfig.from_params, "evaluate": EvaluateConfig.from_params,
+            "executor": ExecutorConfig.from_params, "counterfactual": ListenConfig.from_params,
+            "counterfactual ": EffectsConfig.from_params}
+
+
+def _leaves(node, path=()):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaves(v, (*path, k))
+    elif path:
+        yield path
+
+
+def _with(node, path, value):
+    node = yaml.safe_load(yaml.safe_dump(node))  # a deep copy
+    cur = node
+    for part in path[:-1]:
+        cur = cur[part]
+    cur[path[-1]] = value
+    return node
+
+
+@pytest.mark.parametrize("section", list(_builders()))
+def test_no_value_of_any_section_ends_in_a_traceback(section):
+    """Every leaf of the stages' other sections, given text, a fraction, a negative number, null,
+    a boolean, a list or a mapping: built, or refused with an AglError (one line). Was: a
+    TypeError or AttributeError traceback for `evaluate.protocols: 3`, `report.judge: gemini`,
+    `counterfactual.models: null`, `localizability.gamma_km: {a: 1}`."""
+    build, params = _builders()[section], PARAMS[section.strip()]
+    build(params)
+    for path in _leaves(params):
+        for value in (*WRONG, -1):
+            try:
+                build(_with(params, path, value))
+            except AglError as exc:
+                assert "\n" not in str(exc)
+
+
+@pytest.mark.parametrize(("key", "value", "words"), [
+    ("max_windows", "four", "'four' is not a whole number; e.g. max_windows: 4"),
+    ("threads", 2.5, "2.5 is not a whole number; e.g. threads: 2"),
+    ("confident", "high", "'high' is not a finite number; e.g. confident: 0.9"),
+    ("heard_cache", 3, "3 is not text or null; e.g. heard_cache: cache/speech"),
+    ("model", None, "null is not text; e.g. model: pypi-whisper-base"),
+    ("sha256", "abc", "'abc' is not a mapping of file name to SHA-256"),
+])
+def test_the_line_says_what_a_valid_value_is(key, value, words):
+    with pytest.raises(AglError) as exc:
+        SpeechConfig.from_params({**PARAMS["speech"], key: value})
+    assert str(exc.value).startswith(f"params.yaml speech.{key}: {words}")
+
+
+def test_an_integral_float_still_counts_as_a_whole_number():
+    assert SpeechConfig.from_params({**PARAMS["speech"], "max_windows": 4.0}).max_windows == 4.0
+
+
+def test_the_speech_stage_says_it_in_one_line(tmp_path):
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"speech": {**PARAMS["speech"], "max_windows": "four"}}))
+    done = run([sys.executable, str(REPO / "stages" / "speech.py"), "--manifest", str(tmp_path / "m.csv"),
+                "--audio-root", str(tmp_path), "--filter", str(tmp_path / "f.csv"), "--out", str(tmp_path / "s.csv"),
+                "--windows", str(tmp_path / "w.jsonl"), "--summary", str(tmp_path / "s.json"),
+                "--params", str(params)], tmp_path, ok=False)
+    assert done.stderr.strip().splitlines() == [
+        "speech.py: error: params.yaml speech.max_windows: 'four' is not a whole number; e.g. max_windows: 4"]
