@@ -36,6 +36,12 @@ def test_the_product_is_the_sequential_sum_bit_for_bit():
 
 
 def test_whispers_features_do_not_depend_on_the_blas_thread_count():
+    from agl.speech.listen import SpeechConfig
+    from agl.speech.model import pin_kernels
+
+    # Importing faster_whisper loads CTranslate2, which reads its kernels once per process: the
+    # speech tests that share this worker must find the ones they pin (the default).
+    pin_kernels(SpeechConfig().cpu_isa)
     feature_extractor = pytest.importorskip("faster_whisper.feature_extractor")
     from threadpoolctl import threadpool_limits
 
