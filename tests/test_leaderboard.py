@@ -165,3 +165,33 @@ def test_served_flags_mark_only_their_run_and_a_bad_summary_is_one_line(tmp_path
         (tmp_path / "b" / "run_summary.json").write_text(text)
         with pytest.raises(AglError, match=re.escape(str(tmp_path / "b" / "run_summary.json")) + ".*" + what):
             leaderboard.collect(files, "paper")
+
+
+def test_the_page_keeps_a_laptops_width_and_names_read_left(tmp_path):
+    """leaderboard.html in Chromium at 1280 px: its 13 columns scroll inside their box (the page
+    itself used to widen past the window), run and model names are left-aligned like the
+    report's, and no empty paragraph stands under the title."""
+    from helpers import require_chromium
+
+    chromium = require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    files = [metrics_file(tmp_path, f"a-long-run-name-{i}", 6000.0 + i, "Qwen2.5-Omni") for i in range(3)]
+    leaderboard.write(leaderboard.collect(files, "paper"), tmp_path / "out", protocol="paper")
+    page_file = tmp_path / "out" / "leaderboard.html"
+    assert "<p></p>" not in page_file.read_text()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(chromium), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(page_file.as_uri())
+            box = page.evaluate("""() => { const d = document.querySelector('div.scroll');
+                return {page: document.documentElement.scrollWidth, window: window.innerWidth,
+                        box: d.clientWidth, table: d.scrollWidth,
+                        run: getComputedStyle(document.querySelector('#leaderboard td:nth-child(2)')).textAlign,
+                        km: getComputedStyle(document.querySelector('#leaderboard td:nth-child(5)')).textAlign}; }""")
+        finally:
+            browser.close()
+    assert box["page"] <= box["window"], box
+    assert box["table"] > box["box"], box  # wider than the window: it scrolls in its box
+    assert (box["run"], box["km"]) == ("left", "right"), box

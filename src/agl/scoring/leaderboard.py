@@ -395,18 +395,23 @@ def write(board: pd.DataFrame, out_dir: Path, *, protocol: str, note: str = "") 
         th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
         trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in cells)
         ident = "leaderboard" if k == 0 else f"leaderboard-{k + 1}"
-        body.append(f"<table id='{ident}' class='leaderboard'><thead><tr>{th}</tr></thead>"
-                    f"<tbody>{trs}</tbody></table>")
+        # In a scrolling box: 13 columns pass a laptop's width, and the page must not widen.
+        body.append(f"<div class='scroll'><table id='{ident}' class='leaderboard'><thead><tr>{th}</tr></thead>"
+                    f"<tbody>{trs}</tbody></table></div>")
         body += [f"<p class='note'>{html.escape(line)}</p>" for line in notes]
     if board.empty:
         md.append("(no evaluated runs)")
     md_path.write_text("\n".join(md).rstrip("\n") + "\n", encoding="utf-8")
     html_path.write_text(
         "<!doctype html><meta charset='utf-8'><title>AGL1K leaderboard</title>"
-        "<style>body{font-family:sans-serif}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;white-space:nowrap}"
-        "p.note{max-width:70em}</style>"
-        f"<h1>Leaderboard ({html.escape(protocol)} protocol)</h1><p>{html.escape(note)}</p>"
+        # the report's leaderboard style: names left, numbers right, the header shaded
+        "<style>body{font-family:system-ui,sans-serif;margin:2em;color:#222}"
+        "table{border-collapse:collapse;font-size:13px}th{background:#f3f3f3}"
+        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap}"
+        "td:nth-child(-n+3),th:nth-child(-n+3){text-align:left}"
+        "div.scroll{overflow-x:auto;max-width:100%}p.note{max-width:70em}</style>"
+        f"<h1>Leaderboard ({html.escape(protocol)} protocol)</h1>"
+        + (f"<p>{html.escape(note)}</p>" if note else "")
         + "".join(body),
         encoding="utf-8",
     )
