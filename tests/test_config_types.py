@@ -113,3 +113,77 @@ def test_the_speech_stage_says_it_in_one_line(tmp_path):
                 "--params", str(params)], tmp_path, ok=False)
     assert done.stderr.strip().splitlines() == [
         "speech.py: error: params.yaml speech.max_windows: 'four' is not a whole number; e.g. max_windows: 4"]
+
+
+@pytest.mark.parametrize(("key", "value", "words"), [
+    ("prompt", [1], "params.yaml: infer.prompt: [1] is not text; e.g. prompt: default"),
+    ("cache_dir", [1], "params.yaml: infer.cache_dir: [1] is not text or null; e.g. cache_dir: cache/responses"),
+    ("concurrency", "four", "params.yaml: infer.concurrency: 'four' is not a whole number; e.g. concurrency: 4"),
+])
+def test_infer_settings_of_the_wrong_type_are_one_line(key, value, words):
+    """Was: `infer.prompt: [1]` a TypeError traceback (unhashable list), `infer.cache_dir: [1]`
+    another (not a path)."""
+    from agl.inference.runspec import parse_infer
+
+    with pytest.raises(AglError) as exc:
+        parse_infer({**PARAMS["infer"], key: value})
+    assert str(exc.value).startswith(words) and "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(("key", "value", "words"), [
+    ("protocol", ["paper"],
+     "params.yaml leaderboard.protocol: ['paper'] is not a protocol; choose one of paper, strict"),
+    ("max_refused", "four", "params.yaml leaderboard.max_refused: 'four' is not a share in [0, 1]"),
+    ("refusal_note", [1], "params.yaml leaderboard.refusal_note: [1] is not a share in [0, 1]"),
+])
+def test_leaderboard_settings_of_the_wrong_type_are_one_line(tmp_path, key, value, words):
+    """Was: a TypeError (a list as the protocol) or a ValueError (`float('four')`) traceback."""
+    from agl.core.checks import check_params
+    from agl.scoring.leaderboard import build
+
+    section = {**PARAMS["leaderboard"], key: value}
+    with pytest.raises(AglError) as exc:
+        check_params("leaderboard", section)  # what the stage checks as it loads its params
+        build([], section, base_url="", cache_dir=tmp_path, limits=None)
+    assert str(exc.value).startswith(words), str(exc.value)
+
+
+@pytest.mark.parametrize(("entry", "words"), [
+    ({"kind": ["truncate"]}, "params.yaml: perturb.t.kind: choose one of "),
+    ({"kind": "truncate", "seconds": "four"}, "params.yaml: perturb.t.seconds: 'four' is not a number; e.g. seconds: "),
+    ({"kind": "truncate", "seconds": None}, "params.yaml: perturb.t.seconds: None is not a number"),
+])
+def test_an_intervention_of_the_wrong_type_is_one_line(entry, words):
+    """Was: a TypeError traceback for a list as the kind, a ValueError one for `seconds: four`."""
+    from agl.counterfactual.perturb import parse_perturb
+
+    with pytest.raises(AglError) as exc:
+        parse_perturb({"t": entry})
+    assert str(exc.value).startswith(words), str(exc.value)
+
+
+@pytest.mark.parametrize("runs", ["qwen25-omni", [1], ["qwen25-omni"]])
+def test_paper_runs_that_are_not_a_list_of_runs_are_one_line(tmp_path, runs):
+    """Was: an AttributeError traceback (`paper.runs: qwen25-omni` was read letter by letter)."""
+    from agl.scoring.config import EvaluateConfig
+    from agl.scoring.paper_runs import reproduce_paper
+
+    with pytest.raises(AglError, match=r"^params\.yaml paper\.runs: .* (is not a list of runs|is not a run)"):
+        reproduce_paper({**PARAMS["paper"], "runs": runs}, EvaluateConfig(), tmp_path / "paper")
+
+
+def test_a_path_naming_the_wrong_kind_of_thing_is_one_line(tmp_path):
+    """Was: an IsADirectoryError traceback from `download.summary: <a folder>`; stages and
+    commands print one line for it, as for a full disk (agl.core.diskwrite)."""
+    from agl.core.diskwrite import disk_error
+
+    folder, file = tmp_path / "a-folder", tmp_path / "a-file"
+    folder.mkdir()
+    file.write_text("x")
+    for path in (folder, file / "below"):
+        try:
+            path.write_text("y")
+        except OSError as exc:
+            err = disk_error(exc)
+        assert err is not None and str(err).startswith(f"{path}: ") and "\n" not in str(err)
+    assert "folder where a file belongs" in str(disk_error(IsADirectoryError(21, "Is a directory", str(folder))))

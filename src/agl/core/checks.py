@@ -85,6 +85,8 @@ PARAMS: dict[str, tuple[str, str]] = {
     "evaluate.seed": ("seed", "0"),
     "evaluate.strict_refusal_km": ("positive", "20003.93"),
     "leaderboard.full_coverage": ("share", "0.99"),
+    "leaderboard.refusal_note": ("share_closed", "0.5"),
+    "leaderboard.max_refused": ("share_closed", "0.5"),
     "report.group_bootstrap": ("count", "1000"),
     "report.seed": ("seed", "0"),
     "report.min_country_clips": ("count", "10"),

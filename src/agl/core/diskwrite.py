@@ -31,6 +31,10 @@ PROBLEMS = {
     errno.EROFS: ("cannot write: the file system is read-only", _DENIED),
     errno.EACCES: ("permission denied", _ACCESS),
     errno.EPERM: ("operation not permitted", _ACCESS),
+    # A path that names the wrong kind of thing (a params value such as `summary: build`).
+    errno.EISDIR: ("is a folder where a file belongs", "give the path of a file (it is created if absent)"),
+    errno.ENOTDIR: ("a part of this path is a file where a folder belongs", "give a path through folders"),
+    errno.ENAMETOOLONG: ("the name is too long for the file system", "give a shorter path"),
 }
 # What a server says for each (the listening game): 507 Insufficient Storage for room,
 # 503 Service Unavailable for a folder it may not write.

@@ -22,6 +22,7 @@ Kinds (see README "What the models listen to"):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -313,7 +314,7 @@ def parse_perturb(section: Any, source: str = "params.yaml") -> dict[str, list[I
         where = f"{source}: perturb.{name}"
         if not isinstance(name, str) or not is_plain_name(name) or "@" in name:
             raise AglError(f"{where}: the name must be a plain folder name")
-        if not isinstance(entry, dict) or entry.get("kind") not in KINDS:
+        if not isinstance(entry, dict) or not isinstance(entry.get("kind"), str) or entry["kind"] not in KINDS:
             raise AglError(f"{where}.kind: choose one of {', '.join(KINDS)}")
         kind = KINDS[entry["kind"]]
         reject_unknown_keys(entry, {"kind", "seed", *kind.params}, where)
@@ -324,6 +325,11 @@ def parse_perturb(section: Any, source: str = "params.yaml") -> dict[str, list[I
         if "vad_threshold" in params:  # a speech probability: 1.5 would hear no speech anywhere
             check_value("vad_threshold", params["vad_threshold"], where, rule="share_open", example="0.5")
         for k, v in params.items():
+            default = kind.params[k]
+            number = isinstance(default, int | float) and not isinstance(default, bool)
+            if number and not isinstance(v, list) and not (
+                    isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)):
+                raise AglError(f"{where}.{k}: {v!r} is not a number; e.g. {k}: {default}")
             if isinstance(v, list) and k != "room_m" and k != kind.graded:
                 raise AglError(f"{where}.{k}: only {kind.graded or 'nothing'} takes a list here")
         graded = params.get(kind.graded) if kind.graded else None

@@ -186,6 +186,9 @@ def read_paper_leaderboard(path: str | Path) -> pd.DataFrame:
 def run_source(item: dict, published: dict) -> tuple[str, str]:
     """A `paper.runs` entry's name and path in the authors' repository: its own `path`, or
     the pinned one of `published: <short name>` (whose SHA-256 is then checked)."""
+    if not isinstance(item, dict):
+        raise AglError(f"params.yaml paper.runs: {item!r} is not a run; each entry is "
+                       "{published: <a key of paper.published>} or {name: ..., path: ...}")
     short = item.get("published")
     if short is not None:
         if short not in published:

@@ -15,6 +15,7 @@ from typing import Any
 
 from agl.backends.base import model_or_default
 from agl.contracts.models import ModelSpec, fields_of, parse_models
+from agl.core.checks import check_field_types
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import check_config
 from agl.dataset.sources import SourceConfig
@@ -54,6 +55,7 @@ def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
     reject_unknown_keys(section, fields_of(InferSettings), f"{source}: infer")
     try:
         s = InferSettings(**section)
+        check_field_types(s, f"{source}: infer")  # `prompt: [1]` was a TypeError traceback
         int(s.concurrency), float(s.timeout_s), int(s.max_retries), float(s.retry_after_cap_s)
         int(s.max_reply_bytes), int(s.max_batch_bytes)
     except (TypeError, ValueError) as exc:

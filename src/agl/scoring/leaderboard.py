@@ -48,6 +48,7 @@ from agl.scoring.marks import (  # noqa: F401  (served_lines, run_flags: the sta
     served_note,
 )
 from agl.scoring.protocol_paper import PAPER_REFUSAL_KM
+from agl.scoring.protocols import PROTOCOLS
 from agl.scoring.wording import NOT_APPLICABLE, NOT_APPLICABLE_LEGEND
 
 COLUMNS = ("distance_error_km", "median_km", "geoscore", "continent_acc", "country_acc",
@@ -427,6 +428,9 @@ def build(files: list[Path], cfg: dict[str, Any], *, base_url: str, cache_dir: s
     from agl.dataset.paper import fetch, read_paper_leaderboard, resolve  # only with a paper run
     from agl.dataset.sources import paper_values  # (as above)
 
+    if not isinstance(cfg["protocol"], str) or cfg["protocol"] not in PROTOCOLS:
+        raise AglError(f"params.yaml leaderboard.protocol: {cfg['protocol']!r} is not a protocol; "
+                       f"choose one of {', '.join(PROTOCOLS)}")
     board = collect(files, cfg["protocol"], full_coverage=float(cfg.get("full_coverage", 1.0)),
                     refusal_note=float(cfg.get("refusal_note", REFUSAL_NOTE_SHARE)),
                     max_refused=float(cfg.get("max_refused", MAX_REFUSED_SHARE)))

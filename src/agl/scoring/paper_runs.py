@@ -9,6 +9,7 @@ from typing import Any
 from agl.core.workspace import shared_path
 from agl.dataset.paper import fetch, resolve, run_source
 from agl.dataset.sources import SourceConfig
+from agl.errors import AglError
 from agl.predictions.importer import import_with_report
 from agl.predictions.records import write_predictions
 from agl.scoring.config import EvaluateConfig
@@ -23,6 +24,9 @@ def reproduce_paper(cfg: dict[str, Any], evaluation: EvaluateConfig, out: Path) 
     summary (each run's headline metrics, or a note that no run is selected)."""
     out.mkdir(parents=True, exist_ok=True)
     runs = cfg.get("runs") or []
+    if not isinstance(runs, list):  # text would be read letter by letter
+        raise AglError(f"params.yaml paper.runs: {runs!r} is not a list of runs; e.g. "
+                       "paper.runs: [{published: qwen25-omni}], or [] for none")
     summary: dict[str, Any] = {"base_url": cfg["base_url"], "runs": {}}
     if not runs:
         summary["note"] = "no published runs selected (params.yaml paper.runs is empty)"
