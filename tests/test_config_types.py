@@ -187,3 +187,30 @@ def test_a_path_naming_the_wrong_kind_of_thing_is_one_line(tmp_path):
             err = disk_error(exc)
         assert err is not None and str(err).startswith(f"{path}: ") and "\n" not in str(err)
     assert "folder where a file belongs" in str(disk_error(IsADirectoryError(21, "Is a directory", str(folder))))
+
+
+@pytest.mark.parametrize(("backend", "settings", "words"), [
+    ("knn", {"k": "four"}, "knn setting k: 'four' is not a whole number of at least 1; e.g. k: 1"),
+    ("knn", {"k": 1.5}, "knn setting k: 1.5 is not a whole number of at least 1"),
+    ("knn", {"max_seconds": None}, "knn setting max_seconds: None is not a positive finite number"),
+    ("birdrange", {"floor": "low"}, "birdrange setting floor: 'low' is not a share strictly between 0 and 1"),
+    ("gemini", {"upload_above_bytes": [1], "api_key_env": "AGL_TEST_NO_SUCH_KEY"},
+     "gemini setting upload_above_bytes: [1] is not a whole number, 0 or more"),
+])
+def test_a_model_setting_of_the_wrong_type_is_one_line(backend, settings, words, monkeypatch):
+    """A `models:` entry's numeric settings. Was: `k: four` a ValueError traceback from int(),
+    `k: 1.5` silently one neighbour."""
+    from agl.backends.base import get_backend
+
+    monkeypatch.setenv("AGL_TEST_NO_SUCH_KEY", "not-a-real-key")
+    with pytest.raises(AglError) as exc:
+        get_backend(backend)(**({"model": "m"} if backend == "gemini" else {}), **settings)
+    assert str(exc.value).startswith(words), str(exc.value)
+
+
+def test_the_cost_estimate_refuses_a_rate_that_is_no_number():
+    from agl.inference.estimate import estimate
+
+    with pytest.raises(AglError, match=r"^model setting audio_tokens_per_s: 'fast' is not a finite number, 0 or more"):
+        estimate([], audio_root=None, prompt_text="prompt", settings={"audio_tokens_per_s": "fast"},
+                 price_in_per_m=1.0, price_out_per_m=1.0)

@@ -30,6 +30,7 @@ from agl.backends.base import Backend, register
 from agl.birds.birdnet import BirdConfig, Listener
 from agl.birds.range_model import SCORINGS, YEAR_ROUND, invert, load_or_build, reasoning, week_of
 from agl.contracts.calls import Reply, ReplyStatus, Request
+from agl.core.checks import number_setting
 from agl.errors import AglError, reject_unknown_keys
 
 _KNOWN = {
@@ -60,13 +61,12 @@ class BirdRange(Backend):
         super().__init__(model, **settings)
 
         reject_unknown_keys(settings, _KNOWN, "birdrange settings")
-        self.resolution_deg = float(settings.get("resolution_deg", 1.0))
+        self.resolution_deg = float(number_setting(settings, "resolution_deg", 1.0, "positive",
+                                                   "birdrange setting"))
         self.scoring = str(settings.get("scoring", "vote"))
         if self.scoring not in SCORINGS:
             raise AglError(f"birdrange: scoring '{self.scoring}' is not one of {', '.join(SCORINGS)}")
-        self.floor = float(settings.get("floor", 0.01))
-        if not 0 < self.floor < 1:
-            raise AglError(f"birdrange: floor must be in (0, 1), got {self.floor}")
+        self.floor = float(number_setting(settings, "floor", 0.01, "share_open", "birdrange setting"))
         self.cache_dir = Path(settings.get("cache_dir", "cache/birdrange"))
         self.use_dates = bool(settings.get("use_dates", True))
         self.cfg = BirdConfig.from_params(

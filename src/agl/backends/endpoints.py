@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 from agl.backends.service import UnreadableReply
 from agl.contracts.calls import ATTEMPT
+from agl.core.checks import number_setting
 from agl.core.http import Refused
 from agl.core.secrets import strip_url_credentials
 from agl.errors import AglError
@@ -301,4 +302,5 @@ def pool_capacity(settings: dict[str, Any]) -> int | None:
     base = settings.get("base_url")
     if not isinstance(base, list):
         return None
-    return sum(c for _, c in parse_endpoints(base, int(settings.get("endpoint_concurrency", 4))))
+    default = number_setting(settings, "endpoint_concurrency", 4, "count", "openai-compatible setting")
+    return sum(c for _, c in parse_endpoints(base, int(default)))

@@ -36,6 +36,7 @@ from agl.backends.service import (
 )
 from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.audio import mime_type
+from agl.core.checks import number_setting
 from agl.prompts import ANSWER_SCHEMA
 
 _GENERATION = ("temperature", "top_p", "top_k", "max_output_tokens", "seed")
@@ -54,7 +55,8 @@ class Gemini(Backend):
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
         self.deterministic = is_deterministic(settings)
-        self.upload_above = int(settings.get("upload_above_bytes", 15_000_000))
+        self.upload_above = int(number_setting(settings, "upload_above_bytes", 15_000_000, "count0",
+                                               "gemini setting"))
         self._key = api_key(settings, self.default_key_envs, "gemini")
         self.require_model()  # after the key: without one, the key is what to set first
         self._client = None

@@ -34,6 +34,7 @@ import pandas as pd
 from agl.backends.base import Backend, register
 from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.audio import load_mono
+from agl.core.checks import number_setting
 from agl.errors import AglError
 from agl.scoring.clusters import cluster_labels, parse_unit
 
@@ -99,10 +100,8 @@ class NearestNeighbours(Backend):
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
-        self.k = int(settings.get("k", 1))
-        self.max_seconds = float(settings.get("max_seconds", 30))
-        if self.k < 1:
-            raise AglError(f"knn: k must be at least 1, got {self.k}")
+        self.k = int(number_setting(settings, "k", 1, "count", "knn setting"))
+        self.max_seconds = float(number_setting(settings, "max_seconds", 30, "positive", "knn setting"))
         self.leave_out = parse_unit(settings.get("leave_out", LEAVE_OUT), "knn settings.leave_out")
         self._index: dict[str, int] = {}
         self._clips: list[Any] = []

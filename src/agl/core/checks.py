@@ -61,6 +61,7 @@ RULES: dict[str, Rule] = {
     "share": Rule("a share in (0, 1]", lambda v: _number(v) and 0 < v <= 1),
     "share_open": Rule("a share strictly between 0 and 1", lambda v: _number(v) and 0 < v < 1),
     "share_closed": Rule("a share in [0, 1]", lambda v: _number(v) and 0 <= v <= 1),
+    "nonnegative": Rule("a finite number, 0 or more", lambda v: _number(v) and v >= 0),
 }
 
 # params.yaml key -> (rule, a valid example for the message). tests/test_stat_params.py
@@ -181,6 +182,15 @@ def check_value(key: str, value: Any, where: str, *, rule: str, example: str | N
         return
     fix = f"; e.g. {key}: {example}" if example is not None else ""
     raise AglError(f"{where} {key}: {value!r} is not {r.what}{fix}")
+
+
+def number_setting(settings: Any, key: str, default: int | float, rule: str, where: str) -> Any:
+    """A model entry's numeric setting (its `settings:` under `models:`; `default` when
+    absent), checked by `rule`: `k: four` is one line naming `where` and the key, where
+    `int('four')` was a ValueError traceback and `int(1.5)` a silent 1."""
+    value = settings.get(key, default)
+    check_value(key, value, where, rule=rule, example=str(default))
+    return value
 
 
 # A config field's annotation -> (the test its value must pass, what a valid value is in words).

@@ -15,6 +15,7 @@ from typing import Any
 
 from agl.backends.base import get_backend
 from agl.core import audio
+from agl.core.checks import number_setting
 from agl.dataset.manifest import ManifestWarning, clips, load_manifest
 from agl.inference.finalize import PREDICTIONS
 from agl.inference.model_run import run_fingerprint
@@ -79,8 +80,9 @@ def estimate(
 ) -> Estimate:
     pending = [c for c in clips if c.key not in finished]
     seconds = sum(clip_seconds(c, audio_root) for c in pending) if listens else 0.0
-    rate = float(settings.get("audio_tokens_per_s", DEFAULT_AUDIO_TOKENS_PER_S))
-    out_each = int(settings.get("est_output_tokens", DEFAULT_OUTPUT_TOKENS))
+    rate = float(number_setting(settings, "audio_tokens_per_s", DEFAULT_AUDIO_TOKENS_PER_S, "nonnegative",
+                                "model setting"))
+    out_each = int(number_setting(settings, "est_output_tokens", DEFAULT_OUTPUT_TOKENS, "count0", "model setting"))
     tokens_in = int(round(seconds * rate + len(pending) * len(prompt_text) / 4))
     tokens_out = out_each * len(pending)
     cost = (tokens_in * price_in_per_m + tokens_out * price_out_per_m) / 1e6
