@@ -133,3 +133,19 @@ def test_scores_out_rows_sum_to_the_whole(tmp_path, capsys, qwen_published, agl1
     scores = pd.read_csv(out)
     assert len(scores) == r["n"]
     assert scores["distance_km"].mean() == pytest.approx(r["distance_error_km"])
+
+
+def test_an_empty_predictions_file_is_named_as_empty(tmp_path, capsys):
+    """Was: "no prediction matches a clip of the manifest", as if the keys differed."""
+    from factories import manifest
+
+    from agl.cli import main
+    from agl.dataset.manifest import write_manifest
+
+    write_manifest(manifest([{}]), tmp_path / "manifest.csv")
+    empty = tmp_path / "predictions.jsonl"
+    empty.write_text("")
+    assert main(["evaluate", str(empty), "--manifest", str(tmp_path / "manifest.csv")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"agl evaluate: error: {empty}: holds no prediction record; give a run's predictions.jsonl "
+                   "(one record per clip) or an authors' published file"]

@@ -165,3 +165,18 @@ def test_import_writes_atomically_and_leaves_no_temporary(tmp_path, capsys, qwen
     assert code == 0 and "imported 1442 row(s)" in err[0]
     assert len(out.read_text().splitlines()) == 1442
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.jsonl"]
+
+
+def test_one_json_object_over_many_lines_is_named_not_called_invalid(tmp_path):
+    """`agl import build/runs/knn/metrics.json` said "line 1: not valid JSON": read as JSON Lines,
+    its first line is `{`. A whole JSON object is named as what it is; JSON Lines still read."""
+    from agl.errors import AglError
+    from agl.predictions.importer import read_published
+
+    doc = tmp_path / "metrics.json"
+    doc.write_text('{\n "run": "knn",\n "protocols": {}\n}\n')
+    with pytest.raises(AglError, match=r"metrics\.json: one JSON object over 4 lines, not a result file"):
+        read_published(doc)
+    lines = tmp_path / "rows.jsonl"
+    lines.write_text('{"question_id": "a", "model_output": "x"}\n{"question_id": "b", "model_output": "y"}\n')
+    assert [r["question_id"] for r in read_published(lines)] == ["a", "b"]

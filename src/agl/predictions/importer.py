@@ -72,6 +72,7 @@ def read_published(path: str | Path) -> list[dict[str, Any]]:
         except orjson.JSONDecodeError:
             rows = _json_or_error(path, stripped)  # the standard parser's message names the line
     else:
+        _refuse_one_document(path, stripped)
         rows = []
         for n, line in enumerate(text.splitlines(), start=1):
             if line.strip():
@@ -92,6 +93,21 @@ def read_published(path: str | Path) -> list[dict[str, Any]]:
             absent = [f for f in PUBLISHED_FIELDS if f not in row]
             raise AglError(f"{path}: row {n} ({row['question_id']}): missing {', '.join(absent)}")
     return rows
+
+
+def _refuse_one_document(path: Path, text: str) -> None:
+    """A single JSON object written over many lines (a run's metrics.json, a config) is no
+    result file; read as JSON Lines its first line, `{`, was called "not valid JSON"."""
+    if not text.startswith("{") or "\n" not in text.strip():
+        return
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return  # JSON Lines (or broken): the line reader names the line
+    if isinstance(doc, dict):
+        raise AglError(f"{path}: one JSON object over {text.strip().count(chr(10)) + 1} lines, not a result "
+                       "file (a JSON list of rows, or JSON Lines: one row per line); is this an "
+                       "AGL1K result file?")
 
 
 def _json_or_error(path: Path, text: str, line: int | None = None) -> Any:

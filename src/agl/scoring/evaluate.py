@@ -56,6 +56,9 @@ def load_predictions_any(path: str | Path, *, reparse: bool = False) -> pd.DataF
     except UnicodeDecodeError as exc:  # a binary or non-UTF-8 file, whichever reader saw it
         raise AglError(f"{path}: not UTF-8 text at byte {exc.start} ({exc.reason}); give a "
                        "predictions JSONL or a published results file") from None
+    if frame.empty:  # else "no prediction matches a clip of the manifest", as if keys differed
+        raise AglError(f"{path}: holds no prediction record; give a run's predictions.jsonl "
+                       "(one record per clip) or an authors' published file")
     check_run_summary(path, frame)
     return frame
 
