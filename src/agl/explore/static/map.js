@@ -68,16 +68,24 @@
       return t;
     }
 
-    // Labels beside their markers; one that would cover another moves down a line.
+    // Labels beside their markers; one that would cover another label, or a marker (a guess
+    // near another's label was hidden under that label's halo), moves down a line.
     layoutLabels(r) {
       const fs = this.view.w / 75;
-      const placed = [];
+      // each marker as a box in the labels' terms: left edge, baseline, width
+      const placed = [...this.overlay.querySelectorAll("circle")].map((c) => {
+        const rr = Number(c.getAttribute("r"));
+        return { x: Number(c.getAttribute("cx")) - rr, y: Number(c.getAttribute("cy")) + fs * 0.35, w: 2 * rr };
+      });
       const labels = [...this.overlay.querySelectorAll("text")];
       labels.sort((a, b) => (-a.dataset.lat) - (-b.dataset.lat));
       for (const t of labels) {
         const x = Number(t.dataset.lon) + r * (t.classList.contains("truth-label") ? 2.6 : 2.0);
         let y = -Number(t.dataset.lat) + fs * 0.35;
-        const w = t.textContent.length * fs * 0.55;
+        t.setAttribute("font-size", fs);
+        // Its rendered width (an estimate per letter let two labels touch: "5,861 kmknn · ..."),
+        // and a gap of half a letter.
+        const w = (t.getComputedTextLength() || t.textContent.length * fs * 0.6) + fs * 0.5;
         for (let guard = 0; guard < 40; guard++) {
           const hit = placed.find((p) => x < p.x + p.w && p.x < x + w && Math.abs(p.y - y) < fs * 1.05);
           if (!hit) break;
@@ -86,7 +94,6 @@
         placed.push({ x, y, w });
         t.setAttribute("x", x);
         t.setAttribute("y", y);
-        t.setAttribute("font-size", fs);
         t.style.strokeWidth = fs * 0.22;  // the halo, in degrees like everything else here
       }
     }
