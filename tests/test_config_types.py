@@ -150,8 +150,9 @@ def test_leaderboard_settings_of_the_wrong_type_are_one_line(tmp_path, key, valu
 
 @pytest.mark.parametrize(("entry", "words"), [
     ({"kind": ["truncate"]}, "params.yaml: perturb.t.kind: choose one of "),
-    ({"kind": "truncate", "seconds": "four"}, "params.yaml: perturb.t.seconds: 'four' is not a number; e.g. seconds: "),
-    ({"kind": "truncate", "seconds": None}, "params.yaml: perturb.t.seconds: None is not a number"),
+    ({"kind": "truncate", "seconds": "four"},
+     "params.yaml: perturb.t seconds: 'four' is not a finite number; e.g. seconds: "),
+    ({"kind": "truncate", "seconds": None}, "params.yaml: perturb.t seconds: None is not a finite number"),
 ])
 def test_an_intervention_of_the_wrong_type_is_one_line(entry, words):
     """Was: a TypeError traceback for a list as the kind, a ValueError one for `seconds: four`."""

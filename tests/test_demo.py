@@ -205,3 +205,26 @@ def test_the_checked_in_data_dvc_pins_exactly_a_fresh_demo(demo_dir, tmp_path):
     assert (fresh["md5"], fresh["nfiles"], fresh["size"]) == (
         pinned["md5"], pinned["nfiles"], pinned["size"]
     ), "the demo generator changed: run `agl download && dvc commit data.dvc`, commit data.dvc"
+
+
+def test_scipy_is_imported_before_the_clip_threads_start(tmp_path):
+    """`agl download` once failed under load with "cannot import name 'PytestTester' from
+    partially initialized module 'scipy._lib._testutils'": the clip threads imported scipy
+    lazily, several at once. A fresh process records what is imported as the pool starts."""
+    probe = (
+        "import sys, concurrent.futures as cf\n"
+        "seen = []\n"
+        "class Pool(cf.ThreadPoolExecutor):\n"
+        "    def __init__(self, *a, **k):\n"
+        "        seen.append(all(m in sys.modules for m in ('scipy.fft', 'scipy.signal')))\n"
+        "        super().__init__(*a, **k)\n"
+        "cf.ThreadPoolExecutor = Pool\n"
+        "from agl.dataset import demo\n"
+        "assert 'scipy' not in sys.modules, 'imported before generate: the probe proves nothing'\n"
+        "demo.generate(workers=2)\n"
+        "print(seen)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                          env=subprocess_env(), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[True]"

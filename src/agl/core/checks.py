@@ -62,6 +62,7 @@ RULES: dict[str, Rule] = {
     "share_open": Rule("a share strictly between 0 and 1", lambda v: _number(v) and 0 < v < 1),
     "share_closed": Rule("a share in [0, 1]", lambda v: _number(v) and 0 <= v <= 1),
     "nonnegative": Rule("a finite number, 0 or more", lambda v: _number(v) and v >= 0),
+    "number": Rule("a finite number", _number),
 }
 
 # params.yaml key -> (rule, a valid example for the message). tests/test_stat_params.py
@@ -193,10 +194,17 @@ def number_setting(settings: Any, key: str, default: int | float, rule: str, whe
     return value
 
 
+def check_names(value: Any, key: str, what: str, example: str) -> None:
+    """`value` must be a list of names (text): YAML text there would be read letter by letter,
+    and null or a number fails later with a TypeError. `key`: the full key with its source."""
+    if not isinstance(value, list | tuple) or not all(isinstance(x, str) for x in value):
+        raise AglError(f"{key}: {value!r} is not a list of {what}; e.g. {example}")
+
+
 # A config field's annotation -> (the test its value must pass, what a valid value is in words).
 _TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "int": (_whole, "a whole number"),
-    "float": (_number, "a finite number"),
+    "float": (RULES["number"].test, RULES["number"].what),
     "bool": (lambda v: isinstance(v, bool), "true or false (unquoted)"),
     "str": (lambda v: isinstance(v, str), "text"),
 }

@@ -22,7 +22,7 @@ import pandas as pd
 
 from agl.core import canonical
 from agl.core.audio import decode_or_reason, resample
-from agl.core.checks import check_resamples
+from agl.core.checks import check_names, check_resamples
 from agl.core.paths import remove
 from agl.core.tables import read_whole_csv
 from agl.counterfactual.perturb import KINDS, Intervention, apply, speech_segments
@@ -342,10 +342,8 @@ class EffectsConfig:
     def __post_init__(self) -> None:
         check_fields(self, "counterfactual")
         for name in ("models", "interventions"):  # DVC's matrix would expand text letter by letter
-            names = getattr(self, name)
-            if not isinstance(names, list | tuple) or not all(isinstance(x, str) for x in names):
-                raise AglError(f"params.yaml counterfactual.{name}: {names!r} is not a list of names; "
-                               f"e.g. counterfactual.{name}: [] for none")
+            check_names(getattr(self, name), f"params.yaml counterfactual.{name}", "names",
+                        f"counterfactual.{name}: [] for none")
         for name, kind in (("models", tuple), ("interventions", tuple), ("protocol", str),
                            ("effect_bootstrap", int), ("permutations", int), ("seed", int), ("min_support", int)):
             object.__setattr__(self, name, kind(getattr(self, name)))

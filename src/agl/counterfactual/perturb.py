@@ -22,7 +22,6 @@ Kinds (see README "What the models listen to"):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -326,10 +325,8 @@ def parse_perturb(section: Any, source: str = "params.yaml") -> dict[str, list[I
             check_value("vad_threshold", params["vad_threshold"], where, rule="share_open", example="0.5")
         for k, v in params.items():
             default = kind.params[k]
-            number = isinstance(default, int | float) and not isinstance(default, bool)
-            if number and not isinstance(v, list) and not (
-                    isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)):
-                raise AglError(f"{where}.{k}: {v!r} is not a number; e.g. {k}: {default}")
+            if isinstance(default, int | float) and not isinstance(default, bool) and not isinstance(v, list):
+                check_value(k, v, where, rule="number", example=str(default))  # `seconds: four`
             if isinstance(v, list) and k != "room_m" and k != kind.graded:
                 raise AglError(f"{where}.{k}: only {kind.graded or 'nothing'} takes a list here")
         graded = params.get(kind.graded) if kind.graded else None

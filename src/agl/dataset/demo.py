@@ -270,6 +270,13 @@ def generate(seed: int = DEFAULT_SEED, workers: int | None = None) -> list[DemoC
 
     import numpy as np
 
+    # The generators (agl.dataset.synth) import scipy lazily. Imported first by several threads
+    # at once, scipy's circular imports hand one of them a partly initialised module: `agl
+    # download` failed under load with "cannot import name 'PytestTester' from partially
+    # initialized module". So they are imported here, once, before any thread starts.
+    import scipy.fft  # noqa: F401
+    import scipy.signal  # noqa: F401
+
     # one child seed per clip, drawn up front, so a clip's content depends only on its seed
     # and its recipe, and clips can be made in parallel (numpy and libsndfile free the GIL)
     seeds = np.random.default_rng(seed).integers(2**63, size=len(RECIPES))

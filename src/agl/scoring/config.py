@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from agl.core.checks import MAX_RESAMPLES, check_resamples, check_value
+from agl.core.checks import MAX_RESAMPLES, check_names, check_resamples, check_value
 from agl.core.geo import EARTH_MAX_KM
 from agl.errors import AglError
 from agl.scoring.clusters import DEFAULT_UNIT, parse_unit
@@ -70,8 +70,6 @@ class EvaluateConfig:
         check_resamples({"evaluate.metric_bootstrap": (values.get("metric_bootstrap", BOOTSTRAP), 0)},
                         values.get("max_resamples"), source)
         protocols = values.get("protocols", cls.protocols)
-        if not isinstance(protocols, list | tuple) or not all(isinstance(x, str) for x in protocols):
-            raise AglError(f"{source} evaluate.protocols: {protocols!r} is not a list of protocol names; "
-                           "e.g. evaluate.protocols: [paper, strict]")
+        check_names(protocols, f"{source} evaluate.protocols", "protocol names", "evaluate.protocols: [paper, strict]")
         values["protocols"] = tuple(protocols)
         return cls(**values, experiment=(mlflow or {}).get("experiment"))
