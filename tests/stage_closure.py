@@ -6,6 +6,10 @@ script's local helpers (`import _params`). Two dynamic patterns are followed as 
 
 * `import_module(f"agl.<pkg>.{name}")` (a registry that loads its members by name) pulls in
   every module of `agl.<pkg>`;
+* `Registry(kind, "agl.<pkg>")` (or `Registry(kind, __name__)` in a package's `__init__`)
+  does the same: agl.core.registry imports its package's modules by name
+  (`import_module(f"{self.package}.{...}")`), which the pattern above cannot see, so the
+  package is named where the registry is made;
 * a string constant that names a file shipped inside `src/agl` (a prompt, a data table) is a
   data dependency of the module that holds it.
 
@@ -57,6 +61,11 @@ class Closure:
     params: set[str] = field(default_factory=set)  # params sections / keys read
 
 
+def _called(node: ast.Call) -> str:
+    """The name a call is made through: `f(...)` -> f, `m.f(...)` -> f."""
+    return getattr(node.func, "attr", getattr(node.func, "id", ""))
+
+
 def import_sites(tree: ast.AST, package: str):
     """(line, module, names imported from it) for every import in an AST, resolved to absolute
     names; a registry's `import_module(f"agl.<pkg>.{...}")` gives `agl.<pkg>.*` (its whole
@@ -72,7 +81,13 @@ def import_sites(tree: ast.AST, package: str):
             else:
                 mod = node.module or ""
             yield node.lineno, mod, tuple(a.name for a in node.names)
-        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
+        elif isinstance(node, ast.Call) and _called(node) == "Registry" and len(node.args) >= 2:
+            pkg = node.args[1]
+            if isinstance(pkg, ast.Constant) and isinstance(pkg.value, str):
+                yield node.lineno, pkg.value + ".*", ()
+            elif isinstance(pkg, ast.Name) and pkg.id == "__name__":
+                yield node.lineno, package + ".*", ()
+        elif isinstance(node, ast.Call) and _called(node) == "import_module":
             arg = node.args[0] if node.args else None
             if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
                 yield node.lineno, str(arg.values[0].value).rstrip(".") + ".*", ()

@@ -26,7 +26,9 @@ def _normalise(entry: str) -> str:
 
 
 def stage_problems(dvc_yaml: Path, repo: Path = REPO) -> list[str]:
-    """Every dependency a stage's script has but its dvc.yaml entry does not declare."""
+    """Every dependency a stage's script has but its dvc.yaml entry does not declare, and every
+    code or shipped-data dep it declares but never loads (an edit there would re-run it for
+    nothing)."""
     stages = yaml.safe_load(dvc_yaml.read_text(encoding="utf-8"))["stages"]
     problems = []
     for name, stage in stages.items():
@@ -42,6 +44,10 @@ def stage_problems(dvc_yaml: Path, repo: Path = REPO) -> list[str]:
         for path in sorted(c.files | c.data):
             if not any(declared(d, path, repo) for d in deps if "*" not in d):
                 problems.append(f"stage {name}: {path.relative_to(repo)} is loaded but not under its deps")
+        for dep in deps:
+            if dep.startswith("src/") and "*" not in dep and not any(
+                    declared(dep, path, repo) for path in c.files | c.data):
+                problems.append(f"stage {name}: declares {dep} but never loads it")
         reads = set(c.params) | {_normalise(x).split()[0] for x in INTERP.findall(cmd)
                                  if not x.startswith(("key", "item"))}
         for section in sorted(reads):
@@ -79,6 +85,35 @@ def test_a_new_import_is_followed(tmp_path):
     tagging.write_text(tagging.read_text() + "\n\ndef _late():\n    from agl.report import plots  # noqa\n")
     assert ("stage tag: src/agl/report/plots.py is loaded but not under its deps"
             in stage_problems(tmp_path / "dvc.yaml", tmp_path))
+
+
+def _copy_tree(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "src" / "agl", src / "agl", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "stages", tmp_path / "stages", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
+    return src
+
+
+def test_a_module_the_registry_loads_is_followed(tmp_path):
+    """agl.core.registry imports a backend's module by name (`import_module(f"{package}.{name}")`):
+    an import added to a backend is a dependency of every stage that can look a backend up."""
+    src = _copy_tree(tmp_path)
+    assert stage_problems(tmp_path / "dvc.yaml", tmp_path) == []
+    knn = src / "agl" / "backends" / "knn.py"
+    knn.write_text(knn.read_text() + "\nimport agl.counterfactual.perturb  # noqa: E402,F401\n")
+    problems = stage_problems(tmp_path / "dvc.yaml", tmp_path)
+    for stage in ("infer", "judge", "localize"):
+        assert f"stage {stage}: src/agl/counterfactual/perturb.py is loaded but not under its deps" in problems
+
+
+def test_a_declared_package_never_loaded_is_named(tmp_path):
+    """Declaring code a stage never loads re-runs it on every edit there: the check names it."""
+    doc = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))
+    doc["stages"]["filter"]["deps"].append("src/agl/report")
+    broken = tmp_path / "dvc.yaml"
+    broken.write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert stage_problems(broken) == ["stage filter: declares src/agl/report but never loads it"]
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (REPO / "stages").glob("[!_]*.py")))
