@@ -87,6 +87,13 @@ class Backend(abc.ABC):
         needed = cls.key_required or bool(settings.get("api_key_env"))
         return envs if needed and not any(os.environ.get(e) for e in envs) else ()
 
+    @classmethod
+    def inputs_digest(cls, settings: dict[str, Any]) -> str | None:
+        """A digest of files besides the audio and the manifest that this backend's answers
+        stand on (the cascade's perception tables), folded into the run's fingerprint so that
+        records made from other files are asked again; None: none."""
+        return None
+
     def __init__(self, model: str = "", **settings: Any):
         self.model = model or self.default_model
         self.settings = settings
@@ -103,6 +110,13 @@ class Backend(abc.ABC):
         `agl.dataset.manifest.Clip`). Baselines that learn from or summarise the manifest use it;
         the default does nothing."""
         return None
+
+    def compose(self, request: Request, clip: Any) -> Request:
+        """The request this backend sends for `clip` (an `agl.dataset.manifest.Clip`), built
+        before the reply cache is asked: a backend that puts per-clip text into its prompt
+        (the blind baseline's title, the cascade's perception report) does it here, so the
+        cache key covers exactly what is sent. The default sends the request as built."""
+        return request
 
     @abc.abstractmethod
     async def generate(self, request: Request) -> Reply:

@@ -89,6 +89,9 @@ class Clip:
     # When it was recorded (ISO date), from an optional `date` column: AGL1K has none; the
     # birdrange backend uses it for the week of BirdNET's range model when present.
     date: str = ""
+    # The uploader's title (manifest `title`): never sent to a model, except by the blind
+    # baseline with `inputs: title` (agl.backends.blind), whose point is what it alone tells.
+    title: str = ""
 
     @property
     def relpath(self) -> str:
@@ -348,9 +351,15 @@ def clips(frame: pd.DataFrame) -> list[Clip]:
             country=r.country,
             continent=r.continent,
             date=str(getattr(r, "date", "") or ""),
+            title=_text(getattr(r, "title", "")),
         )
         for r in frame.itertuples(index=False)
     ]
+
+
+def _text(v) -> str:
+    """A text cell as text: a missing one (NaN, None) is ''."""
+    return "" if v is None or (isinstance(v, float) and v != v) else str(v)
 
 
 def write_manifest(frame: pd.DataFrame, path: str | Path | BinaryIO) -> None:

@@ -157,6 +157,9 @@ def _plan(spec: ModelSpec, prompt: Prompt, all_clips: list[Any], out_dir: Path,
     if backend_cls.reads_dataset:
         fingerprint = hashlib.sha256(
             f"{fingerprint}:{dataset_digest(all_clips, audio)}".encode()).hexdigest()[:16]
+    inputs = backend_cls.inputs_digest(dict(spec.settings or {}))
+    if inputs is not None:  # the files besides the audio its answers stand on (the cascade's)
+        fingerprint = hashlib.sha256(f"{fingerprint}:inputs{inputs}".encode()).hexdigest()[:16]
     if options.repeat:  # a repeat's records never stand in for another repeat's
         fingerprint = hashlib.sha256(f"{fingerprint}:repeat{options.repeat}".encode()).hexdigest()[:16]
     ctx = RunContext(spec, prompt, fingerprint, pred_path, options.progress)
@@ -221,10 +224,10 @@ def _cached(plan: _Plan, records: dict[str, Any], backend: Backend, cache: Respo
         sha = records[c.key].meta.get("audio_sha256") if c.key in records else None
         if backend.needs_audio and not sha:
             continue
-        request = Request(sample_id=c.key, prompt=plan.ctx.prompt.text,
-                          audio_path=Path(c.relpath) if backend.needs_audio else None,
-                          audio_sha256=sha if backend.needs_audio else None, system=system,
-                          repeat=repeat)
+        request = backend.compose(Request(
+            sample_id=c.key, prompt=plan.ctx.prompt.text,
+            audio_path=Path(c.relpath) if backend.needs_audio else None,
+            audio_sha256=sha if backend.needs_audio else None, system=system, repeat=repeat), c)
         if cache.get(cache_key(backend.name, backend.model, backend.settings, request)) is not None:
             out.add(c.key)
     return out
@@ -255,8 +258,9 @@ def _work(plan: _Plan, spec: ModelSpec, options: RunOptions, out_dir: Path,
     # `system_prompt`: a setting, so it is in the run's fingerprint (the paper protocol's
     # Qwen2.5-Omni and Gemma-3n system prompts, openllm.py L424 and L304).
     system = spec.settings.get("system_prompt") if spec.settings else None
-    requests = tuple(Request(sample_id=c.key, prompt=plan.ctx.prompt.text, audio_path=path,
-                             audio_sha256=h, system=system, repeat=options.repeat)
+    requests = tuple(backend.compose(Request(sample_id=c.key, prompt=plan.ctx.prompt.text,
+                                             audio_path=path, audio_sha256=h, system=system,
+                                             repeat=options.repeat), c)
                      for c, path, h in zip(plan.pending, paths, hashes, strict=True))
     return Work(requests=requests, spec=spec, options=options, out_dir=out_dir,
                 fingerprint=plan.ctx.fingerprint, finished=plan.finished,

@@ -41,6 +41,8 @@ from agl.scoring.marks import (  # noqa: F401  (served_lines, run_flags: the sta
     PROTOCOL_NOTE,
     SERVED_MARK,
     SERVED_NOTE,
+    deaf_mark,
+    deaf_notes,
     off_protocol,
     run_flags,
     served_flags,
@@ -256,6 +258,8 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             run += " ‡"
         if served_flags(r):
             run += f" {SERVED_MARK}"
+        if deaf_mark(r):
+            run += f" {deaf_mark(r)}"
         clips = r.get("dataset_clips")
         done = r.get("clips_predicted")
         n = str(int(done if done is not None and pd.notna(done) else r["n"]))
@@ -352,6 +356,7 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
     served = {r["run"]: served_flags(r) for _, r in rows.iterrows() if served_flags(r)}
     if served:
         notes.append(served_note(served))
+    notes.extend(deaf_notes(rows))
     if "source" in rows and rows["source"].astype(str).str.startswith(IMPORTED_SOURCE).any():
         notes.append(IMPORTED_NOTE)
     if any(NOT_APPLICABLE in c for row in render_rows(rows)[1] for c in row):

@@ -1,7 +1,9 @@
 """The leaderboard's row marks that tell a reader a run is not what it seems: "‡", a run beside
 the paper's values not run under the paper's protocol, and "§", a run the provider says was
 answered by another model than the one asked, or by more than one (the served-model ledger's
-`served_flags` in the run's tracked run_summary.json; agl.predictions.served).
+`served_flags` in the run's tracked run_summary.json; agl.predictions.served), "∅", a run that
+heard nothing (the blind baseline, agl.backends.blind), and "≡", a run whose model read a text
+report of what this project's listeners heard instead of the audio (agl.backends.cascade).
 (agl.scoring.leaderboard renders them; kept apart to keep that module small.)
 """
 
@@ -78,4 +80,35 @@ def served_lines(metrics_files: list[Path]) -> dict[str, list[str]]:
         flags = run_flags(Path(path))
         if flags:
             out[Path(path).parent.name] = flags
+    return out
+
+
+# Backends whose model never receives the audio: their rows are baselines, not listeners.
+DEAF_MARKS = {"blind": "∅", "cascade": "≡"}
+DEAF_NOTES = {
+    "blind": ("A run marked \"∅\" heard nothing: the blind baseline sends the prompt without the "
+              "audio (settings.inputs: none) or with the clip's title alone (inputs: title), so "
+              "its numbers are the model's prior or what the title tells, not listening "
+              "(docs/baselines.md): {runs}."),
+    "cascade": ("A run marked \"≡\" did not hear the audio either: its text model read a report "
+                "of what this project's listeners heard (Whisper's language and transcript, "
+                "BirdNET's species, the tagger's categories, the duration; docs/baselines.md): "
+                "{runs}."),
+}
+
+
+def deaf_mark(row: pd.Series) -> str:
+    """"∅" / "≡" for a row whose model received no audio, else ""."""
+    return DEAF_MARKS.get(str(row.get("backend", "") or ""), "")
+
+
+def deaf_notes(rows: pd.DataFrame) -> list[str]:
+    """One note per kind of run without audio that the table holds."""
+    if "backend" not in rows:
+        return []
+    out = []
+    for backend, note in DEAF_NOTES.items():
+        runs = [str(r) for r in rows.loc[rows["backend"].astype(str) == backend, "run"]]
+        if runs:
+            out.append(note.format(runs=", ".join(runs)))
     return out

@@ -1,0 +1,92 @@
+"""`blind`: any backend asked the same question without the recording.
+
+What a model answers with no audio is its prior (where field recordings tend to come from,
+for that model); what it answers from the clip's title alone is what the metadata tells. A
+leak or contamination check that has no such baseline mostly measures a recording's style
+(arXiv 2603.28378), and a score is only "from the sound" by its distance to these rows.
+
+Settings (params.yaml `models: <name>: settings:`):
+
+  of: gemini               the backend asked (any registered one but `blind` itself)
+  inputs: none | title     none: the run's prompt alone; title: the prompt and one line with
+                           the manifest's `title` of the clip, nothing else of the metadata
+  ...                      every other key is the wrapped backend's own (base_url,
+                           temperature, api_key_env, ...)
+
+No request carries audio (`needs_audio` False: the runner neither hashes nor reads a clip),
+and the title goes into the request's prompt before the reply cache is asked
+(`Backend.compose`), so the cache key covers the title sent. Runs of this backend are marked
+on the leaderboard as hearing nothing (agl.scoring.marks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from agl.backends.base import Backend, get_backend, register
+from agl.contracts.calls import Reply, Request
+from agl.errors import AglError
+
+INPUTS = ("none", "title")
+OWN = ("of", "inputs")
+# How the title reaches the model: one labelled line after the prompt.
+TITLE_LINE = "\n\nThe recording's title, as its uploader gave it: {title}"
+
+
+def inner_class(settings: dict[str, Any], name: str) -> type[Backend]:
+    """The wrapped backend's class from the `of` setting, or one line saying what to set."""
+    of = settings.get("of")
+    if not isinstance(of, str) or not of:
+        raise AglError(f"{name} backend: set `of`, the backend to ask (e.g. of: gemini)")
+    if of in ("blind", "cascade"):
+        raise AglError(f"{name} backend: of: {of} wraps a wrapper; name the model's own backend")
+    return get_backend(of)
+
+
+@register("blind")
+class Blind(Backend):
+    needs_audio = False
+    example_model = "gemini-2.5-flash"
+
+    @classmethod
+    def unset_key_envs(cls, settings: dict[str, Any]) -> tuple[str, ...]:
+        inner = {k: v for k, v in settings.items() if k not in OWN}
+        return inner_class(settings, cls.name).unset_key_envs(inner)
+
+    def __init__(self, model: str = "", **settings: Any):
+        super().__init__(model, **settings)
+        inputs = settings.get("inputs", "none")
+        if inputs not in INPUTS:
+            raise AglError(f"blind backend: inputs {inputs!r} is not one of {', '.join(INPUTS)}")
+        self.inputs = inputs
+        cls = inner_class(settings, self.name)
+        if cls.reads_dataset or not cls.needs_audio:
+            raise AglError(f"blind backend: of: {cls.name} does not listen to begin with; "
+                           "wrap a model that takes audio")
+        self.inner = cls(model, **{k: v for k, v in settings.items() if k not in OWN})
+        self.model = self.inner.model
+        self.deterministic = self.inner.deterministic
+        self.probe_first = cls.probe_first
+        self.default_key_envs = cls.default_key_envs
+
+    def compose(self, request: Request, clip: Any) -> Request:
+        prompt = request.prompt
+        if self.inputs == "title":
+            title = " ".join(str(getattr(clip, "title", "") or "").split())
+            if not title:
+                raise AglError(f"blind backend (inputs: title): clip {clip.key} has no title in "
+                               "the manifest; use inputs: none, or a manifest with titles")
+            prompt += TITLE_LINE.format(title=title)
+        return replace(request, prompt=prompt, audio_path=None, audio_sha256=None)
+
+    async def generate(self, request: Request) -> Reply:
+        # Whatever the runner built, the wrapped backend never gets a file to send.
+        request = replace(request, audio_path=None, audio_sha256=None)
+        self.inner.max_reply_bytes = self.max_reply_bytes
+        self.inner.max_batch_bytes = self.max_batch_bytes
+        reply = await self.inner.generate(request)
+        return replace(reply, extra={**reply.extra, "inputs": self.inputs})
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -1,0 +1,217 @@
+"""The blind baseline and the cascade on the demo set, through fake servers (real SDKs): what
+reaches the model is exactly the prompt (blind), the prompt and the title (blind, inputs:
+title), or the perception report (cascade), and never a clip's audio, key or file name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from fake_llm import Answer, FakeServer, gemini_response, openai_completion
+
+from agl.backends._perception import render
+from agl.backends.blind import TITLE_LINE
+from agl.contracts.models import ModelSpec
+from agl.dataset.manifest import clips, load_manifest
+from agl.inference.finalize import read_run
+from agl.inference.model_run import run_inference
+from agl.inference.runner import Backoff, RunOptions
+from agl.predictions.records import Status
+from agl.prompts import load_prompt
+
+GOOD = ('{"reasoning": "r", "city": "Lisbon", "country": "Portugal", "continent": "Europe", '
+        '"latitude": 38.7, "longitude": -9.1, "confidence": 0.5}')
+OPTIONS = RunOptions(cache_dir=None, concurrency=4, timeout_s=10, max_retries=0, progress=False,
+                     backoff=Backoff(base_s=0.001, cap_s=0.01))
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> Path:
+    from agl.dataset.demo import write_demo
+
+    root = tmp_path_factory.mktemp("demo")
+    write_demo(root)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def keys(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-OPENAI-0123456789abcdef")
+    monkeypatch.setenv("GEMINI_API_KEY", "gm-test-GEMINI-0123456789abcdef")
+
+
+def run(demo: Path, out: Path, spec: ModelSpec, prompt: str = "default"):
+    frame = load_manifest(demo / "manifest.csv")
+    summary = run_inference(spec, load_prompt(prompt), clips(frame), out_dir=out,
+                            audio_root=demo / "audio", options=OPTIONS)
+    return frame, read_run(out), summary
+
+
+def no_clip_identity(call, frame: pd.DataFrame, *, title_ok: bool = False) -> None:
+    """No audio part, and none of the clip's key, file name, description (or title) in the body."""
+    assert call.audio_sha256 == []
+    raw = call.raw.decode()
+    assert "input_audio" not in raw and "inlineData" not in raw and "inline_data" not in raw
+    for r in frame.itertuples():
+        assert r.key not in raw and r.mp3name not in raw and r.description not in raw
+        if not title_ok:
+            assert r.title not in raw
+
+
+def test_blind_none_sends_the_prompt_and_no_audio(demo, tmp_path):
+    with FakeServer(lambda call: Answer(200, openai_completion(GOOD))) as server:
+        spec = ModelSpec("gpt-blind", "blind", "gpt-4o-audio-preview", settings={
+            "of": "openai", "inputs": "none", "base_url": server.url + "/v1", "temperature": 0})
+        frame, preds, summary = run(demo, tmp_path / "run", spec)
+    assert len(server.calls) == len(frame) == 32
+    for call in server.calls:
+        no_clip_identity(call, frame)
+        assert call.prompt == load_prompt().text
+        assert "modalities" not in call.body  # a text request, not an audio one
+    assert {p.status for p in preds.values()} == {Status.OK}
+    p = preds["demo_0001"]
+    assert p.meta["backend"] == "blind" and p.meta["inputs"] == "none"
+    assert p.meta["model"] == "gpt-4o-audio-preview"
+
+
+def test_blind_title_sends_only_the_title(demo, tmp_path):
+    with FakeServer(lambda call: Answer(200, gemini_response(GOOD))) as server:
+        spec = ModelSpec("gemini-title", "blind", "gemini-2.5-flash", settings={
+            "of": "gemini", "inputs": "title", "base_url": server.url, "api_version": "v1beta",
+            "temperature": 0})
+        frame, preds, _ = run(demo, tmp_path / "run", spec)
+    titles = dict(zip(frame["key"], frame["title"], strict=True))
+    assert len(server.calls) == 32
+    sent = sorted(c.prompt for c in server.calls)
+    assert sent == sorted(load_prompt().text + TITLE_LINE.format(title=t) for t in titles.values())
+    for call in server.calls:
+        no_clip_identity(call, frame, title_ok=True)
+        # exactly one title, and nothing of the manifest but it
+        assert sum(t in call.prompt for t in set(titles.values())) == 1
+        for col in ("city", "country", "latitude", "longitude", "short_key"):
+            assert f"{col}" not in call.raw.decode().lower() or col in load_prompt().text.lower()
+    assert {p.status for p in preds.values()} == {Status.OK}
+
+
+def test_blind_refuses_bad_settings():
+    from agl.backends import get_backend
+    from agl.errors import AglError
+
+    blind = get_backend("blind")
+    with pytest.raises(AglError, match="set `of`"):
+        blind("m", inputs="none")
+    with pytest.raises(AglError, match="inputs 'tags' is not one of none, title"):
+        blind("m", of="openai", inputs="tags")
+    with pytest.raises(AglError, match="does not listen"):
+        blind("m", of="knn")
+
+
+def perception_tables(demo: Path, folder: Path) -> dict[str, dict]:
+    """The curation stages' tables for the demo as they write them: speech for every clip
+    whose manifest says speech, a blackbird where it says animal; returns what each clip got."""
+    from agl.birds.birdnet import BIRD_COLUMNS
+    from agl.dataset.manifest import CATEGORY_COLUMNS
+    from agl.speech.tables import COLUMNS as SPEECH_COLUMNS
+
+    frame = load_manifest(demo / "manifest.csv")
+    folder.mkdir(parents=True)
+    speech, windows, birds, dets, tags, truth = [], [], [], [], [], {}
+    for i, r in enumerate(frame.itertuples()):
+        talk, bird = r.human_sounds > 0.5, r.animal > 0.5
+        lang = ("pt", "Portuguese", 0.93) if i % 2 else ("de", "German", 0.88)
+        speech.append({**dict.fromkeys(SPEECH_COLUMNS), "key": r.key,
+                       "status": "ok" if talk else "no_speech", "speech_heard": talk,
+                       "language": lang[0] if talk else "", "language_name": lang[1] if talk else "",
+                       "language_probability": lang[2] if talk else None,
+                       "seconds": r.mp3seconds, "speech_seconds": 9.5 if talk else 0.0, "error": ""})
+        transcript = f"next stop number {i} please mind the gap"
+        windows.append({"key": r.key, "status": "ok", "segments": [],
+                        "windows": [], **({"transcript": transcript} if talk else {})})
+        birds.append({**dict.fromkeys(BIRD_COLUMNS), "key": r.key, "status": "ok",
+                      "birds_heard": bird, "species": "Turdus merula" if bird else "",
+                      "seconds": r.mp3seconds, "error": ""})
+        dets.append({"key": r.key, "status": "ok", "detections": [
+            {"scientific": "Turdus merula", "common": "Eurasian Blackbird", "kind": "species",
+             "max_confidence": 0.912345, "seconds": 6.0, "windows": 2}] if bird else []})
+        tags.append({"key": r.key, "status": "ok", "tagger": "precomputed",
+                     **{c: getattr(r, c) for c in CATEGORY_COLUMNS}, "seconds": r.mp3seconds})
+        truth[r.key] = {"talk": talk, "bird": bird, "lang": lang[1], "transcript": transcript}
+    pd.DataFrame(speech).to_csv(folder / "speech.csv", index=False)
+    pd.DataFrame(birds).to_csv(folder / "birds.csv", index=False)
+    pd.DataFrame(tags).to_csv(folder / "tags.csv", index=False)
+    (folder / "speech_windows.jsonl").write_text("".join(json.dumps(w) + "\n" for w in windows))
+    (folder / "birds_detections.jsonl").write_text("".join(json.dumps(d) + "\n" for d in dets))
+    (folder / "speech_summary.json").write_text(json.dumps({"model": {"name": "pypi-whisper-base"}}))
+    return truth
+
+
+def test_cascade_sends_the_perception_report_and_keeps_it(demo, tmp_path):
+    truth = perception_tables(demo, tmp_path / "curation")
+    with FakeServer(lambda call: Answer(200, openai_completion(GOOD))) as server:
+        spec = ModelSpec("cascade-fake", "cascade", "llama-3-8b", prompt="cascade-v1", settings={
+            "text_backend": "openai-compatible", "base_url": server.url + "/v1",
+            "perception": str(tmp_path / "curation"), "temperature": 0})
+        frame, preds, _ = run(demo, tmp_path / "run", spec, prompt="cascade-v1")
+    assert len(server.calls) == 32
+    by_prompt = {}
+    for call in server.calls:
+        no_clip_identity(call, frame)
+        assert "{perception}" not in call.prompt and "You cannot hear" in call.prompt
+        by_prompt[call.prompt] = call
+    for key, t in truth.items():
+        p = preds[key]
+        assert p.status is Status.OK
+        report = p.meta["perception"]
+        # the report this clip's record keeps is exactly what one request carried
+        text = load_prompt("cascade-v1").text.replace("{perception}", render(report))
+        assert text in by_prompt, key
+        assert "Sound categories (AudioSet roots" in text
+        if t["talk"]:
+            assert report["speech"]["language"] == t["lang"]
+            assert report["speech"]["transcript"] == t["transcript"]
+            assert f"language {t['lang']}" in text and t["transcript"] in text
+        else:
+            assert "language" not in report["speech"]
+        if t["bird"]:
+            assert report["birds"]["heard"][0] == {"name": "Eurasian Blackbird (Turdus merula)",
+                                                   "kind": "species", "confidence": 0.912345}
+            assert "Eurasian Blackbird (Turdus merula) 0.91" in text
+        assert report["categories"]["scores"]["human_sounds"] == round(
+            float(frame.set_index("key").at[key, "human_sounds"]), 2)
+
+
+def test_cascade_missing_tables_and_prompt_without_slot_are_one_line(demo, tmp_path):
+    from agl.errors import AglError
+
+    spec = ModelSpec("c", "cascade", "gpt-4.1", prompt="cascade-v1", settings={
+        "text_backend": "openai", "perception": str(tmp_path / "nowhere")})
+    with pytest.raises(AglError, match="speech.csv is missing"):
+        run(demo, tmp_path / "run", spec, prompt="cascade-v1")
+    perception_tables(demo, tmp_path / "curation")
+    spec = ModelSpec("c", "cascade", "gpt-4.1", settings={
+        "text_backend": "openai", "perception": str(tmp_path / "curation")})
+    with pytest.raises(AglError, match=r"no \{perception\} slot"):
+        run(demo, tmp_path / "run2", spec)
+
+
+def test_leaderboard_marks_runs_that_heard_nothing(tmp_path):
+    from agl.scoring import leaderboard
+
+    files = []
+    for run, backend, km in (("gpt", "openai", 3000.0), ("gpt-blind", "blind", 6000.0),
+                             ("gpt-cascade", "cascade", 4000.0)):
+        res = {"n": 10, "distance_error_km": km, "country_acc": 0.3,
+               "ci95": {"distance_error_km": [km - 100, km + 100], "country_acc": [0.2, 0.4]}}
+        path = tmp_path / run / "metrics.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"run": run, "model": "m", "backend": backend,
+                                    "protocols": {"paper": res}}))
+        files.append(path)
+    board = leaderboard.collect(files, "paper")
+    _, rows = leaderboard.render_rows(board)
+    assert [r[1] for r in rows] == ["gpt", "gpt-cascade ≡", "gpt-blind ∅"]
+    notes = leaderboard.table_notes(board)
+    assert any(n.startswith('A run marked "∅" heard nothing') and n.endswith(": gpt-blind.") for n in notes)
+    assert any(n.startswith('A run marked "≡"') and "gpt-cascade" in n for n in notes)
