@@ -215,3 +215,21 @@ def test_leaderboard_marks_runs_that_heard_nothing(tmp_path):
     notes = leaderboard.table_notes(board)
     assert any(n.startswith('A run marked "∅" heard nothing') and n.endswith(": gpt-blind.") for n in notes)
     assert any(n.startswith('A run marked "≡"') and "gpt-cascade" in n for n in notes)
+
+
+def test_roster_baselines_are_priced_entries_whose_dry_run_sends_no_audio(demo):
+    from agl.inference.estimate import estimate_run
+    from agl.inference.roster import load_baselines
+    from agl.inference.runspec import InferSettings
+
+    entries = {r.spec.name: r for r in load_baselines()}
+    cascades = [r for r in entries.values() if r.spec.backend == "cascade"]
+    assert len(cascades) == 2 and {r.spec.settings["text_backend"] for r in cascades} == {"openai", "gemini"}
+    assert {r.spec.settings["inputs"] for r in entries.values() if r.spec.backend == "blind"} == {"none", "title"}
+    for r in entries.values():
+        assert r.spec.price_in_per_m > 0 and r.spec.price_out_per_m > 0 and r.key
+        assert r.spec.paper_name is None
+    est = estimate_run(entries["cascade-gpt-41"].spec, InferSettings(), manifest=demo / "manifest.csv",
+                       audio_root=demo / "audio", out_dir=demo / "no-run", fetch=False)
+    assert est.requests == 32 and est.audio_minutes == 0 and est.cost_usd > 0
+    assert est.output_tokens == 32 * 300

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from agl.errors import AglError  # lazy: `agl --help` imports every command module
-    from agl.inference.roster import load_roster  # lazy: `agl --help` imports every command module
+    from agl.inference.roster import load_baselines, load_roster  # lazy: `agl --help` imports every command module
 
     if args.check:
         from agl.inference.model_check import check_roster  # (lazy, as above)
@@ -44,9 +44,10 @@ def run(args: argparse.Namespace) -> int:
     roster = load_roster(protocol=args.protocol)
     if args.yaml:
         # The paper's spelling (`gemini-2.5-flash`) finds its entry too.
-        match = [r for r in roster if r.spec.name in (args.yaml, args.yaml.replace(".", ""))]
+        known = [*roster, *load_baselines()]
+        match = [r for r in known if r.spec.name in (args.yaml, args.yaml.replace(".", ""))]
         if not match:
-            names = ", ".join(r.spec.name for r in roster)
+            names = ", ".join(r.spec.name for r in known)
             raise AglError(f"no model '{args.yaml}'; known: {names}")
         print(entry_yaml(with_seed(match[0], args.seed) if args.seed is not None else match[0]),
               end="")
@@ -64,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
         if r.retired:
             print(f"{'':<26} RETIRED {r.retired}"
                   + (f"; successor: {r.successor}" if r.successor else ""))
+    print("\nbaselines that do not listen (docs/baselines.md):")
+    for r in load_baselines():
+        print(f"{r.spec.name:<26} {'':<27} {'':<11} {r.spec.backend:<18} {r.spec.model:<36} "
+              f"{decoding(r.spec.settings)}; {'; '.join(needs(r, os.environ))}")
     print("\nprotocols: `agl models --yaml NAME --protocol paper|controlled`; the paper's "
           "gateway entries read AGL_GATEWAY_URL and AGL_GATEWAY_KEY (docs/backends.md)")
     return 0
@@ -135,7 +140,8 @@ def entry_yaml(r) -> str:
     if s.concurrency is not None:
         entry["concurrency"] = s.concurrency
     body = yaml.safe_dump({s.name: entry}, sort_keys=False, width=88)
-    what = "; ".join(["the paper's " + (s.paper_name or s.name), f"{s.protocol} protocol",
+    what = "; ".join([("the paper's " + s.paper_name) if s.paper_name else
+                      f"baseline {s.name} ({s.backend}; docs/baselines.md)", f"{s.protocol} protocol",
                       *needs(r, {})]).replace(" (unset)", "")
     lines = [f"# {what}"]
     if r.retired:

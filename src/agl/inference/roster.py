@@ -38,7 +38,14 @@ class RosterEntry:
     successor: str | None = None  # the model id to suggest when `spec.model` is gone
 
 
-def load_roster(path: Path | None = None, protocol: str = "controlled") -> list[RosterEntry]:
+def load_baselines(path: Path | None = None) -> list[RosterEntry]:
+    """The roster's `baselines:` (the cascade and the blind baselines: docs/baselines.md),
+    checked like params.yaml: entries of no paper row, so one protocol and no paper_name."""
+    return load_roster(path, "controlled", section="baselines")
+
+
+def load_roster(path: Path | None = None, protocol: str = "controlled", *,
+                section: str = "models") -> list[RosterEntry]:
     """The roster (`agl/data/roster.yaml`, or `path`) under `protocol` (`controlled` or
     `paper`), every entry checked like params.yaml and recording its protocol."""
     from agl.core.yamlfile import parse_yaml  # duplicate keys, bounds, UTF-8: one line each
@@ -50,9 +57,10 @@ def load_roster(path: Path | None = None, protocol: str = "controlled") -> list[
     except OSError as exc:
         raise AglError(f"{label}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     doc = parse_yaml(data, label)
-    models = doc.get("models")
+    models = doc.get(section) if isinstance(doc, dict) else None
     if not isinstance(models, dict):
-        raise AglError(f"{label}: models: expected a mapping of name -> entry")
+        raise AglError(f"{label}: {section}: expected a mapping of name -> entry")
+    baselines = section == "baselines"
     if protocol not in PROTOCOLS:
         raise AglError(f"unknown protocol '{protocol}'; known: {', '.join(PROTOCOLS)}")
     needs: dict[str, dict[str, Any]] = {}
@@ -60,8 +68,9 @@ def load_roster(path: Path | None = None, protocol: str = "controlled") -> list[
     marks: dict[str, tuple[str | None, str | None]] = {}
     for name, e in models.items():
         if not isinstance(e, dict):
-            raise AglError(f"{label}: models.{name}: expected a mapping")
-        e = with_protocol(e, protocol, f"{label}: models.{name}")
+            raise AglError(f"{label}: {section}.{name}: expected a mapping")
+        if not baselines:
+            e = with_protocol(e, protocol, f"{label}: models.{name}")
         marks[name] = (e.get("retired"), e.get("successor"))
         n = e.get("needs") or {}
         if not isinstance(n, dict):
@@ -70,14 +79,15 @@ def load_roster(path: Path | None = None, protocol: str = "controlled") -> list[
         needs[name] = n
         # The authors' prompt is the default for the paper's rows, read from their pinned
         # Qwen2.5-Omni result file (every file of their release holds the same question).
-        entries[name] = {"prompt": PAPER, "prompt_source": PAPER_PROMPT_SOURCE,
-                         **{k: v for k, v in e.items() if k not in _ROSTER_ONLY},
+        # (a baseline naming its own prompt, the cascade's, reads no published file)
+        defaults = {} if "prompt" in e else {"prompt": PAPER, "prompt_source": PAPER_PROMPT_SOURCE}
+        entries[name] = {**defaults, **{k: v for k, v in e.items() if k not in _ROSTER_ONLY},
                          "protocol": protocol}
     specs = parse_models(entries, source=label)
     out = []
     for spec in specs:
         n = needs[spec.name]
-        if spec.paper_name is None:
+        if spec.paper_name is None and not baselines:
             raise AglError(f"{label}: models.{spec.name}.paper_name: required in the roster")
         out.append(RosterEntry(spec, n.get("key"), n.get("gpu_gb"), n.get("server"),
                                *marks[spec.name]))
