@@ -26,7 +26,8 @@ OFFLINE = ("random", "random-sphere", "prior", "knn", "langprior", "birdrange")
 API = {"gemini": "no API key; set the environment variable GEMINI_API_KEY",
        "openai": "no API key; set the environment variable OPENAI_API_KEY",
        "openai-compatible": "set base_url"}  # a local server's key is optional: its URL is not
-NAMED = {"transformers": "name the model with --model", "replay": "set `source`"}
+NAMED = {"transformers": "name the model with --model", "replay": "set `source`",
+         "blind": "set `of`", "cascade": "text_backend"}  # wrappers: what they wrap
 # Four demo clips: birdsong, speech (Whisper runs), surf, birdsong with crickets.
 KEYS = ("demo_0001", "demo_0002", "demo_0003", "demo_0015")
 
