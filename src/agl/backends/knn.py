@@ -16,6 +16,9 @@ street: the baseline peeks. `leave_out` (a unit of agl.scoring.clusters: `clip`,
 `city`, `site:<km>`; default `site:25`, the intervals' unit, as params.yaml's entry: `clip` is
 plain leave-one-out, which lets it peek) leaves out every clip of the query's cluster; a clip
 whose cluster is the whole manifest has no neighbour and fails (counted, never guessed).
+`duplicates` (a table of `agl audit duplicates --json`) joins the clips of each pair sharing an
+excerpt into one cluster first, so a re-upload or an excerpt of the query is never its neighbour
+(docs/baselines.md#duplicates-and-contamination).
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ from agl.backends.base import Backend, register
 from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.audio import load_mono
 from agl.core.checks import number_setting
+from agl.dataset.fingerprints import read_pairs
 from agl.errors import AglError
-from agl.scoring.clusters import cluster_labels, parse_unit
+from agl.scoring.clusters import cluster_labels, join, parse_unit
 
 SAMPLING_RATE = 16_000
 # Clips of the query's own site (25 km) are never its neighbours: evaluate.resampling_unit's
@@ -103,6 +107,8 @@ class NearestNeighbours(Backend):
         self.k = int(number_setting(settings, "k", 1, "count", "knn setting"))
         self.max_seconds = float(number_setting(settings, "max_seconds", 30, "positive", "knn setting"))
         self.leave_out = parse_unit(settings.get("leave_out", LEAVE_OUT), "knn settings.leave_out")
+        # `agl audit duplicates --json` output (or its CSV): each pair's clips share one cluster
+        self.duplicates = settings.get("duplicates")
         self._index: dict[str, int] = {}
         self._clips: list[Any] = []
         self._sim: np.ndarray | None = None
@@ -132,10 +138,12 @@ class NearestNeighbours(Backend):
         z /= np.linalg.norm(z, axis=1, keepdims=True) + 1e-12
         sim = np.round(z @ z.T, SIM_DECIMALS)
         np.fill_diagonal(sim, -np.inf)  # leave-one-out: never your own neighbour
-        if self.leave_out.kind != "clip":  # nor any clip of your own cluster
+        if self.leave_out.kind != "clip" or self.duplicates:  # nor any clip of your own cluster
             labels = cluster_labels(pd.DataFrame({
                 "latitude": [c.latitude for c in clips], "longitude": [c.longitude for c in clips],
                 "city": [c.city for c in clips], "country": [c.country for c in clips]}), self.leave_out)
+            if self.duplicates:  # ... nor a copy of your own recording (the duplicates audit)
+                labels = join(labels, [c.key for c in clips], read_pairs(self.duplicates))
             sim[labels[:, None] == labels[None, :]] = -np.inf
         self._sim = sim
         self._clips = list(clips)

@@ -169,6 +169,27 @@ def cluster_labels(frame: pd.DataFrame, unit: str | Unit) -> np.ndarray:
     return _sites(frame, unit.size)
 
 
+def join(labels: np.ndarray, keys, pairs) -> np.ndarray:
+    """`labels` with the clusters of every linked pair of keys made one (the duplicates audit's
+    pairs: two copies of one recording are one cluster under every unit), renumbered in order
+    of first appearance. Keys a pair names that are not among `keys` are ignored."""
+    labels = np.asarray(labels, dtype=np.int64).copy()
+    at = {str(k): i for i, k in enumerate(keys)}
+    parent = {int(x): int(x) for x in np.unique(labels)}
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        if str(a) in at and str(b) in at:
+            ra, rb = find(int(labels[at[str(a)]])), find(int(labels[at[str(b)]]))
+            parent[max(ra, rb)] = min(ra, rb)
+    return _renumber(np.array([find(int(x)) for x in labels], dtype=np.int64))
+
+
 def n_clusters(labels: np.ndarray | None, n: int) -> int:
     """How many clusters `labels` name (n when there are none: every clip its own)."""
     return n if labels is None else int(np.unique(labels).size)
