@@ -29,6 +29,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="unit of resampling of the intervals: clip, cell:<degrees>, city or "
                    "site:<km> (default: agl.scoring.clusters.DEFAULT_UNIT, site:25, as params.yaml's); "
                    "the clip interval is shown beside a cluster unit's")
+    p.add_argument("--labels", choices=["manifest", "point"], default="manifest",
+                   help="the true country: the manifest's, normalised as the paper does (default), "
+                   "or the recording place's by its coordinates, answers matched by ISO 3166 code "
+                   "(Taiwan and Hong Kong are not China); the result gives both accuracies")
+    p.add_argument("--point-land", default="i", metavar="RES",
+                   help="GSHHS land a predicted point must lie on to be in a country: c, l or i "
+                   "(~1 km; default), or none (OSV-5M's nearest place, even at sea)")
+    p.add_argument("--point-coast-km", type=arg_type("nonnegative"), default=5.0,
+                   help="... or lie this close to its nearest town of 1,000 people (default 5)")
     p.add_argument("--reparse", action="store_true",
                    help="for published files: reparse the raw replies with this project's parser")
     p.add_argument("--scores-out", help="write the per-clip score table (CSV) here")
@@ -76,9 +85,11 @@ def run(args: argparse.Namespace) -> int:
     from agl.scoring.clusters import DEFAULT_UNIT, parse_unit  # lazy: `agl --help` imports every command module
     from agl.scoring.config import BOOTSTRAP  # lazy: `agl --help` imports every command module
     from agl.scoring.evaluate import evaluate_files  # lazy: `agl --help` imports every command module
+    from agl.scoring.labels import Labelling, check_land  # lazy: `agl --help` imports every command module
     from agl.scoring.text import metrics_table  # lazy: `agl --help` imports every command module
 
     check_count_flag("--bootstrap", args.bootstrap, 0)  # before any download or scoring
+    point_land = check_land(None if args.point_land == "none" else args.point_land, "--point-land")
     unit = parse_unit(args.unit or DEFAULT_UNIT, "--unit").name
     if args.scores_out:
         output_file(args.scores_out, "--scores-out")
@@ -93,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     result, scored = evaluate_files(
         predictions, manifest, args.protocol,
         bootstrap=BOOTSTRAP if args.bootstrap is None else args.bootstrap, seed=args.seed, reparse=args.reparse,
-        unit=unit,
+        unit=unit, labelling=Labelling(args.labels, point_land, args.point_coast_km),
     )
     for w in result.pop("warnings", []):
         print(f"warning: {w}", file=sys.stderr)

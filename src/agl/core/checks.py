@@ -86,6 +86,7 @@ PARAMS: dict[str, tuple[str, str]] = {
     "evaluate.max_resamples": ("count", "100000"),
     "evaluate.seed": ("seed", "0"),
     "evaluate.strict_refusal_km": ("positive", "20003.93"),
+    "evaluate.point_coast_km": ("nonnegative", "5.0"),
     "leaderboard.full_coverage": ("share", "0.99"),
     "leaderboard.refusal_note": ("share_closed", "0.5"),
     "leaderboard.max_refused": ("share_closed", "0.5"),

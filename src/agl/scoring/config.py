@@ -10,6 +10,7 @@ from agl.core.checks import MAX_RESAMPLES, check_names, check_resamples, check_v
 from agl.core.geo import EARTH_MAX_KM
 from agl.errors import AglError
 from agl.scoring.clusters import DEFAULT_UNIT, parse_unit
+from agl.scoring.labels import Labelling, check_labels, check_land
 
 # The one default bootstrap count (params.yaml sets its own per section).
 BOOTSTRAP = 1000
@@ -47,6 +48,9 @@ class EvaluateConfig:
     seed: int = knob("seed", 0)
     strict_refusal_km: float = knob("positive", EARTH_MAX_KM)
     resampling_unit: str = DEFAULT_UNIT  # what a CI resamples (agl.scoring.clusters)
+    labels: str = "manifest"  # the true country: manifest | point (agl.scoring.labels)
+    point_land: str | None = "i"  # GSHHS land a predicted point must be on (agl.scoring.places)
+    point_coast_km: float = knob("nonnegative", 5.0)  # ... or this close to its nearest town
     track: bool = True  # log one MLflow run
     experiment: str | None = None
 
@@ -57,9 +61,16 @@ class EvaluateConfig:
         object.__setattr__(self, "max_resamples", int(self.max_resamples))
         object.__setattr__(self, "seed", int(self.seed))
         object.__setattr__(self, "strict_refusal_km", float(self.strict_refusal_km))
+        object.__setattr__(self, "point_coast_km", float(self.point_coast_km))
         object.__setattr__(self, "resampling_unit", parse_unit(self.resampling_unit, "evaluate.resampling_unit").name)
+        check_labels(self.labels)
+        check_land(self.point_land)
         if not self.protocols:
             raise AglError("evaluate.protocols is empty: nothing to score under; list paper and/or strict")
+
+    @property
+    def labelling(self) -> Labelling:
+        return Labelling(self.labels, self.point_land, self.point_coast_km)
 
     @classmethod
     def from_params(cls, section: dict[str, Any] | None, mlflow: dict[str, Any] | None = None,

@@ -23,6 +23,7 @@ from agl.predictions.records import Prediction, TornLineWarning, prediction_fram
 from agl.scoring.clusters import DEFAULT_UNIT, cluster_labels, parse_unit, subset
 from agl.scoring.config import EvaluateConfig
 from agl.scoring.coverage import Coverage, check_run_summary, torn_error
+from agl.scoring.labels import MANIFEST_LABELS, Labelling, point_columns, point_summary, relabel
 from agl.scoring.metrics import SUMMARY_COLUMNS, summarize_later
 from agl.scoring.protocols import PROTOCOLS
 from agl.scoring.repeats import stability
@@ -110,12 +111,15 @@ def evaluate_frames(
     seed: int = 0,
     strict_refusal_km: float = EARTH_MAX_KM,
     unit: str = DEFAULT_UNIT,
+    labelling: Labelling = MANIFEST_LABELS,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Score predictions (a frame of agl.predictions.records.FRAME_COLUMNS) against a manifest
     frame under one protocol: metrics with bootstrap CIs and the per-clip score table.
 
     `unit` (agl.scoring.clusters): what the intervals resample; `ci95` is that unit's, and
-    for any unit but `clip` the clip interval stands beside it as `ci95_clip`."""
+    for any unit but `clip` the clip interval stands beside it as `ci95_clip`. `labelling`
+    (agl.scoring.labels): the true country from the manifest or the recording place; either
+    way the result holds both accuracies and the levels from the predicted point."""
     check_resampling(bootstrap, seed)
     parsed = parse_unit(unit)
     scored, notes = score_with_notes(
@@ -123,6 +127,9 @@ def evaluate_frames(
     )
     if scored.empty:
         raise AglError("no prediction matches a clip of the manifest; nothing to evaluate")
+    by_point = point_columns(scored, predictions, land=labelling.land, coast_km=labelling.coast_km)
+    if labelling.labels == "point":
+        scored = relabel(scored, by_point, predictions)
     # Clusters over every scored clip (a `site` chain may cross the speech split), then split.
     labels = None if parsed.kind == "clip" else cluster_labels(scored, parsed)
     # The three summaries' bootstrap draws run at once (threads, for large tables).
@@ -135,6 +142,9 @@ def evaluate_frames(
         if mask.any()
     }
     result = whole()
+    point = point_summary(by_point, labelling.labels, bootstrap=bootstrap, seed=seed, clusters=labels)
+    result["ci95"].update(point.pop("ci95"))
+    result.update(point)
     result["resampling_unit"] = parsed.name
     result["by_speech"] = {name: part() for name, part in parts.items()}
     result["notes"] = notes
@@ -220,7 +230,7 @@ def evaluate_run(
     for protocol in config.protocols:
         result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=config.metric_bootstrap,
                                          seed=config.seed, strict_refusal_km=config.strict_refusal_km,
-                                         unit=config.resampling_unit)
+                                         unit=config.resampling_unit, labelling=config.labelling)
         if repeats:  # infer.repeats > 1: how stable the answers are over the repeats
             tables = [scored] + [score_with_notes(manifest, r, protocol,
                                                   strict_refusal_km=config.strict_refusal_km)[0]
@@ -314,7 +324,7 @@ def _run_metrics(doc: dict[str, Any], run_summary: dict[str, Any]) -> dict[str, 
     metrics: dict[str, Any] = {}
     for protocol, res in doc["protocols"].items():
         for k, v in res.items():
-            if k in ("ci95", "ci95_clip", "design_effect", "notes", "resampling_unit"):
+            if k in ("ci95", "ci95_clip", "design_effect", "notes", "resampling_unit", "labels"):
                 continue
             if k == "by_speech":
                 for part, sub in v.items():
@@ -364,7 +374,8 @@ def _log_evaluation(doc: dict[str, Any], config: EvaluateConfig, info: dict[str,
     manifest, manifest_path = data
     params = {"run": run, "protocols": ",".join(config.protocols), "bootstrap": config.metric_bootstrap,
               "seed": config.seed, "strict_refusal_km": config.strict_refusal_km,
-              "resampling_unit": config.resampling_unit,
+              "resampling_unit": config.resampling_unit, "labels": config.labels,
+              "point_land": str(config.point_land), "point_coast_km": config.point_coast_km,
               **{k: v for k, v in info.items() if k not in ("run",)}}
     return log_run(
         run_key=run_key(doc),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from agl.scoring.labels import point_lines
+
 ROWS = (
     ("distance_error_km", "mean distance error (km)", "{:.2f}"),
     ("median_km", "median distance error (km)", "{:.2f}"),
@@ -57,6 +59,7 @@ def metrics_table(result: dict[str, Any], title: str = "") -> str:
                      "(coordinate present but not a number, or latitude out of range)")
     for k, v in notes.items():
         lines.append(f"note: {k.replace('_', ' ')}: {v}")
+    lines += point_lines(result)
     return "\n".join(line for line in lines if line is not None)
 
 

