@@ -38,16 +38,24 @@ def test_paper_protocol_reproduces_the_paper_row(capsys, qwen_published, agl1k_m
 
 def test_strict_protocol_runs_on_every_clip(capsys, qwen_published, agl1k_manifest):
     r = run_json(capsys, "evaluate", str(qwen_published), "--manifest", str(agl1k_manifest),
-                 "--protocol", "strict", "--json", "--bootstrap", "50")
+                 "--protocol", "strict", "--json", "--bootstrap", "50", "--labels", "point",
+                 "--by", "income")
     assert r["n"] == 1444 and r["notes"]["n_without_prediction"] == 2
+    # labels by the recording place (Taiwan is not China), groups by income (tests/test_groups.py)
+    assert r["labels"] == "point" and r["relabelled"] >= 214
+    assert r["country_acc_point"] < r["country_acc_manifest"] and r["country_acc"] == r["country_acc_point"]
+    assert r["groups"]["by"] == "income" and r["groups"]["groups"][0]["group"] == "Low + Lower middle"
     assert r["distance_error_km"] > 5476.83  # refusals count as the farthest point, not 10,000 km
-    assert 0.2 < r["country_acc"] < 0.3
+    assert 0.2 < r["country_acc_manifest"] < 0.3
 
 
 def test_readable_table_without_json(capsys, qwen_published, agl1k_manifest):
-    assert main(["evaluate", str(qwen_published), "--manifest", str(agl1k_manifest), "--bootstrap", "20"]) == 0
+    assert main(["evaluate", str(qwen_published), "--manifest", str(agl1k_manifest), "--bootstrap", "20",
+                 "--by", "speech"]) == 0
     out = capsys.readouterr().out
     assert "mean distance error (km)" in out and "5476.83" in out and "4540.06" in out
+    assert "relabelled: 214 clip(s)" in out and "same country by point" in out
+    assert "by speech" in out and "disparity country_acc: worst" in out
 
 
 def test_import_json_list_then_evaluate_gives_the_same_numbers(tmp_path, capsys, qwen_published, agl1k_manifest):

@@ -38,6 +38,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(~1 km; default), or none (OSV-5M's nearest place, even at sea)")
     p.add_argument("--point-coast-km", type=arg_type("nonnegative"), default=5.0,
                    help="... or lie this close to its nearest town of 1,000 people (default 5)")
+    p.add_argument("--by", choices=["income", "region", "subregion", "country", "language", "speech"],
+                   help="also the headline metrics by group of recording places, intervals "
+                   "resampling countries, small groups pooled, and the disparity (worst, best, "
+                   "gap, ratio); covariates from the recording place, offline")
+    p.add_argument("--min-support", type=arg_type("count"), default=10,
+                   help="groups under this many clips are pooled (default 10, as params.yaml's "
+                   "report.min_support)")
     p.add_argument("--reparse", action="store_true",
                    help="for published files: reparse the raw replies with this project's parser")
     p.add_argument("--scores-out", help="write the per-clip score table (CSV) here")
@@ -108,6 +115,13 @@ def run(args: argparse.Namespace) -> int:
     )
     for w in result.pop("warnings", []):
         print(f"warning: {w}", file=sys.stderr)
+    if args.by:
+        from agl.scoring.clusters import cluster_labels
+        from agl.scoring.groups import GroupSpec, by_group, groups_lines
+
+        spec = GroupSpec(args.by, args.min_support, BOOTSTRAP if args.bootstrap is None else args.bootstrap,
+                         args.seed)
+        result["groups"] = by_group(scored, spec, clusters=cluster_labels(scored, parse_unit(unit)))
     if args.scores_out:
         from pathlib import Path
 
@@ -119,5 +133,7 @@ def run(args: argparse.Namespace) -> int:
         print(dumps(result, indent=2))
     else:
         print(metrics_table(result, title=f"{args.predictions} ({args.protocol} protocol)"))
+        if args.by:
+            print("\n".join(groups_lines(result["groups"])))
     return 0
 
