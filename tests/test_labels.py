@@ -140,6 +140,15 @@ def test_published_files_under_both_labels(agl1k_manifest, qwen_published, share
     assert moved["country_acc_manifest"] == kept["country_acc"]
     assert moved["distance_error_km"] == kept["distance_error_km"]
     assert (scored["true_country"] == "Taiwan").sum() == 214
+    # Under `manifest` the per-country table names the mix its "China" hides.
+    from agl.report.analysis import by_country
+    from agl.report.tables import breakdown_table
+
+    _, kept_scored = evaluate_frames(manifest, preds, "paper", bootstrap=0)
+    table = by_country(kept_scored, bootstrap=0)
+    assert table.set_index("group").loc["China", "recorded_in"] == "214 recorded in Taiwan"
+    assert table.set_index("group").loc["Germany", "recorded_in"] == ""
+    assert "<td>China (214 recorded in Taiwan)</td><td>221</td>" in breakdown_table(table)
     gemini = load_predictions_any(shared("data/agl1k/published/gemini-3-pro-preview/seed_42_ABCD.jsonl"))
     g, _ = evaluate_frames(manifest, gemini, "paper", bootstrap=0, labelling=Labelling("point"))
     assert g["relabelled"] == 44

@@ -20,6 +20,7 @@ import pandas as pd
 
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.scoring.clusters import subset
+from agl.scoring.labels import recorded_in
 from agl.scoring.metrics import cluster_ci
 from agl.scoring.paired import paired_test
 from agl.scoring.wording import insufficient
@@ -115,7 +116,12 @@ def by_country(scored: pd.DataFrame, *, min_clips: int = 10, **boot) -> pd.DataF
     if rest.any():
         n_small = int(labels[rest].nunique())
         groups.append((f"other ({n_small} countries < {min_clips} clips)", scored[rest]))
-    return _table(groups, "country", **boot)
+    table = _table(groups, "country", **boot)
+    # Name the mix a label hides (AGL1K's "China": 214 of its 221 clips recorded in Taiwan).
+    mix = [recorded_in(k, g["true_lat"], g["true_lon"]) if k in big else "" for k, g in groups]
+    if any(mix):
+        table["recorded_in"] = mix
+    return table
 
 
 def by_status(scored: pd.DataFrame, **boot) -> pd.DataFrame:

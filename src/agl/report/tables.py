@@ -154,6 +154,8 @@ def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
 def _group_cell(r: pd.Series, link: Callable[[str, str], str | None] | None) -> Cell:
     href = link(str(r["breakdown"]), str(r["group"])) if link else None
     name = str(r["group"])
+    if isinstance(r.get("recorded_in"), str) and r["recorded_in"]:  # a label hiding a mix
+        name += f" ({r['recorded_in']})"
     return Html(f"<a href='{html.escape(href)}'>{html.escape(name)}</a>") if href else name
 
 

@@ -180,3 +180,16 @@ def point_lines(result: dict[str, Any]) -> list[str]:
             row("admin1_acc", "region (admin1)"),
             row("admin2_acc", "sub-region (admin2)"),
             row("city_point_acc", "city (nearest GeoNames place)")]
+
+
+def recorded_in(true_country: str, lat, lon) -> str:
+    """Where the clips labelled `true_country` were recorded when that is not all the label:
+    "214 recorded in Taiwan" ("" when every clip lies in the labelled country)."""
+    label = places.iso3_of_names([true_country])[0]
+    found = places.locate(lat, lon).iso3
+    elsewhere = pd.Series([c for c in found if c != label], dtype=object)
+    if label is None or elsewhere.empty:
+        return ""
+    counts = elsewhere.fillna("?").value_counts()
+    return ", ".join(f"{n} recorded in {places.short_name(c) if c != '?' else 'an unknown place'}"
+                     for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
