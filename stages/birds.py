@@ -16,7 +16,7 @@ from pathlib import Path
 from _params import load, run_main
 
 from agl.birds.birdnet import BirdConfig, detections_jsonl, frame, run_birds
-from agl.core import canonical
+from agl.core import canonical, diskwrite
 from agl.dataset.manifest import load_manifest
 from agl.dataset.passed import clips_to_listen
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in (args.out, args.detections, args.summary):
         path.parent.mkdir(parents=True, exist_ok=True)
     canonical.write_csv(frame(results), args.out)
-    args.detections.write_text(detections_jsonl(results), encoding="utf-8", newline="\n")
+    diskwrite.write_text(args.detections, detections_jsonl(results))
     canonical.write_json(args.summary, info)
     if args.headline:
         from agl.core.headline import birds_headline, write_headline

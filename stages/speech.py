@@ -17,7 +17,7 @@ from pathlib import Path
 
 from _params import load, run_main
 
-from agl.core import canonical
+from agl.core import canonical, diskwrite
 from agl.dataset.manifest import load_manifest
 from agl.dataset.passed import clips_to_listen
 from agl.speech.listen import SpeechConfig
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in (args.out, args.windows, args.summary):
         path.parent.mkdir(parents=True, exist_ok=True)
     canonical.write_csv(frame(results), args.out)
-    args.windows.write_text(windows_jsonl(results), encoding="utf-8", newline="\n")
+    diskwrite.write_text(args.windows, windows_jsonl(results))
     canonical.write_json(args.summary, info)
     canonical.write_timings(args.summary, timings(results, wall))
     if args.headline:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -37,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from agl.birds.birdnet import META_FILE, file_sha256, interpreter, labels, model_dir
-from agl.core import worldmap
+from agl.core import diskwrite, worldmap
 from agl.dataset.crawl import reverse_geocode
 from agl.errors import AglError
 
@@ -203,9 +202,7 @@ def load_or_build(
         return grid, False
     lat, lon = land_cells(resolution_deg, shoreline)
     grid = compute_grid(lat, lon, week, floor, threads=threads)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
+    with diskwrite.atomic_file(path) as fh:
         np.savez_compressed(
             fh,
             lat=grid.lat,
@@ -219,9 +216,6 @@ def load_or_build(
             country=grid.country,
             continent=grid.continent,
         )
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
     return grid, True
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from agl.core import diskwrite
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -46,7 +48,6 @@ def run(args: argparse.Namespace) -> int:
             raise AglError(f"{args.params}: filter: expected a mapping of settings")
     cfg = FilterConfig.from_params(section, source=f"{args.params} filter")
     result = filter_manifest(args.manifest, args.audio_root, cfg, jobs=args.jobs)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    result.frame().to_csv(args.out, index=False)
+    diskwrite.write_text(args.out, result.frame().to_csv(index=False))
     print(dumps(result.summary(cfg), indent=1))
     return 0

@@ -82,3 +82,61 @@ def replace_atomically(path: str | Path, data: bytes) -> Path:
             raise
         raise err from None
     return path
+
+
+# --- The one way a file is written whole -------------------------------------------------
+# Every writer of the project calls one of these three (tests/test_writers.py finds every
+# write primitive in the source and fails on one outside this module): the data goes to a
+# temporary beside the target, opened O_NOFOLLOW|O_EXCL (agl.core.nofollow), is synced and
+# renamed over the final name. A link planted at the final name is replaced as a link, never
+# followed (its target keeps its bytes); a full disk leaves the old file, never a cut one.
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    """`data` as the whole of `path` (its folder made if absent), atomically, without
+    following a link."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise disk_error(exc, path.parent) or exc from None
+    return replace_atomically(path, data)
+
+
+def write_text(path: str | Path, text: str, encoding: str = "utf-8") -> Path:
+    """`text` as the whole of `path` (bytes as given: "\\n" stays "\\n" on every OS)."""
+    return write_bytes(path, text.encode(encoding))
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | Path, mode: str = "wb", encoding: str = "utf-8"):
+    """A file object to stream a whole file into (`mode` "wb" or "w"): it is written to a
+    no-follow temporary beside `path` and renamed over it only if the block ends without an
+    error; otherwise the temporary is removed and `path` is left as it was. For writers that
+    hand a file object to a library (matplotlib, NumPy, a JSON encoder)."""
+    if mode not in ("wb", "w"):
+        raise ValueError(f"atomic_file mode {mode!r}: 'wb' or 'w'")
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open_part(tmp) as raw:
+            if mode == "w":
+                import io
+
+                fh = io.TextIOWrapper(raw, encoding=encoding, newline="")
+                yield fh
+                fh.flush()
+                fh.detach()
+            else:
+                yield raw
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        err = disk_error(exc, path)
+        if err is None:
+            raise
+        raise err from None

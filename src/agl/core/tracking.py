@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agl.core import diskwrite
 from agl.core.headline import run_metric_keys
 from agl.core.jsonutil import flatten
 from agl.core.mlflow_view import runs_url, save_view, ui_base
@@ -79,7 +80,7 @@ def _clean_artifacts(paths: Iterable[Path], tmp: Path) -> list[Path]:
             if f in dirty:
                 data = scrub_text(data.decode("utf-8", "surrogateescape"), secrets).encode(
                     "utf-8", "surrogateescape")
-            dest.write_bytes(data)
+            diskwrite.write_bytes(dest, data)
         out.append(copy)
     return out
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agl.core import canonical
+from agl.core import canonical, diskwrite
 from agl.core.audio import decode_or_reason, resample
 from agl.core.checks import check_names, check_resamples
 from agl.core.paths import remove
@@ -185,8 +185,7 @@ def _perturb_clips(parent: Path, out: Path, frame: pd.DataFrame, levels: list[In
                 y, rate = resample(y, rate, target), target
             name = file_name(row.mp3name, fmt)
             path = out / iv.level / "audio" / row.key / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(encode(y, rate, fmt))
+            diskwrite.write_bytes(path, encode(y, rate, fmt))
             locks[iv.level][f"{row.key}/{name}"] = file_digest(path)
             per_level[iv.level].append(
                 {

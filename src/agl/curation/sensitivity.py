@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from agl.core import diskwrite
 from agl.scoring.wording import NOT_APPLICABLE
 
 COLUMNS = [
@@ -103,8 +104,8 @@ def plot(table: pd.DataFrame, path: Path) -> Path:
     axes[0].set(xlabel="γ (km)", ylabel="Jaccard vs default selection", ylim=(-0.02, 1.02))
     axes[1].set(xlabel="γ (km)", ylabel="clips selected")
     axes[1].legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    with diskwrite.atomic_file(path) as fh:
+        fig.savefig(fh, dpi=110, format=path.suffix.lstrip(".").lower() or "png")
     plt.close(fig)
     return path
 
@@ -179,4 +180,4 @@ def add_to_report(report_html: Path, table_csv: Path, plots_dir: Path) -> None:
     marker = "<section id='provenance'>"
     block = report_section(table_csv, plots_dir) + "\n"
     text = text.replace(marker, block + marker, 1) if marker in text else text + block
-    report_html.write_text(text, encoding="utf-8")
+    diskwrite.write_text(report_html, text)

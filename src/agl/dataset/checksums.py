@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from agl.core import diskwrite
 from agl.errors import AglError
 
 LOCK_VERSION = 1
@@ -86,13 +85,7 @@ def write_lock(
     text = json.dumps(doc, indent=1, sort_keys=False) + "\n"
     if path.exists() and path.read_text(encoding="utf-8") == text:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".lock.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    diskwrite.write_text(path, text)
 
 
 def merge_lock(path: Path, entries: dict[str, Entry]) -> None:

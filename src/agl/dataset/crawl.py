@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlencode
 
+from agl.core import diskwrite
 from agl.core.jsonutil import dumps
 from agl.core.paths import is_plain_name
 from agl.dataset.fetch import get_json, make_client
@@ -333,9 +334,8 @@ def reverse_geocode(points: list[tuple[float, float]]) -> list[tuple[str, str, s
 
 def write_report(path: Path, report: CrawlReport) -> None:
     """The crawl's counts and every skipped item with its reason, as JSON."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"listed": report.listed, "kept": report.kept, "skipped": report.skipped}
-    path.write_text(dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    diskwrite.write_text(path, dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 def print_report(report: CrawlReport) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from agl.core import diskwrite
 from agl.dataset.manifest import COLUMNS, MERGED_CATEGORY, SYNTHETIC_MARK
 
 CARD = "croissant.json"
@@ -120,7 +121,7 @@ def write_card(folder: Path) -> Path:
     path = Path(folder) / CARD
     text = json.dumps(card(Path(folder)), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        path.write_text(text, encoding="utf-8")
+        diskwrite.write_text(path, text)
     return path
 
 

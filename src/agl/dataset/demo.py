@@ -38,7 +38,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from agl.core.nofollow import open_part, write_part
+from agl.core import diskwrite
+from agl.core.nofollow import open_part
 from agl.core.paths import inside
 from agl.dataset.checksums import Entry, write_lock
 from agl.dataset.manifest import CATEGORY_COLUMNS, COLUMNS, write_manifest
@@ -336,10 +337,7 @@ def _write_if_changed(path: Path, data: bytes) -> None:
     """Atomic write that leaves an identical file untouched (DVC's mtime cache stays valid)."""
     if path.exists() and path.read_bytes() == data:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    write_part(tmp, data)  # never through a link planted at the .part
-    os.replace(tmp, path)
+    diskwrite.write_bytes(path, data)  # never through a link planted at its name
 
 
 def write_demo(out: str | Path, seed: int = DEFAULT_SEED) -> list[DemoClip]:

@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 import pandas as pd
 
+from agl.core import diskwrite
 from agl.dataset.manifest_text import (
     MAX_FIELD_CHARS,
     check_text,
@@ -371,8 +372,7 @@ def write_manifest(frame: pd.DataFrame, path: str | Path | BinaryIO) -> None:
         out.to_csv(text, index=False)
         text.detach()  # flushed; the caller closes its file
         return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    out.to_csv(path, index=False)
+    diskwrite.write_text(path, out.to_csv(index=False))
 
 
 def content_hash(path: str | Path) -> str:

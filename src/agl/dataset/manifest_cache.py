@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import warnings
 from functools import cache
 from pathlib import Path
 
 import pandas as pd
 
+from agl.core import diskwrite
 from agl.dataset import manifest as manifest_module
 from agl.dataset import manifest_text
 from agl.dataset.manifest import REQUIRED_COLUMNS, ManifestWarning, content_hash, load_manifest
+from agl.errors import AglError
 
 _WARNINGS_KEY = b"agl.manifest_warnings"
 _PATH = "<<manifest>>"  # stands for the manifest's path in a stored warning
@@ -128,20 +129,13 @@ def _write(entry: Path, frame: pd.DataFrame, messages: list[str]) -> None:
     import pyarrow as pa
     import pyarrow.feather as feather
 
-    tmp = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         table = pa.Table.from_pandas(frame, preserve_index=True)
         meta = dict(table.schema.metadata or {})
         meta[_WARNINGS_KEY] = "\n".join(m.replace("\n", " ") for m in messages).encode("utf-8")
         table = table.replace_schema_metadata(meta)
-        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=f".{entry.name}.", suffix=".tmp")
-        os.close(fd)
-        feather.write_feather(table, tmp, compression="uncompressed")
-        os.replace(tmp, entry)
-        tmp = None
-    except (OSError, pa.ArrowException):
+        with diskwrite.atomic_file(entry) as fh:
+            feather.write_feather(table, fh, compression="uncompressed")
+    except (OSError, AglError, pa.ArrowException):
         pass  # a cache that cannot be written only costs the next run the validation
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)

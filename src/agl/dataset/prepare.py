@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agl.core import diskwrite
 from agl.core.checks import check_params, sha256_value
 from agl.core.jsonutil import dumps
 from agl.core.nofollow import open_part
@@ -337,5 +338,4 @@ def _policy(section: dict, progress: bool) -> Policy:
 
 def write_summary(path: Path, summary: dict) -> None:
     """The download summary as sorted, indented JSON (a DVC output: same run, same bytes)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    diskwrite.write_text(path, dumps(summary, indent=1, sort_keys=True) + "\n")

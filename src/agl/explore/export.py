@@ -22,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from agl.core import diskwrite
 from agl.core.worldmap import world_svg
 from agl.errors import AglError
 from agl.explore import payload
@@ -90,10 +91,10 @@ def export(ex: Explorer, out: Path, *, audio: bool = True, spectrograms: bool = 
     say = progress or (lambda _line: None)
     try:
         for name, (body, _ctype) in load_static("agl.explore").items():
-            (tmp if name == "index.html" else tmp / "static").joinpath(name).write_bytes(body)
-        (tmp / "data" / "index.js").write_bytes(payload.script("index", payload.index_payload(ex)))
-        (tmp / "data" / "text.js").write_bytes(payload.script("text", payload.text_payload(ex)))
-        (tmp / "data" / "map.js").write_bytes(payload.script("map", world_svg()))
+            diskwrite.write_bytes((tmp if name == "index.html" else tmp / "static") / name, body)
+        diskwrite.write_bytes(tmp / "data" / "index.js", payload.script("index", payload.index_payload(ex)))
+        diskwrite.write_bytes(tmp / "data" / "text.js", payload.script("text", payload.text_payload(ex)))
+        diskwrite.write_bytes(tmp / "data" / "map.js", payload.script("map", world_svg()))
 
         files = {n: {stem: p for stem, p in payload.media_files(ex, n).items() if p.is_file()}
                  for n in range(len(ex.manifest))}
@@ -114,8 +115,7 @@ def export(ex: Explorer, out: Path, *, audio: bool = True, spectrograms: bool = 
                         broken[(n, stem)] = why or "not drawn"
                     else:
                         dest = tmp / "spec" / str(n) / f"{stem}.png"
-                        dest.parent.mkdir(parents=True, exist_ok=True)
-                        dest.write_bytes(png)
+                        diskwrite.write_bytes(dest, png)
                         n_pictures += 1
                     if done % 100 == 0:
                         say(f"{done}/{len(tasks)} spectrograms")
@@ -123,8 +123,8 @@ def export(ex: Explorer, out: Path, *, audio: bool = True, spectrograms: bool = 
             broken = {(n, stem): "not drawn (exported with --no-spectrograms)" for n, stem, _ in tasks}
         for n in range(len(ex.manifest)):
             clip = payload.clip_payload(ex, n, audio=audio, broken=broken)
-            (tmp / "data" / "clips" / f"{n}.js").write_bytes(payload.script(f"clip:{n}", clip))
-        (tmp / MARKER).write_text("written by agl explore --export; safe to replace\n")
+            diskwrite.write_bytes(tmp / "data" / "clips" / f"{n}.js", payload.script(f"clip:{n}", clip))
+        diskwrite.write_text(tmp / MARKER, "written by agl explore --export; safe to replace\n")
         if out.exists():
             old = _fresh_folder(out, "old")
             out.rename(old)  # onto the new empty folder: Linux replaces an empty directory

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from agl.contracts.calls import Reply, ReplyStatus, Request
+from agl.core import diskwrite
 from agl.core.jsonutil import dumps
 from agl.core.secrets import KEY_NAME
 
@@ -182,16 +181,7 @@ class ResponseCache:
             "latency_s": reply.latency_s,
             "extra": reply.extra,
         }
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(dumps(entry, ensure_ascii=False, default=str))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        diskwrite.write_text(path, dumps(entry, ensure_ascii=False, default=str))
 
     def __len__(self) -> int:
         return sum(1 for _ in self.root.glob("*/*.json")) if self.root.exists() else 0

@@ -18,13 +18,12 @@ code, so at the end the run folder is rewritten as DVC should hash it:
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agl.core import canonical
+from agl.core import canonical, diskwrite
 from agl.core.secrets import known_secrets, scrub
 from agl.predictions.records import read_predictions
 from agl.predictions.served import ledger, split
@@ -94,12 +93,7 @@ def write_canonical_run(
     returns the run's served-model ledger (agl.predictions.served), split between the two."""
     out_dir = Path(out_dir)
     text, volatile = canonical_records(latest, order)
-    tmp = pred_path.with_name(pred_path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, pred_path)
+    diskwrite.write_text(pred_path, text)
     # No secret in a summary (it echoes settings, errors and served ids), whatever its source.
     known = known_secrets()
     stable, timings = canonical.split(scrub(dict(summary), known), VOLATILE_SUMMARY)

@@ -30,6 +30,7 @@ from agl.backends.base import Backend, get_backend
 from agl.backends.endpoints import pool_capacity
 from agl.contracts.calls import Request
 from agl.contracts.models import ModelSpec
+from agl.core import diskwrite
 from agl.core.paths import remove
 from agl.core.secrets import scrub
 from agl.core.single_writer import exclusive
@@ -345,10 +346,9 @@ def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit:
     if backend is not None:
         summary = {**summary, "endpoints": backend.endpoint_report()}
         if target.telemetry is not None:
-            target.telemetry.parent.mkdir(parents=True, exist_ok=True)
-            target.telemetry.write_text(json.dumps(scrub({"run": spec.name,
-                                                          "endpoints": summary["endpoints"]}),
-                                                   indent=2) + "\n", encoding="utf-8")
+            diskwrite.write_text(target.telemetry, json.dumps(scrub({"run": spec.name,
+                                                                     "endpoints": summary["endpoints"]}),
+                                                              indent=2) + "\n")
     return summary
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from agl.core import canonical
+from agl.core import canonical, diskwrite
 from agl.dataset.manifest import SYNTHETIC_MARK, ManifestWarning, content_hash, load_manifest
 from agl.dataset.prepare import AGL1K_MANIFEST_URL
 from agl.errors import AglError
@@ -203,9 +203,10 @@ def export_run(folder: Path, truth: tuple[pd.DataFrame, str], out: Path, config:
     }
     path = out / rel / f"{uid}.json"
     eee_schema.check(record, eee_schema.AGGREGATE, str(path))
-    samples.parent.mkdir(parents=True, exist_ok=True)
-    samples.write_bytes(text.encode())
-    path.write_text(json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    # Both whole or neither under its final name (a full disk keeps the old files), and a link
+    # planted at either is replaced, never written through (agl.core.diskwrite).
+    diskwrite.write_bytes(samples, text.encode())
+    diskwrite.write_text(path, json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     return path
 
 

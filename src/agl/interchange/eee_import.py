@@ -25,6 +25,7 @@ from typing import Any
 from agl.core import canonical
 from agl.core.checks import MAX_RESAMPLES, check_resamples
 from agl.core.geo import EARTH_MAX_KM
+from agl.core.paths import inside
 from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label, load_manifest
 from agl.errors import AglError
 from agl.interchange import eee_schema
@@ -48,16 +49,40 @@ class ImportConfig:
     max_resamples: int = MAX_RESAMPLES  # params evaluate.max_resamples: a record asks for no more
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON has (no run states one)")
+
+
+def load_json(raw: bytes, where: str) -> Any:
+    """Outside JSON, strictly: UTF-8, no NaN/Infinity (Python's reader takes them), nesting no
+    deeper than the parser's own limit; anything else is one line naming `where`."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AglError(f"{where}: not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 1]!r}); "
+                       "save it as UTF-8") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise AglError(f"{where}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except ValueError as exc:  # parse_constant's refusal
+        raise AglError(f"{where}: {exc}") from None
+    except RecursionError:
+        raise AglError(f"{where}: nested too deeply to be a record (an EEE record is a few "
+                       "levels deep)") from None
+
+
 def is_eee(path: Path) -> bool:
     """A folder (of records), or a JSON object with EEE's schema_version and results."""
     if path.is_dir():
         return True
     if path.suffix != ".json" or not path.is_file():
         return False
+    raw = path.read_bytes()
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return False
+        doc = load_json(raw, str(path))
+    except AglError:  # a broken record is still a record: read_record names what is wrong
+        return b'"schema_version"' in raw and b'"evaluation_results"' in raw
     return isinstance(doc, dict) and "schema_version" in doc and "evaluation_results" in doc
 
 
@@ -70,12 +95,7 @@ def record_files(src: Path) -> list[Path]:
 
 def read_record(path: Path, version: str) -> dict[str, Any]:
     """A schema-valid AGL1K record, else one line naming the field."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise AglError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-    except UnicodeDecodeError:
-        raise AglError(f"{path}: not UTF-8 text; give an EEE record (.json)") from None
+    record = load_json(path.read_bytes(), str(path))
     eee_schema.check(record, eee_schema.AGGREGATE, str(path))
     results = record["evaluation_results"]
     for i, r in enumerate(results):
@@ -111,13 +131,15 @@ def read_rows(path: Path, record: dict[str, Any]) -> list[dict[str, Any]]:
         raise AglError(f"{path}: detailed_evaluation_results.checksum: {samples.name} does not match it "
                        "(changed after the record was written)")
     rows = []
-    for n, line in enumerate(raw.decode("utf-8").splitlines(), 1):
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise AglError(f"{samples}: row {line}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise AglError(f"{samples}: row {n}: not JSON ({exc.msg})") from None
+        row = load_json(line.encode("utf-8"), f"{samples} row {n}")
         eee_schema.check(row, eee_schema.INSTANCE, f"{samples} row {n}")
         if row["evaluation_id"] != record["evaluation_id"]:
             raise AglError(f"{samples} row {n}: evaluation_id {row['evaluation_id']!r} is not the record's")
@@ -187,15 +209,59 @@ def _info(record: dict[str, Any], path: Path) -> dict[str, Any]:
             "eee_evaluation_id": str(record["evaluation_id"]), "eee_record": path.name}
 
 
-def import_record(path: Path, truth: tuple[Any, str, Path], out: Path, config: ImportConfig) -> tuple[Path, list[str]]:
+def _folder(out: Path, run: str) -> Path:
+    """The run's folder under `out`, never through a link that leads out of it."""
+    folder = out / run.replace("/", "--")
+    inside(out, folder, AglError)
+    return folder
+
+
+def run_names(records: list[tuple[Path, dict[str, Any]]], out: Path) -> dict[Path, str]:
+    """Each record's run name: `eee/<organization>/<model>`, unless another record of this
+    import, or an earlier import's folder, holds another evaluation of the same organization and
+    model: then each such record is `eee/<organization>/<model>@<8 hex of its evaluation_id>`,
+    two runs side by side, never one overwriting the other. The same evaluation_id in two
+    files is refused (it would be ranked twice)."""
+    seen: dict[str, Path] = {}
+    by_base: dict[str, set[str]] = {}
+    for path, record in records:
+        ident = str(record["evaluation_id"])
+        if ident in seen:
+            raise AglError(f"{path}: evaluation_id {ident[:60]!r} is also {seen[ident]}'s; one "
+                           "evaluation is imported once (remove one of the two files)")
+        seen[ident] = path
+        by_base.setdefault(_info(record, path)["run"], set()).add(ident)
+    names = {}
+    for path, record in records:
+        base, ident = _info(record, path)["run"], str(record["evaluation_id"])
+        earlier = _imported_id(out / base.replace("/", "--"))
+        crowded = len(by_base[base]) > 1 or (earlier is not None and earlier != ident)
+        names[path] = f"{base}@{hashlib.sha256(ident.encode()).hexdigest()[:8]}" if crowded else base
+    return names
+
+
+def _imported_id(folder: Path) -> str | None:
+    """The evaluation_id an earlier import wrote into `folder` (None: no such import)."""
+    try:
+        doc = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return str(doc.get("eee_evaluation_id")) if isinstance(doc, dict) else None
+
+
+def import_record(path: Path, truth: tuple[Any, str, Path], out: Path, config: ImportConfig,
+                  run: str | None = None) -> tuple[Path, list[str]]:
     """One record as `<out>/<run>/metrics.json` (and predictions + scores where its rows carry
-    places); returns the folder and notes (numbers that differ once re-scored)."""
+    places); returns the folder and notes (numbers that differ once re-scored). `run`: its
+    name (run_names), by default `eee/<organization>/<model>`."""
     frame, version, _ = truth  # the manifest frame, its content hash, its path
     record = read_record(path, version)
-    stated = protocols_of(record["evaluation_results"], str(path))
+    stated = protocols_of(record["evaluation_results"], str(path), len(frame))
     rows = read_rows(path, record)
     info = _info(record, path)
-    folder = out / info["run"].replace("/", "--")
+    if run is not None:
+        info["run"] = run
+    folder = _folder(out, info["run"])
     predictions: dict[str, Prediction] = {}
     order: dict[str, int] = {}
     for row in rows:
@@ -257,6 +323,10 @@ def import_records(src: Path, manifest: Path, out: Path, config: ImportConfig) -
         warnings.simplefilter("ignore", ManifestWarning)
         frame = load_manifest(manifest)
     files = [f for f in record_files(src) if not f.name.endswith("_samples.jsonl")]
+    records = []
     for f in files:  # all or nothing: a bad record stops the import before any is written
-        read_record(f, version)
-    return [import_record(f, (frame, version, manifest), out, config) for f in files]
+        record = read_record(f, version)
+        protocols_of(record["evaluation_results"], str(f), len(frame))  # its numbers, bounded
+        records.append((f, record))
+    names = run_names(records, out)
+    return [import_record(f, (frame, version, manifest), out, config, names[f]) for f in files]

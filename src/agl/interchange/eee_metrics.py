@@ -99,9 +99,11 @@ def result(protocol: str, metric: str, res: dict[str, Any], source_data: dict[st
     }
 
 
-def protocols_of(results: list[dict[str, Any]], where: str) -> dict[str, dict[str, Any]]:
+def protocols_of(results: list[dict[str, Any]], where: str,
+                 clips_in: int | None = None) -> dict[str, dict[str, Any]]:
     """metrics.json `protocols` from a record's evaluation results (import: the numbers as
-    the record states them). Each interval must say how it was drawn."""
+    the record states them). Each interval must say how it was drawn; every number must be
+    one the metric can take, and every count at most `clips_in` (the dataset's clips)."""
     from agl.errors import AglError  # lazy: only a bad record needs it
 
     out: dict[str, dict[str, Any]] = {}
@@ -111,21 +113,57 @@ def protocols_of(results: list[dict[str, Any]], where: str) -> dict[str, dict[st
         protocol = (r["metric_config"].get("metric_parameters") or {}).get("protocol") or "paper"
         if metric not in METRICS:
             continue  # a metric this project does not rank: kept in the record, not on the board
+        field = f"{where}: evaluation_results[{i}].score_details"
         res = out.setdefault(str(protocol), {"ci95": {}})
-        res[metric] = r["score_details"]["score"]
+        res[metric] = _bounded(r["score_details"]["score"], metric, f"{field}.score")
         unc = r["score_details"].get("uncertainty") or {}
         ci = unc.get("confidence_interval")
         if ci is not None:
             if not ci.get("method"):
-                raise AglError(f"{where}: evaluation_results[{i}].score_details.uncertainty."
-                               "confidence_interval.method: required field missing (an interval "
-                               "without its method cannot be compared)")
-            res["ci95"][metric] = [ci["lower"], ci["upper"]]
+                raise AglError(f"{field}.uncertainty.confidence_interval.method: required field "
+                               "missing (an interval without its method cannot be compared)")
+            at = f"{field}.uncertainty.confidence_interval"
+            lo = _bounded(ci["lower"], metric, f"{at}.lower")
+            hi = _bounded(ci["upper"], metric, f"{at}.upper")
+            if lo > hi:
+                raise AglError(f"{at}: lower {lo:g} is above upper {hi:g}; an interval runs from "
+                               "its low end to its high end")
+            res["ci95"][metric] = [lo, hi]
         n = unc.get("num_samples")
-        if isinstance(n, int):
-            res[METRICS[metric][2]] = n
+        if isinstance(n, int) and not isinstance(n, bool):
+            res[METRICS[metric][2]] = _count(n, clips_in, f"{field}.uncertainty.num_samples")
             res["n"] = max(res.get("n", 0), n)
         clips = (r["score_details"].get("details") or {}).get("n_clips", "")
         if str(clips).isdigit():
-            res["n"] = int(clips)
+            res["n"] = _count(int(clips), clips_in, f"{field}.details.n_clips")
     return out
+
+
+def _bounded(value: Any, metric: str, field: str) -> float:
+    """A stated number of `metric`, if it is one the metric can take (finite, within the
+    metric's own range: 0 to half the Earth's circumference for a distance, 0 to 1 for a share
+    or a rate); else one line naming the field. A record is outside input: a mean distance of
+    -500 km would rank first, and 1e308 km or an accuracy of 7.5 is no run's."""
+    from agl.errors import AglError
+
+    lo, hi = METRICS[metric][1][3:5]
+    number = _number(value)
+    if number is None:
+        raise AglError(f"{field}: {str(value)[:40]!r} is not a finite number")
+    if not lo <= number <= hi:
+        unit = METRICS[metric][1][0]
+        raise AglError(f"{field}: {number:g} is outside what {METRICS[metric][0].lower()} can be "
+                       f"({lo:g} to {hi:g} {unit}); no run has it")
+    return number
+
+
+def _count(n: int, clips_in: int | None, field: str) -> int:
+    """A stated count of clips: 0 or more, and no more than the dataset holds."""
+    from agl.errors import AglError
+
+    if n < 0:
+        raise AglError(f"{field}: {n} is not a count of clips (0 or more)")
+    if clips_in is not None and n > clips_in:
+        raise AglError(f"{field}: {n} clips, but the dataset has {clips_in}; a run covers at "
+                       "most every clip once")
+    return n

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agl.core import diskwrite
 from agl.errors import AglError
 from agl.predictions.lines import not_utf8
 from agl.predictions.parse import REFUSAL_VALUES, parse_reply
@@ -189,28 +190,15 @@ def write_imported(out: str | Path, predictions: list[Prediction]) -> None:
     """Write the imported predictions atomically; on any error nothing is left behind (no
     partial file, no stray temporary) and the message names the path."""
     import os
-    import tempfile
 
     out = Path(out)
     if out.is_dir() or str(out).endswith(("/", os.sep)):
         raise AglError(f"{out}: is a folder; --out takes a file name, e.g. {out / 'predictions.jsonl'}")
+    text = "".join(json.dumps(p.to_json(), ensure_ascii=False) + "\n" for p in predictions)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+        diskwrite.write_text(out, text)
     except OSError as exc:
         raise AglError(f"{out}: cannot write there ({exc.strerror})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for p in predictions:
-                fh.write(json.dumps(p.to_json(), ensure_ascii=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, out)
-    except OSError as exc:
-        raise AglError(f"{out}: cannot write there ({exc.strerror})") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 # --- column-wise: the same rules over whole columns ----------------------------------------

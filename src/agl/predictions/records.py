@@ -31,6 +31,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from agl.core import diskwrite
 from agl.core.diskwrite import disk_error
 from agl.core.jsonutil import jsonable
 from agl.core.paths import inside
@@ -244,19 +245,8 @@ def read_predictions(path: str | Path) -> dict[str, Prediction]:
 
 def write_predictions(path: str | Path, predictions: Iterable[Prediction]) -> None:
     """Write a complete file atomically (used by import and baselines)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for p in predictions:
-                fh.write(_line(p))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # an error (or a bad record) leaves no stray .tmp behind
-        raise
+    # An error (or a bad record) leaves no stray temporary and the old file as it was.
+    diskwrite.write_text(path, "".join(_line(p) for p in predictions))
 
 
 FRAME_COLUMNS = (

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from agl.core import canonical
+from agl.core import canonical, diskwrite
 from agl.core.tracking import log_run
 from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label, load_manifest
 from agl.errors import AglError
@@ -62,7 +62,7 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
                                                     options=options, figs=figs, tables=tables))
     page = render_page(analyses, board, options, judge, provenance or {}, inputs.leaderboard_csv, extra)
     html_path = out_dir / "report.html"
-    html_path.write_text(page, encoding="utf-8")
+    diskwrite.write_text(html_path, page)
     summary = _summary(analyses, options, judge, html_path)
     canonical.write_json(out_dir / "summary.json", summary)
     return summary

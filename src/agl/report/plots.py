@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from agl.core import diskwrite
+
 CDF_MARKS_KM: tuple[int, ...] = (1, 25, 200, 750, 2500)
 CDF_GRID_KM = np.unique(np.round(np.logspace(0, np.log10(20004), 80), 1))
 # Error bands of the maps (the CDF's marks: city, region, country, continent scale), so a
@@ -220,8 +222,9 @@ def _save(fig, path: Path, *, outside=()) -> Path:
     # in the file, and SVG ids from a fixed salt, so the bytes depend on the data alone.
     meta = {"png": {"Software": None}, "svg": {"Date": None, "Creator": None},
             "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}
-    with plt.rc_context({"svg.hashsalt": "agl"}):
-        fig.savefig(path, dpi=90, bbox_inches="tight",  # nothing clipped (colour-bar labels)
-                    metadata=meta.get(path.suffix.lstrip(".").lower()))
+    kind = path.suffix.lstrip(".").lower()
+    with plt.rc_context({"svg.hashsalt": "agl"}), diskwrite.atomic_file(path) as fh:
+        fig.savefig(fh, dpi=90, bbox_inches="tight",  # nothing clipped (colour-bar labels)
+                    format=kind, metadata=meta.get(kind))
     plt.close(fig)
     return path

@@ -32,7 +32,7 @@ from typing import Any
 
 import pandas as pd
 
-from agl.core import canonical
+from agl.core import canonical, diskwrite
 from agl.dataset.manifest import SYNTHETIC_MARK
 from agl.errors import AglError
 from agl.scoring.marks import (  # noqa: F401  (served_lines, run_flags: the stages' entrance)
@@ -407,8 +407,9 @@ def write(board: pd.DataFrame, out_dir: Path, *, protocol: str, note: str = "") 
         body += [f"<p class='note'>{html.escape(line)}</p>" for line in notes]
     if board.empty:
         md.append("(no evaluated runs)")
-    md_path.write_text("\n".join(md).rstrip("\n") + "\n", encoding="utf-8")
-    html_path.write_text(
+    diskwrite.write_text(md_path, "\n".join(md).rstrip("\n") + "\n")
+    diskwrite.write_text(
+        html_path,
         "<!doctype html><meta charset='utf-8'><title>AGL1K leaderboard</title>"
         # the report's leaderboard style: names left, numbers right, the header shaded
         "<style>body{font-family:system-ui,sans-serif;margin:2em;color:#222}"
@@ -419,7 +420,6 @@ def write(board: pd.DataFrame, out_dir: Path, *, protocol: str, note: str = "") 
         f"<h1>Leaderboard ({html.escape(protocol)} protocol)</h1>"
         + (f"<p>{html.escape(note)}</p>" if note else "")
         + "".join(body),
-        encoding="utf-8",
     )
     return [csv_path, md_path, html_path]
 

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from agl.core import diskwrite
 from agl.errors import AglError
 from agl.speech.languages import check_languages
 from agl.speech.listen import ClipSpeech, Listener, SpeechConfig, Window
@@ -111,10 +111,7 @@ class HeardCache:
         if heard.status not in _KEPT:
             return
         path = self._path(audio_sha256)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(to_doc(heard), sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
+        diskwrite.write_text(path, json.dumps(to_doc(heard), sort_keys=True))
 
 
 class CachedListener:

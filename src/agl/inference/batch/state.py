@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agl.core import diskwrite
 from agl.core.secrets import scrub
 from agl.errors import AglError
 from agl.inference.batch.options import STATE_FILE
@@ -173,17 +173,8 @@ def _malformed(raw: dict[str, Any]) -> str | None:
 def save(out_dir: str | Path, state: BatchState) -> None:
     path = state_path(out_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".batch_state-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(scrub(state.to_json()), fh, indent=1, sort_keys=True)  # no key, ever
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # no key, ever
+    diskwrite.write_text(path, json.dumps(scrub(state.to_json()), indent=1, sort_keys=True) + "\n")
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)  # the rename itself survives a power cut

@@ -11,6 +11,7 @@ from pathlib import Path
 from agl.backends.base import BackendError
 from agl.contracts.calls import Request
 from agl.core.audio import probe
+from agl.core.nofollow import open_part
 from agl.core.secrets import known_secrets, scrub
 from agl.inference.batch import state as state_mod
 from agl.inference.batch.context import PassContext, PassReport, quiet, to_sync
@@ -82,7 +83,7 @@ async def submit(ctx: PassContext, prov: BatchProvider, state: BatchState,
                 chunk = None
             if chunk is None:
                 chunk = Chunk(Path(tmp) / f"requests-{report.submitted_jobs + 1}.jsonl")
-                fh, members = open(chunk.path, "wb"), {}
+                fh, members = open_part(chunk.path), {}  # no-follow, even in its own folder
             fh.write(line + b"\n")
             chunk.sample_ids.append(r.sample_id)
             chunk.nbytes += len(line) + 1
