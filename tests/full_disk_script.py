@@ -77,4 +77,50 @@ except RequestError as exc:
     out["game"] = {"status": exc.status, "message": exc.message,
                    "bytes": path.stat().st_size if path.exists() else 0}
 session.close()
+
+# 4. agl export eee onto a full disk: one line, no record or samples file under its final name.
+import shutil  # noqa: E402
+import warnings  # noqa: E402
+
+from agl.scoring.config import EvaluateConfig  # noqa: E402
+from agl.scoring.evaluate import evaluate_run  # noqa: E402
+
+FILLER.unlink()
+runs = WORK / "runs" / "random"
+runs.mkdir(parents=True)
+for name in ("predictions.jsonl", "run_summary.json"):
+    shutil.copyfile(DISK / "run" / name, runs / name)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    evaluate_run("random", runs / "predictions.jsonl", manifest, runs,
+                 EvaluateConfig(metric_bootstrap=20, protocols=("strict",), track=False),
+                 info={"model": "uniform-latlon", "backend": "random"})
+fill()
+rc, err = agl("export", "eee", "--runs", str(WORK / "runs"), "--manifest", str(manifest),
+              "--out", str(DISK / "eee"), "--params", str(WORK / "none.yaml"))
+left = sorted(p.relative_to(DISK).as_posix() for p in DISK.rglob("*") if p.is_file())
+out["export"] = {"rc": rc, "err": err, "left": left}
+
+# 5. MLflow's store created on a full disk: one line, no half-migrated store left, and a later
+# run (with room) creates it whole; a read-only folder (argv[3]) is one line too.
+from agl.core import tracking  # noqa: E402
+from agl.errors import AglError  # noqa: E402
+
+
+def log(db: Path) -> str:
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{db}"
+    try:
+        return "ok " + tracking.log_run(run_key="k", run_name="r", params={"p": 1}, metrics={"m": 1.0})
+    except AglError as exc:
+        return f"error {exc}"
+
+
+FILLER.unlink()
+fill(leave=300_000)  # room to start a store, none to migrate it
+out["mlflow_full"] = {"said": log(DISK / "mlflow.db"),
+                      "left": sorted(p.name for p in DISK.iterdir() if "mlflow" in p.name)}
+FILLER.unlink()
+out["mlflow_after"] = log(DISK / "mlflow.db")
+if len(sys.argv) > 3:
+    out["mlflow_readonly"] = log(Path(sys.argv[3]) / "mlflow.db")
 print(json.dumps(out))

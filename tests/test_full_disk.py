@@ -30,11 +30,13 @@ def test_a_full_disk_is_one_line_and_nothing_half_written(tmp_path):
         pytest.skip("`unshare -m` with a tmpfs mount is not permitted here (needs root): the "
                     "test needs a real full disk")
     make_clips(tmp_path, 12)
-    disk = tmp_path / "disk"
+    disk, readonly = tmp_path / "disk", tmp_path / "readonly"
     disk.mkdir()
-    inner = (f"mount -t tmpfs -o size=1m tmpfs {shlex.quote(str(disk))} && exec "
+    readonly.mkdir()
+    inner = (f"mount -t tmpfs -o size=1m tmpfs {shlex.quote(str(disk))} && "
+             f"mount -t tmpfs -o ro,size=64k tmpfs {shlex.quote(str(readonly))} && exec "
              f"{shlex.quote(sys.executable)} {shlex.quote(str(HERE / 'full_disk_script.py'))} "
-             f"{shlex.quote(str(disk))} {shlex.quote(str(tmp_path))}")
+             f"{shlex.quote(str(disk))} {shlex.quote(str(tmp_path))} {shlex.quote(str(readonly))}")
     done = subprocess.run(["unshare", "-m", "sh", "-c", inner], env=subprocess_env(),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -56,3 +58,16 @@ def test_a_full_disk_is_one_line_and_nothing_half_written(tmp_path):
     game = out["game"]
     assert game["status"] == 507 and "not saved" in game["message"] and "disk is full" in game["message"]
     assert game["bytes"] == 0, game  # no torn line
+
+    # issue 49: an export on a full disk left a samples file cut short under its final name
+    export = out["export"]
+    last = export["err"].strip().splitlines()[-1]
+    assert export["rc"] == 2 and "disk is full" in last and "Traceback" not in export["err"], export
+    assert not [n for n in export["left"] if n.startswith("eee/")], export  # nothing under a final name
+    # ... and MLflow migrating its store on a full disk left a half-made store that failed every later run
+    said, left = out["mlflow_full"]["said"], out["mlflow_full"]["left"]
+    assert said.startswith("error ") and "disk is full" in said and "\n" not in said, said
+    assert left == [], left
+    assert out["mlflow_after"].startswith("ok "), out["mlflow_after"]
+    ro = out["mlflow_readonly"]
+    assert ro.startswith("error ") and "\n" not in ro and ("read-only" in ro or "cannot open" in ro), ro

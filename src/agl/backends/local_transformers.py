@@ -57,6 +57,7 @@ from agl.backends._families import family, window_seconds
 from agl.backends._transformers_loading import feature_extractor, load_checkpoint
 from agl.backends.base import Backend, register
 from agl.contracts.calls import Reply, ReplyStatus, Request
+from agl.core import diskwrite
 from agl.core.audio import clip_seconds, load_mono
 from agl.errors import AglError
 
@@ -289,10 +290,8 @@ class LocalTransformers(Backend):
         path = self.settings.get("efficiency_log")
         if not path:
             return
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"model": self.model, **figures,
-                                 "output_tokens": n_outs}) + "\n")
+        diskwrite.append_text(path, json.dumps({"model": self.model, **figures,
+                                                "output_tokens": n_outs}) + "\n")
 
     async def aclose(self) -> None:
         self._loaded = None

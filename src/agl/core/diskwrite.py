@@ -140,3 +140,19 @@ def atomic_file(path: str | Path, mode: str = "wb", encoding: str = "utf-8"):
         if err is None:
             raise
         raise err from None
+
+
+def append_text(path: str | Path, text: str) -> None:
+    """`text` appended to a log file (created if absent) without following a link at `path`
+    (agl.core.nofollow): for logs a user reads, not records a run resumes from."""
+    from agl.core.nofollow import open_nofollow
+
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "the log file",
+                           f"remove it (rm {path}) or name another file")
+        with os.fdopen(fd, "ab") as fh:
+            fh.write(text.encode("utf-8"))
+    except OSError as exc:
+        raise disk_error(exc, path) or exc from None

@@ -9,8 +9,10 @@ Secrets never reach MLflow: params, tags, run names, dataset names and artifacts
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -21,6 +23,7 @@ from agl.core import diskwrite
 from agl.core.headline import run_metric_keys
 from agl.core.jsonutil import flatten
 from agl.core.mlflow_view import runs_url, save_view, ui_base
+from agl.core.nofollow import open_part
 from agl.core.secrets import contains_secret, known_secrets, scrub_text
 from agl.core.secrets import scrub as scrub_secrets
 from agl.core.workspace import shared_root
@@ -92,8 +95,130 @@ def _mlflow():
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    prepare_store(tracking_uri())
     mlflow.set_tracking_uri(tracking_uri())
     return mlflow
+
+
+# --- The SQLite store: made whole or not at all, never through a link ----------------------
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _store_path(uri: str) -> Path | None:
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
+def prepare_store(uri: str) -> None:
+    """Check (or create) the SQLite store `uri` names before MLflow opens it. A new store is
+    made and migrated in a temporary file beside it and linked into place only once whole:
+    MLflow migrating `mlflow.db` in place on a full disk used to leave a half-migrated store
+    on which every later run failed until the user deleted it. A link at the store's path is
+    refused (SQLite would write through it), and so is a file that is not an SQLite database
+    (MLflow's error was a 200-line traceback)."""
+    db = _store_path(uri)
+    if db is None:
+        return  # a server (PostgreSQL, ...): its own business
+    try:
+        st = os.lstat(db)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise diskwrite.disk_error(exc, db) or AglError(f"{db}: the MLflow store: {exc.strerror}") from None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise AglError(f"{db}: the MLflow store is a symbolic link to {os.readlink(db)}; agl writes no "
+                       f"store through a link: set MLFLOW_TRACKING_URI=sqlite:///<the store's real "
+                       f"path> to use that store, or remove the link")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise AglError(f"{db}: the MLflow store is not a file; move it away (or set "
+                       "MLFLOW_TRACKING_URI), then rerun")
+    if st is not None and st.st_size:
+        try:
+            with open(db, "rb") as fh:
+                head = fh.read(len(SQLITE_HEADER))
+        except OSError as exc:
+            raise diskwrite.disk_error(exc, db) or AglError(f"{db}: the MLflow store: {exc.strerror}") from None
+        if head != SQLITE_HEADER:
+            raise AglError(f"{db}: the MLflow store is not an SQLite database; move it away (or set "
+                           "MLFLOW_TRACKING_URI to another store), then rerun")
+        return
+    _create_store(db)
+
+
+def _create_store(db: Path) -> None:
+    """A new, fully migrated store at `db` (an empty file there counts as none)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from mlflow.tracking._tracking_service.utils import _get_sqlalchemy_store
+
+    # A new name each try: SQLAlchemy keeps an engine per URI, and one left by a failed try
+    # would still hold the deleted half-made file.
+    tmp = db.with_name(f".{db.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        open_part(tmp).close()  # O_EXCL, no-follow: nothing planted at the name is used
+        uri = f"sqlite:///{tmp}"
+        try:
+            _get_sqlalchemy_store(uri, None)
+        finally:  # MLflow caches an engine per URI: closed, so no deleted half-file stays open
+            engine = SqlAlchemyStore._engine_map.pop(uri, None)
+            if engine is not None:
+                engine.dispose()
+        if db.exists() and not db.is_symlink() and db.stat().st_size == 0:
+            db.unlink()  # an empty file is no store
+        try:
+            os.link(tmp, db)  # never over a store another process made meanwhile
+        except FileExistsError:
+            pass
+    except Exception as exc:
+        raise store_error(exc, db) from None
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + "-journal")):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+_SQLITE_PROBLEMS = (
+    ("database or disk is full", "cannot write: the disk is full; free space on that disk (or set "
+                                 "MLFLOW_TRACKING_URI to a store elsewhere), then rerun"),
+    ("readonly database", "cannot write: the store or its folder is read-only; make it writable "
+                          "(or set MLFLOW_TRACKING_URI to a store elsewhere), then rerun"),
+    ("unable to open database file", "cannot open or create the store there (a read-only or missing "
+                                     "folder?); set MLFLOW_TRACKING_URI to a store you may write"),
+    ("file is not a database", "the MLflow store is not an SQLite database; move it away (or set "
+                               "MLFLOW_TRACKING_URI to another store), then rerun"),
+    ("disk i/o error", "the disk failed a read or write; check it, then rerun"),
+)
+
+
+def store_error(exc: BaseException, db: Path | None = None) -> AglError:
+    """One line for a store MLflow cannot use (full disk, read-only, not a database); an
+    error of another kind is returned as is, wrapped only in its first line."""
+    if isinstance(exc, AglError):
+        return exc
+    where = db or _store_path(tracking_uri()) or "the MLflow store"
+    err = diskwrite.disk_error(exc, where)
+    if err is not None:
+        return err
+    text = str(exc).lower()
+    for needle, line in _SQLITE_PROBLEMS:
+        if needle in text:
+            return AglError(f"{where}: {line}")
+    raise exc
+
+
+def _store_errors(func):
+    """Public MLflow calls: a store that cannot be used is one line (store_error)."""
+    import functools
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except AglError:
+            raise
+        except Exception as exc:
+            raise store_error(exc) from None
+
+    return wrapper
 
 
 # MLflow 3 up to 3.16 opens an experiment on the view its `mlflow.experimentKind` tag names;
@@ -121,6 +246,7 @@ def experiment_id(client: Any, name: str) -> str:
     return exp.experiment_id
 
 
+@_store_errors
 def log_run(
     *,
     run_key: str,
@@ -178,6 +304,7 @@ def log_run(
         return run.info.run_id
 
 
+@_store_errors
 def save_runs_view(metrics: Sequence[str], *, sort_by: str | None = None,
                    experiment: str | None = None) -> str:
     """Save the experiment's runs view with `metrics` as columns (agl.core.mlflow_view);
@@ -189,6 +316,7 @@ def save_runs_view(metrics: Sequence[str], *, sort_by: str | None = None,
     return runs_url(exp_id, ui_base(tracking_uri()))
 
 
+@_store_errors
 def runs_view_url(experiment: str | None = None) -> str:
     """The URL that opens the experiment's runs view, the view saved again from the headline
     metrics its evaluated runs carry (so a store an older agl wrote opens on them too). One
@@ -236,6 +364,7 @@ def log_dataset(mlflow: Any, client: Any, run_id: str, *, name: str, digest: str
     mlflow.log_input(data, context=context)
 
 
+@_store_errors
 def log_artifacts(run_id: str, paths: Iterable[Path], artifact_path: str | None = None) -> None:
     mlflow = _mlflow()
     client = mlflow.tracking.MlflowClient()
