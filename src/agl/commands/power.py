@@ -50,6 +50,12 @@ def run(args: argparse.Namespace) -> int:
     from agl.scoring.power_runs import PowerConfig, power_files  # (as above)
 
     check_count_flag("--bootstrap", args.bootstrap, 1)  # before any download or resampling
+    from agl.core.checks import check_value  # (as above)
+
+    if args.km is not None:  # by rule, before any work: --km 1e-300 asked for 1e600 clips
+        check_value("--km", args.km, "agl power", rule="km_difference")
+    if args.points is not None:
+        check_value("--points", args.points, "agl power", rule="points")
     level = args.level or ("country" if args.points is not None else None)
     metric = f"{level}_correct" if level else "distance_km"
     if args.km is not None and level:
@@ -82,10 +88,22 @@ def run(args: argparse.Namespace) -> int:
 
     print(f"{metric} A - B on {result.n_clips} common clips in {result.n_clusters} clusters "
           f"({config.unit}, {config.protocol} protocol): {show(result.diff)}, cluster-bootstrap "
-          f"standard error {show(result.se)}")
+          f"standard error {show(result.se)}, design effect (Kish) {result.deff:.2f}")
+    how = ("Connor's formula for McNemar's test, variance at each gap, A and B discordant on "
+           f"{result.discordant:.1%} of clips" if result.method == "connor"
+           else "normal approximation of the cluster-robust z test")
     print(f"smallest difference detectable with {result.power:.0%} power at alpha {result.alpha:g}: "
-          f"{show(result.detectable)}")
+          f"{show(result.detectable)} ({how})")
     if result.target is not None:
-        print(f"to detect {show(result.target)}: {result.clusters_needed:,} clusters, about "
+        print(f"to detect {show(result.target)}:")
+        print(f"  independent clips: {result.clips_needed_independent:,}")
+        print(f"  new clusters like the pilot's ({result.n_clips / result.n_clusters:.1f} clips each, "
+              f"design effect {result.deff:.2f}): {result.clusters_needed:,} clusters, about "
               f"{result.clips_needed:,} clips (power on these clips: {result.power_now:.0%})")
+        if result.clips_needed_manifest is not None:
+            print(f"  clusters of the manifest's sizes ({result.manifest_clusters:,} clusters, "
+                  f"size-weighted mean {result.manifest_weighted_size:.1f} clips; intra-cluster "
+                  f"correlation {result.icc:.3f} from the pilot, design effect "
+                  f"{result.manifest_deff:.2f}): {result.clusters_needed_manifest:,} clusters, about "
+                  f"{result.clips_needed_manifest:,} clips")
     return 0

@@ -63,6 +63,15 @@ RULES: dict[str, Rule] = {
     "share_closed": Rule("a share in [0, 1]", lambda v: _number(v) and 0 <= v <= 1),
     "nonnegative": Rule("a finite number, 0 or more", lambda v: _number(v) and v >= 0),
     "number": Rule("a finite number", _number),
+    # `agl power`'s questions: a test level and a power whose normal quantiles are finite
+    # numbers (alpha 1e-300 made 1 - alpha/2 round to 1: an infinite quantile), and a
+    # difference whose sample size is a number (--km 1e-300 asked for 1e600 clips).
+    "test_level": Rule("a test level between 1e-6 and 0.5", lambda v: _number(v) and 1e-6 <= v <= 0.5),
+    "power": Rule("a power between 0.5 and 0.9999", lambda v: _number(v) and 0.5 <= v <= 0.9999),
+    "km_difference": Rule("a distance difference between 1 km and 20,015 km (half the Earth's "
+                          "circumference)", lambda v: _number(v) and 1 <= abs(v) <= 20015),
+    "points": Rule("an accuracy difference between 0.1 and 100 percentage points",
+                   lambda v: _number(v) and 0.1 <= abs(v) <= 100),
 }
 
 # params.yaml key -> (rule, a valid example for the message). tests/test_stat_params.py

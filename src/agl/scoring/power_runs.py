@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
+from agl.core.checks import check_value
 from agl.errors import AglError
 from agl.scoring.power import ALPHA, POWER, Power, power_analysis
 
@@ -28,6 +31,8 @@ class PowerConfig:
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
             raise AglError(f"power: unknown metric '{self.metric}'; choose one of {', '.join(METRICS)}")
+        check_value("--alpha", self.alpha, "agl power", rule="test_level")
+        check_value("--power", self.power, "agl power", rule="power")
 
 
 def power_files(a: str, b: str, manifest_path: str, config: PowerConfig) -> Power:
@@ -47,6 +52,9 @@ def power_files(a: str, b: str, manifest_path: str, config: PowerConfig) -> Powe
     if joined.empty:
         raise AglError(f"power: {a} and {b} score no clip in common")
     d = joined[config.metric].to_numpy(dtype=float) - joined[f"{config.metric}_b"].to_numpy(dtype=float)
+    # The benchmark's own clusters (every clip of the manifest): the sizes a grown benchmark
+    # built the same way would have, beside the pilot's.
+    sizes = np.bincount(cluster_labels(manifest, config.unit)) if len(manifest) else None
     return power_analysis(d, cluster_labels(joined, config.unit), metric=config.metric,
                           target=config.target, alpha=config.alpha, power=config.power,
-                          n_boot=config.n_boot, seed=config.seed)
+                          n_boot=config.n_boot, seed=config.seed, manifest_sizes=sizes)
