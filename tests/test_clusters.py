@@ -113,7 +113,8 @@ def test_singleton_clusters_give_the_clip_interval_exactly():
     got = summarize(frame, bootstrap=500, seed=11, clusters=labels)
     assert got["ci95"] == got["ci95_clip"] == summarize(frame, bootstrap=500, seed=11)["ci95"]
     assert got["n_clusters"] == n
-    assert all(v == 1.0 for v in got["design_effect"].values() if not math.isnan(v))
+    assert all(v == pytest.approx(1.0) for v in got["design_effect"].values() if not math.isnan(v))
+    assert got["n_effective_clusters"] == pytest.approx(n)
     d = rng.normal(0, 1, n)
     assert paired_test(d, 0 * d, seed=5, clusters=labels) == paired_test(d, 0 * d, seed=5)
 
@@ -210,12 +211,23 @@ def test_published_qwen_clip_and_cluster_intervals(qwen_published, agl1k_manifes
     for key in ("distance_error_km", "country_acc", "continent_acc"):
         assert doc["design_effect"][key] > 1.2  # clips of a place are not independent
         assert width(doc["ci95"][key]) > width(doc["ci95_clip"][key])
+    # Kish's design effect (variance ratio, linearised: no Monte-Carlo noise) and the
+    # effective clips of country accuracy: 1,442 clips carry the information of ~94; the
+    # width ratio is deft. An independent computation gave 13.5 (bootstrap) to 15.4 (sandwich).
+    assert round(doc["design_effect"]["country_acc"], 2) == 15.35
+    assert round(doc["n_effective"]["country_acc"]) == 94
+    assert 3.0 < doc["deft"]["country_acc"] < 4.5 and round(doc["n_effective_clusters"], 1) == 35.8
+    top = doc["influential_clusters"]["country_acc"][0]  # Taipei: 164 clips, 88% of the variance
+    assert top["cluster"].startswith("Taipei") and top["clips"] == 164 and round(top["share"], 2) == 0.88
+    assert round(doc["geoscore"], 1) == 1317.5  # the paper's 5000 exp(-d / 1492)
+    assert doc["by_speech"]["non_speech"]["median_refused"] and not doc["median_refused"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert main(["evaluate", str(qwen_published), "--manifest", str(agl1k_manifest),
                      "--bootstrap", "400", "--unit", "clip"]) == 0
     table = capsys.readouterr().out
     assert "95% CI (clip)" in table and "deff" not in table
+    assert "median distance error (km)" in table
     assert main(["evaluate", str(qwen_published), "--manifest", str(agl1k_manifest), "--unit", "town"]) != 0
     assert "unknown unit of resampling 'town'" in capsys.readouterr().err
 
@@ -237,6 +249,9 @@ def test_metrics_json_mlflow_and_leaderboard_carry_both_intervals(qwen_published
     assert set(paper["design_effect"]) >= {"distance_error_km", "country_acc"}
     metrics = _run_metrics(doc, {})
     assert metrics["paper.design_effect.country_acc"] == paper["design_effect"]["country_acc"] > 1
+    assert metrics["paper.n_effective.country_acc"] == paper["n_effective"]["country_acc"] < 100
+    assert metrics["paper.deft.country_acc"] == paper["deft"]["country_acc"]
+    assert not any("influential" in k for k in metrics)
     assert metrics["paper.ci95_clip_lo.country_acc"] == paper["ci95_clip"]["country_acc"][0]
     board = leaderboard.collect([tmp_path / "qwen" / "metrics.json"], "paper")
     head, rows = leaderboard.render_rows(board)

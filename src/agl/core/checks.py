@@ -96,6 +96,8 @@ PARAMS: dict[str, tuple[str, str]] = {
     "evaluate.seed": ("seed", "0"),
     "evaluate.strict_refusal_km": ("positive", "20003.93"),
     "evaluate.point_coast_km": ("nonnegative", "5.0"),
+    "evaluate.geoscore_km": ("positive", "1492.0"),
+    "evaluate.influence_share": ("share_open", "0.2"),
     "leaderboard.full_coverage": ("share", "0.99"),
     "leaderboard.refusal_note": ("share_closed", "0.5"),
     "leaderboard.max_refused": ("share_closed", "0.5"),

@@ -107,7 +107,7 @@ def log_listen_run(spec: Any, intervention: str, level: str, data: Path, run_dir
     parent_version = str(source.get("parent_manifest_sha256", ""))
     version = content_hash(Path(data) / "manifest.csv")
     parent_run = _find_run_id(f"{spec.name}@{parent_version[:16]}", config.experiment)
-    metrics = {k: v for k, v in result.items() if isinstance(v, int | float)}
+    metrics = {k: v for k, v in result.items() if isinstance(v, int | float) and not isinstance(v, bool)}
     metrics.update(
         {f"ci95.{k}.{i}": b for k, (lo, hi) in result.get("ci95", {}).items() for i, b in (("lo", lo), ("hi", hi))}
     )

@@ -20,6 +20,7 @@ import pandas as pd
 
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.scoring.clusters import subset
+from agl.scoring.design import effective_clusters
 from agl.scoring.labels import recorded_in
 from agl.scoring.metrics import cluster_ci
 from agl.scoring.paired import paired_test
@@ -56,6 +57,9 @@ def group_row(frame: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0) -> d
     row: dict = {"n": int(len(frame)), "n_km": int(np.isfinite(d).sum())}
     if labels is not None:
         row["n_clusters"] = int(np.unique(labels).size)
+        # Kish's effective number of clusters: what unequal clusters are worth (minimum
+        # support counts these; agl.scoring.design)
+        row["n_effective_clusters"] = round(effective_clusters(labels), 2) if len(labels) else 0.0
     row["km_sum"] = float(np.nansum(d))
     row["mean_km"] = float(np.nanmean(d)) if row["n_km"] else math.nan
     row["mean_km_lo"], row["mean_km_hi"] = bootstrap_ci(d, "mean", bootstrap, seed)

@@ -86,9 +86,10 @@ def breakdown_legend(min_n: int) -> str:
     """Said once above the breakdown tables (and the birds tables) of the report."""
     return ("Each estimate is over its row's n clips unless its column header or its cell "
             f"gives another n (the clips where that metric is scored). {NOT_APPLICABLE_LEGEND} "
-            f"An estimate on fewer than {min_n} clips is withheld as \"insufficient data (n = k, "
-            f"needs {min_n})\" (params.yaml report.min_support), said once across the columns "
-            "it covers.")
+            f"An estimate on fewer than {min_n} clips, clusters or effective clusters (Kish's "
+            "(sum m)^2 / sum m^2: what clusters of unequal sizes are worth) is withheld as "
+            f"\"insufficient data (n = k, needs {min_n})\" (params.yaml report.min_support), "
+            "said once across the columns it covers.")
 
 
 def explore_href(base: str, run: str, breakdown: str, group: str) -> str | None:
@@ -120,6 +121,10 @@ def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
     row_n = frame["n"].astype(int).to_numpy()
     # Clusters (the report's resampling unit): shown beside n; support is counted in both.
     clusters = frame["n_clusters"].astype(int).to_numpy() if "n_clusters" in frame else row_n
+    # Support is counted in Kish's effective clusters where known: 49 clusters of which one
+    # holds most clips are worth about 3 (agl.scoring.design).
+    effective = (frame["n_effective_clusters"].astype(float).to_numpy() if "n_effective_clusters" in frame
+                 else clusters.astype(float))
     head, where = ["group", "n", *(["clusters"] if "n_clusters" in frame else [])], {}
     for label, col, _, _, _ in ESTIMATES:
         shown = ns[col] >= max(min_n, 1)  # the cells that print an estimate
@@ -138,7 +143,9 @@ def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
         for _, col, _, digits, ci in ESTIMATES:
             n = int(ns[col][i])
             gap = withheld(n, min_n) or (withheld(int(clusters[i]), min_n, " clusters")
-                                         if n else None)
+                                         if n else None) or (
+                withheld(int(effective[i]), min_n, f" effective clusters of {int(clusters[i])}")
+                if n and "n_effective_clusters" in frame else None)
             if gap is not None:
                 cells.append(gap_cell(gap))
                 continue
@@ -146,7 +153,9 @@ def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
             if where[col] == "cell" and n != row_n[i]:
                 value += f" (n = {n:,})"
             cells.append(value)
-        counts = [f"{int(r['n']):,}", *([f"{int(clusters[i]):,}"] if "n_clusters" in frame else [])]
+        shown = (f"{int(clusters[i]):,} ({effective[i]:.1f} effective)" if "n_effective_clusters" in frame
+                 else f"{int(clusters[i]):,}")
+        counts = [f"{int(r['n']):,}", *([shown] if "n_clusters" in frame else [])]
         rows.append([_group_cell(r, link), *counts, *_merge_gaps(cells)])
     return table(head, rows, table_id)
 

@@ -7,7 +7,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from agl.core.checks import MAX_RESAMPLES, check_names, check_resamples, check_value
-from agl.core.geo import EARTH_MAX_KM
+from agl.core.geo import EARTH_MAX_KM, GEOSCORE_SCALE_KM
 from agl.errors import AglError
 from agl.scoring.clusters import DEFAULT_UNIT, parse_unit
 from agl.scoring.labels import Labelling, check_labels, check_land
@@ -47,6 +47,8 @@ class EvaluateConfig:
     max_resamples: int = knob("count", MAX_RESAMPLES)  # bound on every resample count (agl.core.checks)
     seed: int = knob("seed", 0)
     strict_refusal_km: float = knob("positive", EARTH_MAX_KM)
+    geoscore_km: float = knob("positive", GEOSCORE_SCALE_KM)  # GeoScore 5000·exp(-d / this)
+    influence_share: float = knob("share_open", 0.2)  # a cluster above this share is named
     resampling_unit: str = DEFAULT_UNIT  # what a CI resamples (agl.scoring.clusters)
     labels: str = "manifest"  # the true country: manifest | point (agl.scoring.labels)
     point_land: str | None = "i"  # GSHHS land a predicted point must be on (agl.scoring.places)
@@ -62,6 +64,8 @@ class EvaluateConfig:
         object.__setattr__(self, "seed", int(self.seed))
         object.__setattr__(self, "strict_refusal_km", float(self.strict_refusal_km))
         object.__setattr__(self, "point_coast_km", float(self.point_coast_km))
+        object.__setattr__(self, "geoscore_km", float(self.geoscore_km))
+        object.__setattr__(self, "influence_share", float(self.influence_share))
         object.__setattr__(self, "resampling_unit", parse_unit(self.resampling_unit, "evaluate.resampling_unit").name)
         check_labels(self.labels)
         check_land(self.point_land)

@@ -25,6 +25,7 @@ from agl.scoring.config import EvaluateConfig
 from agl.scoring.coverage import Coverage, check_run_summary, torn_error
 from agl.scoring.labels import MANIFEST_LABELS, Labelling, point_columns, point_summary, relabel
 from agl.scoring.metrics import SUMMARY_COLUMNS, summarize_later
+from agl.scoring.protocol_paper import PAPER_REFUSAL_KM
 from agl.scoring.protocols import PROTOCOLS
 from agl.scoring.repeats import stability
 
@@ -112,6 +113,7 @@ def evaluate_frames(
     strict_refusal_km: float = EARTH_MAX_KM,
     unit: str = DEFAULT_UNIT,
     labelling: Labelling = MANIFEST_LABELS,
+    **summary: Any,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """Score predictions (a frame of agl.predictions.records.FRAME_COLUMNS) against a manifest
     frame under one protocol: metrics with bootstrap CIs and the per-clip score table.
@@ -119,7 +121,8 @@ def evaluate_frames(
     `unit` (agl.scoring.clusters): what the intervals resample; `ci95` is that unit's, and
     for any unit but `clip` the clip interval stands beside it as `ci95_clip`. `labelling`
     (agl.scoring.labels): the true country from the manifest or the recording place; either
-    way the result holds both accuracies and the levels from the predicted point."""
+    way the result holds both accuracies and the levels from the predicted point. `summary`:
+    `geoscore_km` and `influence_share` (agl.scoring.metrics.summarize_later)."""
     check_resampling(bootstrap, seed)
     parsed = parse_unit(unit)
     scored, notes = score_with_notes(
@@ -133,11 +136,11 @@ def evaluate_frames(
     # Clusters over every scored clip (a `site` chain may cross the speech split), then split.
     labels = None if parsed.kind == "clip" else cluster_labels(scored, parsed)
     # The three summaries' bootstrap draws run at once (threads, for large tables).
-    whole = summarize_later(scored, bootstrap=bootstrap, seed=seed, clusters=labels)
+    whole = summarize_later(scored, bootstrap=bootstrap, seed=seed, clusters=labels, **summary)
     speech = scored["has_speech"].to_numpy(dtype=bool)
     parts = {
         name: summarize_later(_rows(scored, mask, SUMMARY_COLUMNS), bootstrap=bootstrap, seed=seed,
-                              clusters=subset(labels, mask))
+                              clusters=subset(labels, mask), **summary)
         for name, mask in (("speech", speech), ("non_speech", ~speech))
         if mask.any()
     }
@@ -147,6 +150,10 @@ def evaluate_frames(
     result.update(point)
     result["resampling_unit"] = parsed.name
     result["by_speech"] = {name: part() for name, part in parts.items()}
+    # A median at the protocol's refusal distance is a refusal, not a distance: said so.
+    refusal_km = PAPER_REFUSAL_KM if protocol == "paper" else strict_refusal_km
+    for res in (result, *result["by_speech"].values()):
+        res["median_refused"] = bool(res.get("median_km") == refusal_km)
     result["notes"] = notes
     return result, scored
 
@@ -230,7 +237,9 @@ def evaluate_run(
     for protocol in config.protocols:
         result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=config.metric_bootstrap,
                                          seed=config.seed, strict_refusal_km=config.strict_refusal_km,
-                                         unit=config.resampling_unit, labelling=config.labelling)
+                                         unit=config.resampling_unit, labelling=config.labelling,
+                                         geoscore_km=config.geoscore_km,
+                                         influence_share=config.influence_share)
         if repeats:  # infer.repeats > 1: how stable the answers are over the repeats
             tables = [scored] + [score_with_notes(manifest, r, protocol,
                                                   strict_refusal_km=config.strict_refusal_km)[0]
@@ -319,17 +328,21 @@ def _with_timings(summary_path: Path, run_summary: dict[str, Any], artifacts: li
     return run_summary
 
 
+# A result's per-metric dicts (logged flat as <protocol>.<key>.<metric> or _lo/_hi).
+PER_METRIC = ("ci95", "ci95_clip", "design_effect", "n_effective", "deft")
+
+
 def _run_metrics(doc: dict[str, Any], run_summary: dict[str, Any]) -> dict[str, Any]:
     """The flat MLflow metrics of a metrics.json document and the inference run's accounting."""
     metrics: dict[str, Any] = {}
     for protocol, res in doc["protocols"].items():
         for k, v in res.items():
-            if k in ("ci95", "ci95_clip", "design_effect", "notes", "resampling_unit", "labels"):
+            if k in (*PER_METRIC, "notes", "resampling_unit", "labels", "influential_clusters"):
                 continue
             if k == "by_speech":
                 for part, sub in v.items():
                     for kk, vv in sub.items():
-                        if kk not in ("ci95", "ci95_clip", "design_effect"):
+                        if kk not in (*PER_METRIC, "influential_clusters"):
                             metrics[f"{protocol}.{part}.{kk}"] = vv
             else:
                 metrics[f"{protocol}.{k}"] = v
@@ -339,8 +352,9 @@ def _run_metrics(doc: dict[str, Any], run_summary: dict[str, Any]) -> dict[str, 
         for k, (lo, hi) in res.get("ci95_clip", {}).items():  # the clip unit's, for comparison
             metrics[f"{protocol}.ci95_clip_lo.{k}"] = lo
             metrics[f"{protocol}.ci95_clip_hi.{k}"] = hi
-        for k, v in res.get("design_effect", {}).items():
-            metrics[f"{protocol}.design_effect.{k}"] = v
+        for key in ("design_effect", "n_effective", "deft"):  # Kish's deff, n / deff, width ratio
+            for k, v in res.get(key, {}).items():
+                metrics[f"{protocol}.{key}.{k}"] = v
     # The inference run's accounting (run_summary.json): cost, tokens, latency, outcomes.
     for k, v in run_summary.items():
         if isinstance(v, int | float) and not isinstance(v, bool) and k not in (

@@ -100,7 +100,7 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
         if flags:  # agl.predictions.served: only then a column (offline runs name no model)
             row["served_flags"] = "; ".join(flags)
         # The interval is the run's resampling unit's (agl.scoring.clusters); the clip one
-        # and the design effect (their widths' ratio) stand beside it.
+        # and Kish's design effect (variance ratio, agl.scoring.design) stand beside it.
         row["n_clusters"] = res.get("n_clusters", res["n"])
         row["resampling_unit"] = res.get("resampling_unit", "clip")
         for c in COLUMNS:
@@ -370,9 +370,10 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
     if "n_clusters" in rows:
         notes.append("95% intervals resample whole clusters of clips (the 'clusters' column: how "
                      "many, under which unit; docs/metrics.md#clusters). The design effect is "
-                     "that interval's width over the width of one resampling single clips: how "
-                     "much treating clips as independent would overstate the precision. The "
-                     "clip intervals are in leaderboard.csv (*_clip_lo, *_clip_hi).")
+                     "Kish's: the variance of the estimate under the clusters over its variance "
+                     "were the clips independent, so n clips carry the information of n / deff "
+                     "(docs/metrics.md#design-effect). The clip intervals are in "
+                     "leaderboard.csv (*_clip_lo, *_clip_hi).")
     return notes
 
 

@@ -38,8 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pandas as pd
 
-from agl.core.geo import geoscore, usable_cpus
-from agl.scoring import resample
+from agl.core.geo import GEOSCORE_SCALE_KM, geoscore, usable_cpus
+from agl.scoring import design, resample
 
 THRESHOLDS_KM: tuple[int, ...] = (1, 10, 25, 100, 200, 750, 1000, 2500)
 EXACT_LIMIT = 50_000
@@ -57,22 +57,29 @@ HEADLINE = (
 )
 
 
-# The metrics whose design effect (cluster interval width / clip interval width) is reported.
+# The metrics whose design effect is reported: Kish's deff (variance ratio, the linearised
+# cluster variance for a mean; deft squared for the median), the effective clips n / deff, and
+# deft (cluster interval width / clip interval width). agl.scoring.design says how.
 DESIGN_EFFECT = ("distance_error_km", "median_km", "geoscore", "continent_acc", "country_acc",
                  "city_acc")
+# The means whose clusters' shares of the variance are read (`influential_clusters`).
+INFLUENCE = ("distance_error_km", "geoscore", "continent_acc", "country_acc", "city_acc")
+# Default `evaluate.influence_share`: a cluster carrying more of a metric's variance is named.
+INFLUENCE_SHARE = 0.2
 
 # The columns of a score table that `summarize` reads.
 SUMMARY_COLUMNS = ("distance_km", "city_correct", "country_correct", "continent_correct",
                    "refused", "failed", "status", "pred_lat", "pred_lon")
 
 
-def metric_columns(scored: pd.DataFrame) -> dict[str, tuple[np.ndarray, str]]:
+def metric_columns(scored: pd.DataFrame, geoscore_km: float = GEOSCORE_SCALE_KM
+                   ) -> dict[str, tuple[np.ndarray, str]]:
     """Metric name -> (per-row values with NaN = excluded, statistic)."""
     d = scored["distance_km"].to_numpy(dtype=float)
     cols: dict[str, tuple[np.ndarray, str]] = {
         "distance_error_km": (d, "mean"),
         "median_km": (d, "median"),
-        "geoscore": (geoscore(d), "mean"),
+        "geoscore": (geoscore(d, geoscore_km), "mean"),
         "continent_acc": (scored["continent_correct"].to_numpy(dtype=float), "mean"),
         "country_acc": (scored["country_correct"].to_numpy(dtype=float), "mean"),
         "city_acc": (scored["city_correct"].to_numpy(dtype=float), "mean"),
@@ -99,22 +106,27 @@ def _point(values: np.ndarray, stat: str) -> float:
 
 
 def summarize(scored: pd.DataFrame, *, bootstrap: int, seed: int = 0,
-              clusters: np.ndarray | None = None) -> dict:
+              clusters: np.ndarray | None = None, **opts) -> dict:
     """All headline metrics of one score table, their CIs and the counts behind them."""
-    return summarize_later(scored, bootstrap=bootstrap, seed=seed, clusters=clusters)()
+    return summarize_later(scored, bootstrap=bootstrap, seed=seed, clusters=clusters, **opts)()
 
 
 def summarize_later(
-    scored: pd.DataFrame, *, bootstrap: int, seed: int = 0, clusters: np.ndarray | None = None
+    scored: pd.DataFrame, *, bootstrap: int, seed: int = 0, clusters: np.ndarray | None = None,
+    geoscore_km: float = GEOSCORE_SCALE_KM, influence_share: float = INFLUENCE_SHARE,
 ) -> Callable[[], dict]:
     """`summarize`, with the bootstrap intervals started now (in threads for a large table);
     calling the result waits for them. Lets a caller summarise several tables at once.
 
     `clusters` (per-row labels, agl.scoring.clusters): `ci95` resamples whole clusters,
-    `ci95_clip` single clips (for comparison), `design_effect` is the ratio of their widths
-    for the DESIGN_EFFECT metrics, `n_clusters` counts them. Without: clips, `ci95` only."""
+    `ci95_clip` single clips (for comparison); for the DESIGN_EFFECT metrics `design_effect`
+    is Kish's deff (variance ratio), `n_effective` the effective clips (n / deff) and `deft`
+    the ratio of the two intervals' widths; `n_clusters` counts the clusters,
+    `n_effective_clusters` is Kish's effective number of them, and `influential_clusters`
+    names those carrying more than `influence_share` of a mean's cluster variance (where the
+    table has the truth's city and country to name them by). Without: clips, `ci95` only."""
     out: dict = {"n": int(len(scored))}
-    columns = metric_columns(scored)
+    columns = metric_columns(scored, geoscore_km)
     intervals = intervals_later(columns, bootstrap, seed, len(scored), clusters)
     clip_intervals = intervals_later(columns, bootstrap, seed, len(scored), None) if clusters is not None else None
     for name, (values, stat) in columns.items():
@@ -127,16 +139,60 @@ def summarize_later(
     out.update(counts(scored))
     if clusters is not None:
         out["n_clusters"] = int(np.unique(clusters).size)
+        out["n_effective_clusters"] = design.effective_clusters(clusters)
+        out["design_effect"] = {k: design.kish_deff(columns[k][0], clusters)
+                                for k in DESIGN_EFFECT if columns[k][1] == "mean"}
+        out["influential_clusters"] = influential(scored, columns, clusters, influence_share)
 
     def finish() -> dict:
         out["ci95"] = intervals()
         if clip_intervals is not None:
             out["ci95_clip"] = clip_intervals()
-            out["design_effect"] = {k: design_effect(out["ci95"][k], out["ci95_clip"][k])
+            out["deft"] = {k: design_effect(out["ci95"][k], out["ci95_clip"][k]) for k in DESIGN_EFFECT}
+            # the median has no linearised variance here: deft squared, the bootstrap's ratio
+            out["design_effect"] = {k: out["design_effect"].get(k, out["deft"][k] ** 2)
                                     for k in DESIGN_EFFECT}
+            out["n_effective"] = {k: _effective(columns[k][0], out["design_effect"][k])
+                                  for k in DESIGN_EFFECT}
         return out
 
     return finish
+
+
+def _effective(values: np.ndarray, deff: float) -> float:
+    """The effective number of clips behind a metric: its scored clips over Kish's deff."""
+    return float(np.isfinite(values).sum() / deff) if deff > 0 else float("nan")
+
+
+def influential(scored: pd.DataFrame, columns: dict[str, tuple[np.ndarray, str]],
+                clusters: np.ndarray, share: float) -> dict[str, list[dict]]:
+    """Per INFLUENCE metric, the clusters carrying more than `share` of its cluster-robust
+    variance, largest first: name (the commonest true city and country of its clips), clips
+    and share. Empty where the table has no truth labels (a speech split)."""
+    if "true_city" not in scored or "true_country" not in scored:
+        return {}
+    labels = np.asarray(clusters, dtype=np.int64)
+    out: dict[str, list[dict]] = {}
+    for k in INFLUENCE:
+        values = columns[k][0]
+        finite = np.isfinite(values)
+        shares = design.variance_shares(values, labels)
+        kept, inverse = np.unique(labels[finite], return_inverse=True)
+        sizes = np.bincount(inverse)
+        rows = []
+        for g in np.argsort(-shares, kind="stable"):
+            if shares[g] <= share:
+                break
+            rows.append({"cluster": _cluster_name(scored, labels == kept[g]), "clips": int(sizes[g]),
+                         "share": float(shares[g])})
+        out[k] = rows
+    return out
+
+
+def _cluster_name(scored: pd.DataFrame, mask: np.ndarray) -> str:
+    places = (scored["true_city"].astype(str).to_numpy()[mask], scored["true_country"].astype(str).to_numpy()[mask])
+    pairs = pd.Series([f"{c}, {k}" for c, k in zip(*places, strict=True)])
+    return str(pairs.value_counts().index[0])
 
 
 def no_coordinates(scored: pd.DataFrame) -> np.ndarray:
@@ -198,7 +254,9 @@ def cluster_ci(values, stat: str, n: int, seed: int = 0,
     (`bootstrap_ci`). Clusters of single clips numbered as the rows give the row bootstrap's
     draws by construction on a small table (the exact and index routes make the same random
     calls and sums; tests check it bit for bit) and by delegation on a large one (the binned
-    routes bin rows by value, clusters by influence)."""
+    routes bin rows by value, clusters by influence). A proportion of 0 or 1 gets the Wilson
+    interval with Kish's effective clusters (agl.scoring.design); a single cluster no
+    interval (NaN): resampling one cluster only ever gives it back."""
     values = np.asarray(values, dtype=float)
     if clusters is None:
         return bootstrap_ci(values, stat, n, seed)
@@ -208,6 +266,13 @@ def cluster_ci(values, stat: str, n: int, seed: int = 0,
         return bootstrap_ci(values, stat, n, seed)
     if n <= 0 or not np.isfinite(values).any():
         return (float("nan"), float("nan"))
+    present = labels[np.isfinite(values)]
+    if present.min() == present.max():
+        # One cluster: every resample is that cluster, so the "interval" would be [x, x].
+        # Nothing to resample: no interval (NaN), said as such where printed.
+        return (float("nan"), float("nan"))
+    if stat == "mean" and (fixed := design.degenerate_interval(values, labels)) is not None:
+        return fixed  # a proportion of 0 or 1: Wilson with Kish's effective clusters
     if len(values) > EXACT_LIMIT:  # 0/1 columns too: their count patterns are many
         # One draw of bin counts per (clusters, resamples, seed), shared by the metrics.
         return _percentiles(resample.binned_draws(values, labels, groups, stat, n, int(seed)))
@@ -231,11 +296,15 @@ def _percentiles(draws: np.ndarray) -> tuple[float, float]:
 def bootstrap_ci(
     values, stat: str, n: int, seed: int = 0
 ) -> tuple[float, float]:
-    """Percentile 95% interval of `stat` over the non-NaN values, rows resampled with NaNs."""
+    """Percentile 95% interval of `stat` over the non-NaN values, rows resampled with NaNs;
+    a proportion of 0 or 1 gets the Wilson interval (a bootstrap of it has zero width), and
+    a single value no interval (NaN)."""
     values = np.asarray(values, dtype=float)
     v = _finite(values)
-    if n <= 0 or v.size == 0:
+    if n <= 0 or v.size < 2:  # one clip: every resample is that clip, no interval
         return (float("nan"), float("nan"))
+    if stat == "mean" and (fixed := design.degenerate_interval(v, None)) is not None:
+        return fixed  # a proportion of 0 or 1: the Wilson interval, never zero width
     rng = np.random.default_rng(seed)
     if stat == "mean" and np.isin(v, (0.0, 1.0)).all():
         draws = _binary_draws(int((v == 1).sum()), int((v == 0).sum()), len(values) - v.size, n, rng)

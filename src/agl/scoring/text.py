@@ -29,16 +29,19 @@ def fmt(value: Any, pattern: str) -> str:
 def metrics_table(result: dict[str, Any], title: str = "") -> str:
     """One run's metrics as a plain-text table for the terminal, with the speech split where
     present. Under a cluster unit each metric shows the cluster interval, the clip interval
-    beside it (for comparison) and the design effect (their widths' ratio)."""
+    beside it (for comparison), Kish's design effect (variance ratio) and the effective
+    number of clips (n / deff); the clusters carrying most of a metric's variance are named."""
     speech = result.get("by_speech", {})
     unit = result.get("resampling_unit", "clip")
     clip = result.get("ci95_clip")
     head = f"{'metric':<28} {'all':>10} {'95% CI (' + unit + ')':>25}"
     if clip is not None:
-        head += f" {'95% CI (clip)':>25} {'deff':>5}"
+        head += f" {'95% CI (clip)':>25} {'deff':>6} {'n eff':>7}"
     cols = [k for k in ("speech", "non_speech") if k in speech]
     head += "".join(f" {c:>11}" for c in cols)
-    clusters = (f" in {result['n_clusters']} clusters ({unit})" if "n_clusters" in result else "")
+    clusters = (f" in {result['n_clusters']} clusters ({unit}; Kish's effective number "
+                f"{result['n_effective_clusters']:.1f})" if "n_effective_clusters" in result
+                else f" in {result['n_clusters']} clusters ({unit})" if "n_clusters" in result else "")
     lines = [title, f"clips scored: {result['n']}{clusters}"
              + "".join(f", {c}: {speech[c]['n']}"
                        + (f" in {speech[c]['n_clusters']}" if "n_clusters" in speech[c] else "")
@@ -46,12 +49,21 @@ def metrics_table(result: dict[str, Any], title: str = "") -> str:
              + (f" ({coverage_text(result['clips_predicted'], result['dataset_clips'])})"
                 if "dataset_clips" in result else ""), _counts_line(result), head, "-" * len(head)]
     for key, label, pattern in ROWS:
-        row = f"{label:<28} {fmt(result.get(key), pattern):>10} {_interval(result['ci95'], key, pattern):>25}"
+        row = (f"{label:<28} {_value(result, key, pattern):>10} "
+               f"{_interval(result['ci95'], key, pattern, result.get('n_clusters')):>25}")
         if clip is not None:
             deff = result.get("design_effect", {}).get(key)
-            row += f" {_interval(clip, key, pattern):>25} {fmt(deff, '{:.2f}') if deff is not None else '':>5}"
-        row += "".join(f" {fmt(speech[c].get(key), pattern):>11}" for c in cols)
+            n_eff = result.get("n_effective", {}).get(key)
+            row += (f" {_interval(clip, key, pattern):>25} {fmt(deff, '{:.2f}') if deff is not None else '':>6}"
+                    f" {fmt(n_eff, '{:,.0f}') if n_eff is not None else '':>7}")
+        row += "".join(f" {_value(speech[c], key, pattern):>11}" for c in cols)
         lines.append(row)
+    for key, found in result.get("influential_clusters", {}).items():
+        if found:
+            label = dict((k, lab) for k, lab, _ in ROWS)[key]
+            lines.append(f"note: {label}: " + "; ".join(
+                f"{c['cluster']} ({c['clips']} clips) carries {c['share']:.0%} of its cluster variance"
+                for c in found))
     notes = {k: v for k, v in result.get("notes", {}).items() if k != "protocol" and v}
     excluded = result.get("n_distance_excluded", 0)
     if excluded:
@@ -81,8 +93,18 @@ def _counts_line(result: dict[str, Any]) -> str | None:
             "(any field refused: the reject rate)")
 
 
-def _interval(ci: dict[str, Any], key: str, pattern: str) -> str:
+def _value(res: dict[str, Any], key: str, pattern: str) -> str:
+    """A metric's value; a median at the refusal distance reads "refused" (more than half
+    the clips were scored at it: the median is no distance the model gave)."""
+    if key == "median_km" and res.get("median_refused"):
+        return "refused"
+    return fmt(res.get(key), pattern)
+
+
+def _interval(ci: dict[str, Any], key: str, pattern: str, clusters: int | None = None) -> str:
     lo, hi = ci.get(key, (None, None))
+    if clusters == 1 and lo is not None and lo != lo:  # NaN: agl.scoring.metrics.cluster_ci
+        return "none (one cluster)"
     return f"[{fmt(lo, pattern)}, {fmt(hi, pattern)}]"
 
 
