@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from agl.scoring.power import power_analysis
+from agl.scoring.power import power_analysis, with_manifest
 
 
 def draw(rng, groups: int, delta: float) -> tuple[np.ndarray, np.ndarray]:
@@ -126,8 +126,8 @@ def test_the_manifest_clusters_size_a_grown_benchmark():
     rho from the pilot; larger clusters need more clips, single-clip ones the independent count."""
     rng = np.random.default_rng(7)
     d, labels = draw(rng, 300, 200.0)
-    small = power_analysis(d, labels, target=150.0, manifest_sizes=np.ones(500, int))
-    big = power_analysis(d, labels, target=150.0, manifest_sizes=np.full(50, 30))
+    base = power_analysis(d, labels, target=150.0)
+    small, big = with_manifest(base, labels, np.ones(500, int)), with_manifest(base, labels, np.full(50, 30))
     assert small.manifest_deff == 1.0 and small.clips_needed_manifest == small.clips_needed_independent
     assert 0 < big.icc < 1 and big.manifest_weighted_size == 30
     assert big.manifest_deff == pytest.approx(1 + 29 * big.icc)

@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--bootstrap", type=arg_type("count0"), default=None,
                    help="bootstrap resamples per 95%% CI (0: no intervals; default: "
-                   "agl.scoring.config.BOOTSTRAP, 1000; at most params.yaml's "
+                   "agl.scoring.config.METRIC_BOOTSTRAP, 10000; at most params.yaml's "
                    "evaluate.max_resamples, 100000)")
     p.add_argument("--seed", type=arg_type("seed"), default=0, help="bootstrap seed (0 or more)")
     p.add_argument("--unit", default=None,
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from agl.core.outpaths import input_file, output_file  # lazy: `agl --help` imports every command module
     from agl.dataset.sources import resolve_source  # lazy: `agl --help` imports every command module
     from agl.scoring.clusters import DEFAULT_UNIT, parse_unit  # lazy: `agl --help` imports every command module
-    from agl.scoring.config import BOOTSTRAP  # lazy: `agl --help` imports every command module
+    from agl.scoring.config import METRIC_BOOTSTRAP  # lazy: `agl --help` imports every command module
     from agl.scoring.evaluate import evaluate_files  # lazy: `agl --help` imports every command module
     from agl.scoring.labels import Labelling, check_land  # lazy: `agl --help` imports every command module
     from agl.scoring.text import metrics_table  # lazy: `agl --help` imports every command module
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     input_file(manifest, "--manifest", "manifest CSV")
     result, scored = evaluate_files(
         predictions, manifest, args.protocol,
-        bootstrap=BOOTSTRAP if args.bootstrap is None else args.bootstrap, seed=args.seed, reparse=args.reparse,
+        bootstrap=METRIC_BOOTSTRAP if args.bootstrap is None else args.bootstrap, seed=args.seed, reparse=args.reparse,
         unit=unit, labelling=Labelling(args.labels, point_land, args.point_coast_km),
     )
     for w in result.pop("warnings", []):

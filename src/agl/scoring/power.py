@@ -41,7 +41,7 @@ claimed (2,000 simulated comparisons for an accuracy whose observed gap exceeds 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 import numpy as np
@@ -168,12 +168,10 @@ def _needed(count: float, what: str) -> int:
 
 def power_analysis(d, labels, *, metric: str = "", target: float | None = None,
                    alpha: float = ALPHA, power: float = POWER, n_boot: int = 2000,
-                   seed: int = 0, manifest_sizes=None) -> Power:
+                   seed: int = 0) -> Power:
     """The detectable difference of these paired differences `d` (per clip, NaN = not
     scored by both) in clusters `labels`, and, for `target`, the clips and clusters needed.
-    Differences all in {-1, 0, 1} (an accuracy) are sized by Connor's formula.
-    `manifest_sizes`: the clip counts of the manifest's clusters under the same unit, for the
-    clips needed by clusters of the benchmark's own sizes."""
+    Differences all in {-1, 0, 1} (an accuracy) are sized by Connor's formula."""
     if not (0 < alpha < 1 and 0 < power < 1):
         raise AglError(f"power: alpha and power must lie in (0, 1), got {alpha} and {power}")
     d = np.asarray(d, dtype=float)
@@ -226,14 +224,25 @@ def power_analysis(d, labels, *, metric: str = "", target: float | None = None,
         now = power_of(target, se, alpha=alpha)
     out.update(target=float(target), clips_needed_independent=_needed(independent, shown),
                clusters_needed=clusters, clips_needed=clips, power_now=now)
-    if manifest_sizes is not None and len(manifest_sizes) and groups < d.size:
-        pilot_m = weighted_size(np.bincount(labels))
-        rho = min(1.0, max(0.0, (deff - 1) / (pilot_m - 1))) if math.isfinite(deff) else math.nan
-        sizes = np.asarray(manifest_sizes, dtype=float)
-        m_w = weighted_size(sizes)
-        man_deff = 1 + (m_w - 1) * rho
-        man_clips = _needed(independent * man_deff, shown)
-        out.update(icc=rho, manifest_clusters=int(sizes.size), manifest_weighted_size=m_w,
-                   manifest_deff=man_deff, clips_needed_manifest=man_clips,
-                   clusters_needed_manifest=max(2, math.ceil(man_clips / sizes.mean())))
     return Power(**out)
+
+
+def with_manifest(result: Power, labels, manifest_sizes) -> Power:
+    """`result` (for a target) with the clips needed by clusters of the manifest's sizes
+    (`manifest_sizes`: its clusters' clip counts under the same unit): Kish's deff
+    1 + (m_w - 1) rho, rho from the pilot's deff and its clusters `labels` (of the clips
+    scored by both). Unchanged without a target, or under the clip unit (nothing to carry)."""
+    sizes = np.asarray(manifest_sizes, dtype=float)
+    if result.target is None or sizes.size == 0 or result.n_clusters >= result.n_clips:
+        return result
+    from agl.scoring.clusters import subset  # lazy: only `agl power` needs it
+
+    pilot_m = weighted_size(np.bincount(subset(np.asarray(labels), slice(None))))
+    deff = result.deff
+    rho = min(1.0, max(0.0, (deff - 1) / (pilot_m - 1))) if math.isfinite(deff) and pilot_m > 1 else math.nan
+    m_w = weighted_size(sizes)
+    man_deff = 1 + (m_w - 1) * rho
+    clips = _needed(result.clips_needed_independent * man_deff, "this difference")
+    return replace(result, icc=rho, manifest_clusters=int(sizes.size), manifest_weighted_size=m_w,
+                   manifest_deff=man_deff, clips_needed_manifest=clips,
+                   clusters_needed_manifest=max(2, math.ceil(clips / sizes.mean())))

@@ -10,7 +10,7 @@ import numpy as np
 
 from agl.core.checks import check_value
 from agl.errors import AglError
-from agl.scoring.power import ALPHA, POWER, Power, power_analysis
+from agl.scoring.power import ALPHA, POWER, Power, power_analysis, with_manifest
 
 METRICS = ("distance_km", "country_correct", "continent_correct", "city_correct")
 
@@ -55,6 +55,7 @@ def power_files(a: str, b: str, manifest_path: str, config: PowerConfig) -> Powe
     # The benchmark's own clusters (every clip of the manifest): the sizes a grown benchmark
     # built the same way would have, beside the pilot's.
     sizes = np.bincount(cluster_labels(manifest, config.unit)) if len(manifest) else None
-    return power_analysis(d, cluster_labels(joined, config.unit), metric=config.metric,
-                          target=config.target, alpha=config.alpha, power=config.power,
-                          n_boot=config.n_boot, seed=config.seed, manifest_sizes=sizes)
+    labels = cluster_labels(joined, config.unit)
+    result = power_analysis(d, labels, metric=config.metric, target=config.target, alpha=config.alpha,
+                            power=config.power, n_boot=config.n_boot, seed=config.seed)
+    return result if sizes is None else with_manifest(result, labels[np.isfinite(d)], sizes)

@@ -101,8 +101,14 @@ def _value(res: dict[str, Any], key: str, pattern: str) -> str:
     return fmt(res.get(key), pattern)
 
 
+# Interval bounds print the digits their Monte-Carlo noise supports at 10,000 resamples
+# (agl.scoring.config.METRIC_BOOTSTRAP): whole km and GeoScore points, three decimals of a share.
+BOUNDS = {"{:.2f}": "{:,.0f}", "{:.1f}": "{:.0f}", "{:.4f}": "{:.3f}"}
+
+
 def _interval(ci: dict[str, Any], key: str, pattern: str, clusters: int | None = None) -> str:
     lo, hi = ci.get(key, (None, None))
+    pattern = BOUNDS.get(pattern, pattern)
     if clusters == 1 and lo is not None and lo != lo:  # NaN: agl.scoring.metrics.cluster_ci
         return "none (one cluster)"
     return f"[{fmt(lo, pattern)}, {fmt(hi, pattern)}]"
