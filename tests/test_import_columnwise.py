@@ -180,3 +180,26 @@ def test_one_json_object_over_many_lines_is_named_not_called_invalid(tmp_path):
     lines = tmp_path / "rows.jsonl"
     lines.write_text('{"question_id": "a", "model_output": "x"}\n{"question_id": "b", "model_output": "y"}\n')
     assert [r["question_id"] for r in read_published(lines)] == ["a", "b"]
+
+
+def test_an_api_error_reply_is_a_failed_clip_not_a_refusal(shared, agl1k_manifest):
+    """The Gemini 3 Pro subset: 5 of its 8 rejected rows are the authors' `error` replies (the
+    API call failed). They are failed clips in every count of this project (status, the
+    failure rate), refusals nowhere but in the paper's own reject rate (its rule, unchanged)."""
+    import warnings
+
+    from agl.scoring.evaluate import evaluate_files
+
+    path = shared("data/agl1k/published/gemini-3-pro-preview/seed_42_ABCD.jsonl")
+    frame = published_frame(path)
+    errors = {json.loads(line)["question_id"] for line in open(path, encoding="utf-8")
+              if json.loads(line).get("model_output") == "error"}
+    assert len(errors) == 5
+    assert set(frame.loc[frame["status"] == "failed", "sample_id"]) == {str(e) for e in errors}
+    by_row = [from_published_row(r) for r in read_published(path)]
+    assert [p.status.value for p in by_row] == frame["status"].tolist()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res, _ = evaluate_files(path, agl1k_manifest, "paper", bootstrap=0)
+    assert (res["n_refused"], res["n_rejected"]) == (3, 8)  # the paper's reject rate: 8 / 263
+    assert res["failure_rate"] == pytest.approx(5 / 263)

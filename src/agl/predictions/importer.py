@@ -149,6 +149,17 @@ def _coordinate(value: Any, limit: float) -> float | None:
     return x if abs(x) <= limit else None
 
 
+# The authors' pipeline wrote this reply where the API call failed (5 of the Gemini 3 Pro
+# subset's 8 "refusals"): a failed clip, not a model that declined. The paper protocol's
+# reject rate still counts it, from the authors' parsed fields (their rule); every count of
+# this project's (refused, failed, the failure rate) names it a failure.
+API_ERROR_REPLY = "error"
+
+
+def _api_error(reply: Any) -> bool:
+    return isinstance(reply, str) and reply.strip().lower() == API_ERROR_REPLY
+
+
 def from_published_row(row: dict[str, Any]) -> Prediction:
     """One row, read field by field: the definition that `published_frame` vectorises (and
     that the tests hold it to, row for row)."""
@@ -172,6 +183,8 @@ def from_published_row(row: dict[str, Any]) -> Prediction:
         status = Status.REFUSED if refusals else Status.UNPARSEABLE
     else:
         status = Status.PARTIAL
+    if _api_error(row.get("model_output")):
+        status = Status.FAILED
     reasoning = row.get("reasoning")
     return Prediction(
         sample_id=sid,
@@ -281,6 +294,8 @@ def _published_columns(rows: list[dict[str, Any]], path: str | Path) -> dict[str
         n_missing == 0, Status.OK.value,
         np.where(n_missing < len(PLACE_FIELDS), Status.PARTIAL.value,
                  np.where(refusals, Status.REFUSED.value, Status.UNPARSEABLE.value)))
+    errors = np.array([_api_error(r.get("model_output")) for r in rows], dtype=bool)
+    status = np.where(errors, Status.FAILED.value, status)
     cols["status"] = status.astype(object)
     cols["refused"] = refusals
     cols["original"] = [dict(zip(PUBLISHED_FIELDS, vals, strict=True))
