@@ -18,6 +18,7 @@ from agl.core.tracking import log_run, save_runs_view
 from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label
 from agl.dataset.manifest_cache import load_manifest_cached
 from agl.errors import AglError
+from agl.predictions.authors import raw_replies, with_authors_view
 from agl.predictions.importer import import_with_report, is_published_file, published_frame
 from agl.predictions.records import Prediction, TornLineWarning, prediction_frame
 from agl.scoring.clusters import DEFAULT_UNIT, cluster_labels, parse_unit, subset
@@ -47,12 +48,17 @@ def load_predictions_any(path: str | Path, *, reparse: bool = False) -> pd.DataF
             if is_published_file(path):
                 if not reparse:  # column-wise: no Prediction object per row
                     return published_frame(path)
-                return prediction_frame(_reparsed(path))
+                reparsed = _reparsed(path)
+                # paper: the authors' parser on the raw replies; strict: this project's
+                return with_authors_view(prediction_frame(reparsed),
+                                         {p.sample_id: p.raw_reply for p in reparsed if p.raw_reply})
             if reparse:  # never ignored: the numbers would pass for a re-parse
                 raise AglError(f"{path}: --reparse re-reads the raw replies of an authors' "
                                "published file; this is a predictions file of this project "
                                "(parsed when it was made): run the same command without --reparse")
             frame = prediction_frame(path)
+            # A run of this project: under `paper` its replies are read by the authors' parser.
+            frame = with_authors_view(frame, raw_replies(path))
     except TornLineWarning as torn:
         raise torn_error(torn) from None
     except UnicodeDecodeError as exc:  # a binary or non-UTF-8 file, whichever reader saw it

@@ -4,8 +4,9 @@
   * rows: the clips that have a prediction; clips whose eight category columns are all 0
     are dropped, as the authors' filter does (none in AGL1K; the count is reported);
   * each of the five predicted fields is read as the authors' pipeline wrote it (the
-    `original` strings of an imported file; for this project's runs a missing field is
-    written "Unknown", which is what the authors' pipeline wrote for failures);
+    `original` strings of an imported file; for a run of this project, the fields the port of
+    the authors' reply parser reads from its raw reply, agl.predictions.authors; a clip
+    without a reply reads "Unknown", which is what the authors' pipeline wrote for failures);
   * a refused coordinate (NaN, '', 0, 0.0, -1, null, none, n/a, na, unknown, unable, cannot)
     scores 10,000 km; a coordinate that is present but not a number, or a latitude outside
     [-90, 90], is excluded from the distance metrics (the authors' geodesic raised and they
