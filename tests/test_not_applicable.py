@@ -26,6 +26,19 @@ def test_coordinates_only_run_has_no_refusals_and_no_text_accuracy():
     assert res["distance_error_km"] < 300
 
 
+def test_coordinates_only_replies_read_by_the_authors_parser_stay_not_applicable():
+    """Under `paper` a run's raw replies are read by the authors' parser port, which writes
+    "Unknown" for a field it finds none of: for a run that never gives one, still "—"."""
+    from agl.predictions.authors import with_authors_view
+
+    preds = [prediction(f"k{i}", lat=48.0 + i, lon=2.0) for i in range(4)]
+    frame = with_authors_view(prediction_frame(preds), {f"k{i}": f'{{"latitude": {48.0 + i}, "longitude": 2.0}}'
+                                                         for i in range(4)})
+    res = evaluate_frames(manifest([{}, {}, {}, {}]), frame, "paper", bootstrap=20)[0]
+    assert res["reject_rate"] == 0.0 and math.isnan(res["country_acc"])
+    assert res["notes"]["not_applicable"] == ["city", "continent", "country"]
+
+
 def test_a_field_given_for_some_clips_is_attempted_and_its_gaps_are_refusals():
     preds = [prediction("k0", lat=48.0, lon=2.0, city="Paris", country="France", continent="Europe")]
     preds += [prediction(f"k{i}", lat=48.0, lon=2.0) for i in (1, 2, 3)]

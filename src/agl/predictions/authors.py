@@ -63,6 +63,11 @@ def authors_fields(reply: Any) -> dict[str, Any]:
     return out
 
 
+# The key marking fields the port read (not a published row's): a field this run never gives
+# stays "not applicable" (agl.scoring.protocol_paper), as for a run read by this project.
+PORTED = "read_by_authors_parser_port"
+
+
 def raw_replies(path) -> dict[str, str]:
     """Each clip's raw reply in a predictions JSONL of this project (the newest record per
     clip, as agl.predictions.records.prediction_frame keeps; clips without one left out)."""
@@ -95,5 +100,5 @@ def with_authors_view(frame, replies: dict[str, str]):
     ids = frame["sample_id"].to_numpy(dtype=object)
     for i, (sid, orig) in enumerate(zip(ids, originals, strict=True)):
         if not isinstance(orig, dict) and sid in replies:
-            originals[i] = authors_fields(replies[sid])
+            originals[i] = {**authors_fields(replies[sid]), PORTED: True}
     return frame.assign(original=originals)

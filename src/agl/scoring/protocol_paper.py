@@ -13,6 +13,7 @@ import pandas as pd
 
 from agl.core.geo import geodesic_km_later
 from agl.dataset.manifest import CATEGORY_COLUMNS
+from agl.predictions.authors import PORTED
 from agl.scoring.score_table import (
     FAILED_STATUSES,
     SCORE_COLUMNS,
@@ -195,7 +196,10 @@ def score_paper(manifest: pd.DataFrame, preds: pd.DataFrame) -> tuple[pd.DataFra
     texts, views, text_refusals, absent = _paper_texts(f, original)
     # A field a run never attempts (a coordinates-only baseline has no city, country or
     # continent) is not applicable: not a refusal, and its accuracy is undefined (shown "—").
-    na = _not_attempted(status, has_original, absent)
+    # a row of this project's run read by the authors' parser port is not a published row
+    ported = np.fromiter((isinstance(o, dict) and PORTED in o for o in f["original"].to_numpy()),
+                         dtype=bool, count=len(f)) if has_original.any() else has_original
+    na = _not_attempted(status, has_original & ~ported, absent)
     if na:
         notes["not_applicable"] = sorted(na)
     refused = ref_lat | ref_lon
