@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     from agl.core.outpaths import input_file, output_file  # lazy: `agl --help` imports every command module
     from agl.dataset.sources import resolve_source  # lazy: `agl --help` imports every command module
     from agl.scoring.clusters import DEFAULT_UNIT, parse_unit  # lazy: `agl --help` imports every command module
-    from agl.scoring.config import METRIC_BOOTSTRAP  # lazy: `agl --help` imports every command module
+    from agl.scoring.config import BOOTSTRAP, METRIC_BOOTSTRAP  # lazy: `agl --help` imports every command module
     from agl.scoring.evaluate import evaluate_files  # lazy: `agl --help` imports every command module
     from agl.scoring.labels import Labelling, check_land  # lazy: `agl --help` imports every command module
     from agl.scoring.text import metrics_table  # lazy: `agl --help` imports every command module
