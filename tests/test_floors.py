@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("agl", "errors"),
     ("core",),
-    ("contracts", "dataset", "predictions"),
+    ("contracts", "dataset", "predictions", "verify"),
     ("scoring", "prompts"),
     ("counterfactual", "speech", "birds"),
     ("backends",),

@@ -129,6 +129,21 @@ def test_reruns_leave_the_lock_and_tampering_is_named(built_demo, tmp_path):
     single = run("agl verify", work, one, ok=None)
     assert single.returncode == 0, single.stdout + single.stderr
 
+    # Re-runs follow exactly what changed. An edit to a module no stage loads (`agl verify`'s
+    # own wing) changes no stage; an edit to a backend changes exactly the stages that declare
+    # the backends (what tests/test_stage_deps.py proves they load, registry included).
+    verify_py = work / "src" / "agl" / "verify" / "compare.py"
+    verify_py.write_text(verify_py.read_text() + "\n# an edit no stage loads\n")
+    assert json.loads(run("dvc status --json", work, env).stdout) == {}
+    knn_py = work / "src" / "agl" / "backends" / "knn.py"
+    knn_py.write_text(knn_py.read_text() + "\n# an edit every backend lookup loads\n")
+    lock = yaml.safe_load((work / "dvc.lock").read_text())["stages"]
+    loads_backends = {name for name, st in lock.items()
+                      if any(d["path"] == "src/agl/backends" for d in st.get("deps", []))}
+    changed = json.loads(run("dvc status --json", work, env).stdout)
+    assert set(changed) == loads_backends and {"infer@knn", "localize"} <= loads_backends, changed
+    sh("git checkout -- src/agl", work, env)
+
     # An output edited after the run is named, with the stage that wrote it.
     (work / "build" / "leaderboard.md").write_text("tampered\n")
     tampered = run("agl verify", work, env, ok=None)

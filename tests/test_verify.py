@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from helpers import run, subprocess_env
 
-from agl.core.verify import compare_locks
+from agl.verify.compare import compare_locks
 
 ENV = subprocess_env()
 

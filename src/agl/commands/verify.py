@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.core.verify import render, verify  # lazy: `agl --help` imports every command module
+    from agl.verify.compare import render, verify  # lazy: `agl --help` imports every command module
 
     verdict = verify(args.repo, args.rev)
     print(render(verdict))

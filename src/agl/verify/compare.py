@@ -9,7 +9,7 @@ every stage. After a reviewer's `agl download && dvc repro`, two things can disa
    params, the command. An output that changed while nothing else in its stage did is not
    reproducible from data, params and code: either it records run history (what this
    session requested or took from a cache) or the machine made other bytes; both versions
-   are read from DVC's cache and their differing keys tell which (`agl.core.history`). A
+   are read from DVC's cache and their differing keys tell which (`agl.verify.history`). A
    code dep that changed names a commit that skipped the re-run (a stale lock).
 2. **the workspace**: a file on disk differs from what `dvc.lock` records (edited after the
    run, or the run did not finish): DVC's own status (`dvc status`), per stage.
@@ -30,9 +30,9 @@ from typing import Any
 import yaml
 
 from agl.core.dvc_busy import dvc_lock_is_one_line
-from agl.core.history import OutputCause, classify_outputs
 from agl.core.jsonutil import flatten
 from agl.errors import AglError
+from agl.verify.history import OutputCause, classify_outputs
 
 LOCK = "dvc.lock"
 DATA_PIN = "data.dvc"
