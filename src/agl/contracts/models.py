@@ -34,6 +34,9 @@ class ModelSpec:
     # which settings these are (agl.inference.roster.PROTOCOLS): `paper`, the authors' runner
     # setting by setting, or `controlled` (temperature 0, 512 tokens); None: not said
     protocol: str | None = None
+    # The model's training data cutoff (ISO date, YYYY-MM-DD): clips uploaded after it cannot
+    # be in its training data, and evaluate scores them apart (docs/baselines.md#dates).
+    training_cutoff: str | None = None
 
 
 def fields_of(cls) -> set[str]:
@@ -89,7 +92,8 @@ def parse_models(entries: Any, source: str = "params.yaml") -> list[ModelSpec]:
                              price_out_per_m=prices[1], prompt=e.get("prompt"),
                              prompt_source=_text_or_none(e.get("prompt_source"), f"{where}.prompt_source"),
                              concurrency=concurrency, paper_name=e.get("paper_name"),
-                             protocol=_protocol(e.get("protocol"), f"{where}.protocol")))
+                             protocol=_protocol(e.get("protocol"), f"{where}.protocol"),
+                             training_cutoff=_iso_date(e.get("training_cutoff"), f"{where}.training_cutoff")))
     return out
 
 
@@ -99,6 +103,22 @@ def dotted_name(name: str, where: str) -> str:
             f"(dvc.yaml's params `models.${{key}}` would find no 'models.{name}'); use "
             f"'{name.replace('.', '')}' (a run's name is its stage and folder name, not the "
             "model id: that is `model:`)")
+
+
+def _iso_date(value: Any, where: str) -> str | None:
+    """A date as YAML gives it (`2024-06-01` parses as a date) or as text, in ISO form."""
+    import datetime as dt
+
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        value = value.date()
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    try:
+        return dt.date.fromisoformat(str(value).strip()).isoformat()
+    except ValueError:
+        raise AglError(f"{where}: {value!r} is not a date; write it as YYYY-MM-DD") from None
 
 
 def _protocol(value: Any, where: str) -> str | None:

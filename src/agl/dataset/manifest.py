@@ -68,6 +68,8 @@ COLUMNS: tuple[str, ...] = (
     "continent",
     *CATEGORY_COLUMNS,
 )
+# When a clip was recorded and uploaded, with their sources (agl.dataset.dates).
+DATE_COLUMNS: tuple[str, ...] = ("date", "date_source", "upload_date", "upload_date_source")
 NUMERIC_COLUMNS = ("latitude", "longitude", "mp3seconds", *CATEGORY_COLUMNS)
 
 
@@ -366,7 +368,10 @@ def _text(v) -> str:
 def write_manifest(frame: pd.DataFrame, path: str | Path | BinaryIO) -> None:
     """Write a manifest with the full AGL1K column layout (20 names for 20 fields), to a path
     or to a file open for writing bytes (a `.part` opened without following links)."""
-    out = frame.reindex(columns=list(COLUMNS)).fillna("")
+    # The dates (agl.dataset.dates) follow the AGL1K layout where a download found them; a
+    # manifest without them (the demo's) keeps its 20 columns, byte for byte.
+    dated = [c for c in DATE_COLUMNS if c in frame]
+    out = frame.reindex(columns=[*COLUMNS, *dated]).fillna("")
     if not isinstance(path, (str, Path)):
         text = io.TextIOWrapper(path, encoding="utf-8", newline="")  # as to_csv opens a path
         out.to_csv(text, index=False)

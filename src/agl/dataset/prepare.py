@@ -81,12 +81,14 @@ def _prepare(spec: DatasetSpec, policy: Policy, client: httpx.Client | None,
             write_summary(summary_path, result)
         return result
 
+    known = _known_dates(out / "manifest.csv")  # before the manifest is written again
     frame, source = _manifest(spec, out, policy, client)
     rows = clips(frame)
     _prune(out, {c.key for c in rows}, {c.relpath for c in rows}, spec.prune)
     _write_manifest(frame, out / "manifest.csv")
     write_lock(out / "lock.json", read_lock(out / "lock.json"), source=source)
     summary = download_clips(rows, out, policy, client=client, check=False)
+    _write_manifest(_dated(frame, out, policy, client, known), out / "manifest.csv")
     write_card(out)  # from the manifest and the lock as downloaded: the same data, the same card
     print(f"agl download: {out}: {summary.line()}", file=sys.stderr)
     for r in summary.failed:
@@ -96,6 +98,47 @@ def _prepare(spec: DatasetSpec, policy: Policy, client: httpx.Client | None,
         write_summary(summary_path, result)
     summary.check(policy.failure_budget, out / "lock.json")
     return result
+
+
+def _known_dates(target: Path):
+    """The date columns of the manifest already there (None: none, or not readable)."""
+    from agl.dataset.manifest import DATE_COLUMNS
+
+    if not target.is_file():
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ManifestWarning)
+            return load_manifest(target, columns=list(DATE_COLUMNS))
+    except AglError:
+        return None  # a damaged manifest is written again; its dates are asked again
+
+
+def _dated(frame, out: Path, policy: Policy, client: httpx.Client | None, known):
+    """The manifest with the recording date its files' tags give and the upload date the
+    Archive's item metadata gives (agl.dataset.dates), each item asked once across runs."""
+    from agl.dataset.dates import with_dates
+    from agl.dataset.fetch import FinalError, RetryableError, get_json, make_client
+
+    if policy.metadata_url is None:
+        return with_dates(frame, out / "audio", None, known)
+    own = client is None
+    client = client or make_client(policy)
+    base = policy.metadata_url.rstrip("/")
+
+    def metadata(key: str):
+        from urllib.parse import quote
+
+        try:
+            return get_json(client, f"{base}/{quote(key, safe='')}", policy)
+        except (FinalError, RetryableError):
+            return None  # unknown: asked again next run
+
+    try:
+        return with_dates(frame, out / "audio", metadata, known)
+    finally:
+        if own:
+            client.close()
 
 
 def _prepare_demo(spec: DatasetSpec, out: Path) -> dict:

@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from agl.core import canonical
@@ -124,6 +125,7 @@ def evaluate_frames(
     """Score predictions (a frame of agl.predictions.records.FRAME_COLUMNS) against a manifest
     frame under one protocol: metrics with bootstrap CIs and the per-clip score table.
 
+
     `unit` (agl.scoring.clusters): what the intervals resample; `ci95` is that unit's, and
     for any unit but `clip` the clip interval stands beside it as `ci95_clip`. `labelling`
     (agl.scoring.labels): the true country from the manifest or the recording place; either
@@ -162,6 +164,32 @@ def evaluate_frames(
         res["median_refused"] = bool(res.get("median_km") == refusal_km)
     result["notes"] = notes
     return result, scored
+
+
+def post_cutoff(manifest: pd.DataFrame, scored: pd.DataFrame, cutoff: str, config: EvaluateConfig) -> dict[str, Any]:
+    """A model's training cutoff (ISO date) against a manifest holding `upload_date`
+    (agl.dataset.dates): the metrics on the scored clips uploaded after it, clusters under the
+    run's unit (over every scored clip, then the subset: as the speech split), with the counts
+    of clips on or before it and of clips without a known upload date (docs/baselines.md#dates)."""
+    from agl.dataset.dates import after
+
+    unit = parse_unit(config.resampling_unit)
+    labels = None if unit.kind == "clip" else cluster_labels(scored, unit)
+    bootstrap, seed = config.metric_bootstrap, config.seed
+
+    uploaded = dict(zip(manifest["key"].astype(str), manifest["upload_date"], strict=True))
+    state = after([uploaded.get(str(k), "") for k in scored["sample_id"]], cutoff)
+    mask = np.array([s is True for s in state], dtype=bool)
+    out: dict[str, Any] = {"cutoff": cutoff, "n_before": sum(s is False for s in state),
+                           "n_undated": sum(s is None for s in state)}
+    if mask.any():
+        out.update(summarize_later(_rows(scored, mask, SUMMARY_COLUMNS), bootstrap=bootstrap,
+                                   seed=seed, clusters=subset(labels, mask),
+                                   geoscore_km=config.geoscore_km,
+                                   influence_share=config.influence_share)())
+    else:
+        out["n"] = 0
+    return out
 
 
 def check_resampling(bootstrap: int, seed: int) -> None:
@@ -226,7 +254,8 @@ def evaluate_run(
     data_version = content_hash(manifest_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
-        manifest = load_manifest_cached(manifest_path, columns=["title"], digest=data_version)
+        manifest = load_manifest_cached(manifest_path, columns=["title", "upload_date"],
+                                        digest=data_version)
     preds = load_predictions_any(predictions_path)
     summary_path, run_summary, info = _run_context(Path(predictions_path), info)
     # Coverage: clips of the dataset that have a prediction record, of all its clips, so the
@@ -246,6 +275,8 @@ def evaluate_run(
                                          unit=config.resampling_unit, labelling=config.labelling,
                                          geoscore_km=config.geoscore_km,
                                          influence_share=config.influence_share)
+        if info.get("training_cutoff") and "upload_date" in manifest:
+            result["post_cutoff"] = post_cutoff(manifest, scored, info["training_cutoff"], config)
         if repeats:  # infer.repeats > 1: how stable the answers are over the repeats
             tables = [scored] + [score_with_notes(manifest, r, protocol,
                                                   strict_refusal_km=config.strict_refusal_km)[0]
@@ -350,6 +381,10 @@ def _run_metrics(doc: dict[str, Any], run_summary: dict[str, Any]) -> dict[str, 
                     for kk, vv in sub.items():
                         if kk not in (*PER_METRIC, "influential_clusters"):
                             metrics[f"{protocol}.{part}.{kk}"] = vv
+            elif k == "post_cutoff":  # the clips uploaded after the training cutoff
+                for kk, vv in v.items():
+                    if isinstance(vv, int | float) and not isinstance(vv, bool):
+                        metrics[f"{protocol}.post_cutoff.{kk}"] = vv
             else:
                 metrics[f"{protocol}.{k}"] = v
         for k, (lo, hi) in res["ci95"].items():

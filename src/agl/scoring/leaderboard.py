@@ -120,6 +120,9 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
             row["flip_rate"] = rep["flip_rate"]
             row["consensus_country_acc"] = rep["consensus_country_acc"]
         rows.append(row)
+        late = res.get("post_cutoff") or {}
+        if late.get("n"):  # the clips uploaded after the model's training cutoff (evaluate)
+            rows.append(_post_cutoff_row(row, late))
     _no_protocol(unscored, protocol, ranked=len(rows))
     frame = pd.DataFrame(rows)
     if frame.empty:
@@ -142,6 +145,30 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
         frame["served_flags"] = frame.pop("served_flags")
     frame["refusal_heavy"] = frame.pop("refusal_heavy")  # leaderboard.csv's column order: last
     return frame
+
+
+POST_CUTOFF_NOTE = ("A run named \"(uploaded after <date>)\" is the run above it scored only on the "
+                    "clips uploaded after its model's training cutoff (the model entry's "
+                    "training_cutoff; upload dates from the Archive's item metadata): clips it "
+                    "cannot have been trained on. Its n is those clips; its interval resamples "
+                    "the same clusters (docs/baselines.md#dates).")
+
+
+def _post_cutoff_row(row: dict[str, Any], late: dict[str, Any]) -> dict[str, Any]:
+    """The leaderboard row of a run's post-cutoff subset (its metrics from `late`)."""
+    out = {**row, "run": f"{row['run']} (uploaded after {late['cutoff']})", "n": late["n"],
+           "clips_predicted": late["n"], "post_cutoff": late["cutoff"],
+           **{k: late.get(k) for k in COUNTS}}
+    out["n_clusters"] = late.get("n_clusters", late["n"])
+    for c in COLUMNS:
+        out[c] = late.get(c)
+        lo, hi = late.get("ci95", {}).get(c, (None, None))
+        out[f"{c}_lo"], out[f"{c}_hi"] = lo, hi
+        lo, hi = late.get("ci95_clip", late.get("ci95", {})).get(c, (None, None))
+        out[f"{c}_clip_lo"], out[f"{c}_clip_hi"] = lo, hi
+    for c in ("distance_error_km", "country_acc"):
+        out[f"design_effect_{c}"] = late.get("design_effect", {}).get(c, 1.0)
+    return out
 
 
 def _no_protocol(unscored: list[tuple[str, list[str]]], protocol: str, *, ranked: int) -> None:
@@ -357,6 +384,8 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
     if served:
         notes.append(served_note(served))
     notes.extend(deaf_notes(rows))
+    if "post_cutoff" in rows and rows["post_cutoff"].notna().any():
+        notes.append(POST_CUTOFF_NOTE)
     if "source" in rows and rows["source"].astype(str).str.startswith(IMPORTED_SOURCE).any():
         notes.append(IMPORTED_NOTE)
     if any(NOT_APPLICABLE in c for row in render_rows(rows)[1] for c in row):
