@@ -1,0 +1,210 @@
+"""How a model hears a clip longer than it can take: the `long_audio:` setting and its windows.
+
+Every AGL1K clip is longer than 30 s (quartiles 104 / 130 / 154 s), and several families read
+30 s (Whisper encoders; Gemma-3n). A model entry's `long_audio:` says which protocol a run
+uses (docs/inference.md#long-audio):
+
+* `native`: the whole clip in one request (what the backend does with it is its own: the
+  `transformers` backend cuts to the family's window and records it);
+* `windows`: one request per window of `window_s` seconds, the answers combined on the
+  sphere (agl.inference.window_vote);
+* `truncate`: one window only: the first `window_s` seconds (`start: first`, the paper's
+  behaviour for its 30-s families) or a seeded random one (`start: random`, a control);
+* `multi_part`: the windows as several audio parts of one prompt, one answer (a backend
+  that can send several parts says so: `Backend.multi_part`).
+
+Windows are planned here, on numbers (a clip's length and, for `split: low_energy`, its
+short-time energy), so the rules are tested without audio: `plan_windows`. A tail shorter
+than `min_tail_s` is heard by sliding the last window back over it (it overlaps the one
+before), never by making a window longer than `window_s`: a 30-s encoder cannot take 40 s.
+`split: low_energy` moves each cut back to the quietest point of the `search_s` seconds
+before it (as vLLM's `split_audio` does), so a word or a bird's phrase is not cut in two;
+a cut never moves later, so no window grows past `window_s`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from agl.core.checks import RULES
+from agl.errors import AglError
+
+MODES = ("native", "multi_part", "windows", "truncate")
+SPLITS = ("fixed", "low_energy")
+STARTS = ("first", "random")
+AGGREGATES = ("vote_medoid",)
+ENERGY_HOP_S = 0.01  # the energy curve's step (10 ms)
+ENERGY_FRAME_S = 0.1  # each point's frame: 100 ms of signal, as vLLM's split_audio uses
+
+
+@dataclass(frozen=True)
+class LongAudio:
+    """A model entry's `long_audio:` (every field optional; these are the defaults)."""
+
+    mode: str = "native"
+    window_s: float = 30.0  # the longest window sent (a Whisper encoder's 30 s)
+    overlap_s: float = 0.0  # seconds each window shares with the one before
+    split: str = "fixed"  # fixed | low_energy
+    search_s: float = 2.0  # low_energy: how far back from a nominal cut the quietest point is sought
+    min_tail_s: float = 10.0  # a last window shorter than this slides back to a full window
+    start: str = "first"  # truncate: first | random (seeded by `seed` and the clip's key)
+    seed: int = 0
+    aggregate: str = "vote_medoid"  # windows: how answers are combined (agl.inference.window_vote)
+    # A run whose provider-reported heard seconds fall short of the seconds sent by more than
+    # this share is flagged ("the server heard 30 s of 130"): audio tokens are counted in
+    # steps (Gemini: 32 per second), so an exact match is not expected.
+    heard_tolerance: float = 0.1
+
+    @property
+    def windowed(self) -> bool:
+        """Whether the driver cuts the clip (every mode but `native`)."""
+        return self.mode != "native"
+
+    def protocol(self) -> dict[str, Any]:
+        """The fields that decide what reaches the model (the run's fingerprint holds them;
+        the tolerance only reads the replies)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "heard_tolerance"}
+        if self.mode == "native":
+            return {"mode": "native"}
+        return d
+
+
+NATIVE = LongAudio()
+
+_NUMBERS = {"window_s": "positive", "overlap_s": "nonnegative", "search_s": "nonnegative",
+            "min_tail_s": "nonnegative", "seed": "seed", "heard_tolerance": "share_closed"}
+_CHOICES = {"mode": MODES, "split": SPLITS, "start": STARTS, "aggregate": AGGREGATES}
+
+
+def parse_long_audio(value: Any, where: str) -> LongAudio:
+    """A `long_audio:` mapping (or just a mode, `long_audio: windows`) as a checked
+    `LongAudio`; every problem is one line naming `where` and the key."""
+    if value is None:
+        return NATIVE
+    if isinstance(value, str):
+        value = {"mode": value}
+    if not isinstance(value, dict):
+        raise AglError(f"{where}: {value!r} is not a mapping; e.g. long_audio: {{mode: windows, window_s: 30}}")
+    known = {f.name for f in fields(LongAudio)}
+    unknown = sorted(set(map(str, value)) - known)
+    if unknown:
+        raise AglError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    for key, choices in _CHOICES.items():
+        if key in value and value[key] not in choices:
+            raise AglError(f"{where}.{key}: {value[key]!r} is not one of {', '.join(choices)}")
+    for key, rule in _NUMBERS.items():
+        if key in value and not RULES[rule].test(value[key]):
+            default = getattr(NATIVE, key)
+            raise AglError(f"{where}.{key}: {value[key]!r} is not {RULES[rule].what}; "
+                           f"e.g. {key}: {default}")
+    cfg = LongAudio(**{k: (int(v) if k == "seed" else float(v) if k in _NUMBERS else v)
+                       for k, v in value.items()})
+    if cfg.overlap_s >= cfg.window_s:
+        raise AglError(f"{where}.overlap_s: {cfg.overlap_s:g} must be less than window_s "
+                       f"{cfg.window_s:g} (each window must move on)")
+    if cfg.split == "low_energy" and cfg.search_s >= cfg.window_s - cfg.overlap_s:
+        raise AglError(f"{where}.search_s: {cfg.search_s:g} must be less than window_s - overlap_s "
+                       f"({cfg.window_s - cfg.overlap_s:g}): a cut may move back only within its window")
+    if cfg.start == "random" and cfg.mode != "truncate":
+        raise AglError(f"{where}.start: random picks the one window of mode truncate; "
+                       f"mode {cfg.mode} hears every window (set mode: truncate, or start: first)")
+    return cfg
+
+
+# --- planning ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Window:
+    """Seconds [start_s, end_s) of a clip, rounded to the millisecond (they are recorded)."""
+
+    start_s: float
+    end_s: float
+
+    @property
+    def seconds(self) -> float:
+        return round(self.end_s - self.start_s, 3)
+
+
+def frame_energy(samples: np.ndarray, sr: int) -> np.ndarray:
+    """Mean power of `ENERGY_FRAME_S` of (mono) signal around every `ENERGY_HOP_S` step:
+    point i describes the signal around i * ENERGY_HOP_S seconds."""
+    x = np.asarray(samples, dtype=np.float64)
+    hop = max(1, round(ENERGY_HOP_S * sr))
+    half = max(1, round(ENERGY_FRAME_S * sr / 2))
+    power = np.concatenate([[0.0], np.cumsum(x * x)])
+    centres = np.arange(0, len(x) + 1, hop)
+    lo = np.clip(centres - half, 0, len(x))
+    hi = np.clip(centres + half, 0, len(x))
+    return (power[hi] - power[lo]) / np.maximum(hi - lo, 1)
+
+
+def random_start(duration_s: float, cfg: LongAudio, key: str) -> float:
+    """`start: random`: a start in [0, duration - window_s], drawn from (seed, clip key), so
+    a clip's window is the same on every run and machine whatever the manifest order."""
+    room = max(0.0, duration_s - cfg.window_s)
+    digest = hashlib.sha256(f"{cfg.seed}:{key}".encode()).digest()
+    u = int.from_bytes(digest[:8], "big") / 2**64
+    return round(u * room, 3)
+
+
+def plan_windows(duration_s: float, cfg: LongAudio, *, key: str = "",
+                 energy: np.ndarray | None = None) -> list[Window]:
+    """The windows a clip of `duration_s` seconds is heard in under `cfg` (never one longer
+    than `window_s`). `energy`: `frame_energy` of the clip, for `split: low_energy`.
+    `native`: one window, the whole clip."""
+    d = round(float(duration_s), 3)
+    if d <= 0:
+        raise AglError(f"clip {key}: no audio to plan windows over ({duration_s!r} s)")
+    w = cfg.window_s
+    if cfg.mode == "native" or d <= w:
+        return [Window(0.0, d)]
+    if cfg.mode == "truncate":
+        start = random_start(d, cfg, key) if cfg.start == "random" else 0.0
+        return [Window(start, round(min(d, start + w), 3))]
+    out: list[Window] = []
+    start = 0.0
+    while True:
+        end = start + w
+        if end >= d:
+            tail = d - start
+            if out and tail < cfg.min_tail_s:  # slide back over the tail: a full window ending at d
+                start = max(0.0, d - w)
+            out.append(Window(round(start, 3), d))
+            return out
+        if cfg.split == "low_energy" and energy is not None:
+            end = _quietest(energy, end - cfg.search_s, end)
+        out.append(Window(round(start, 3), round(end, 3)))
+        start = end - cfg.overlap_s
+
+
+def _quietest(energy: np.ndarray, lo_s: float, hi_s: float) -> float:
+    """The time in [lo_s, hi_s] of the lowest energy point (the latest of equal ones: the
+    window loses as little as it can)."""
+    lo = max(0, int(np.ceil(lo_s / ENERGY_HOP_S - 1e-9)))
+    hi = min(len(energy) - 1, int(np.floor(hi_s / ENERGY_HOP_S + 1e-9)))
+    if hi < lo:
+        return hi_s
+    seg = energy[lo:hi + 1]
+    i = int(len(seg) - 1 - np.argmin(seg[::-1]))
+    return min(hi_s, (lo + i) * ENERGY_HOP_S)
+
+
+def covered_s(windows: list[Window]) -> float:
+    """Seconds of the clip inside at least one window (overlaps counted once)."""
+    total, reach = 0.0, 0.0
+    for win in sorted(windows, key=lambda x: x.start_s):
+        lo = max(win.start_s, reach)
+        if win.end_s > lo:
+            total += win.end_s - lo
+        reach = max(reach, win.end_s)
+    return round(total, 3)
+
+
+def sent_s(windows: list[Window]) -> float:
+    """Seconds of audio sent (overlaps counted each time they are sent: what tokens cost)."""
+    return round(sum(w.end_s - w.start_s for w in windows), 3)
