@@ -137,16 +137,16 @@ def test_vote_is_confidence_weighted_plurality():
             _w("Spain", 40.4, -3.7, conf=0.2)]
     vote = combine(wins)
     assert vote.country == "Morocco"  # 0.9 > 0.6
-    assert vote.country_weights == {"France": 0.6, "Morocco": 0.9, "Spain": 0.2}
+    assert vote.country_weights == {"france": 0.6, "morocco": 0.9, "spain": 0.2}
     assert vote.agreement == pytest.approx(0.25)
     # without confidences each window is one vote: France
     assert combine([_w(p.country, p.latitude, p.longitude) for p in wins]).country == "France"
 
 
 def test_names_are_one_vote_after_normalisation():
-    wins = [_w("USA", 40.7, -74.0), _w("united states", 41.9, -87.6), _w("Canada", 43.7, -79.4)]
+    wins = [_w("the Netherlands", 52.37, 4.9), _w("netherlands.", 51.92, 4.48), _w("Belgium", 50.85, 4.35)]
     vote = combine(wins)
-    assert vote.country in ("USA", "united states") and vote.agreement == pytest.approx(2 / 3)
+    assert vote.country in ("the Netherlands", "netherlands.") and vote.agreement == pytest.approx(2 / 3)
 
 
 def test_a_tie_goes_to_the_medoid_window():

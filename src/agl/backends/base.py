@@ -71,6 +71,11 @@ class Backend(abc.ABC):
     # Whether the backend loads a model into its own process (transformers): a cluster
     # executor keeps it in a long-lived actor instead of building it per shard.
     loads_model: bool = False
+    # Audio tokens per second of audio as the provider counts them in its usage (Gemini: 32):
+    # what turns a reply's `audio_tokens` into the seconds the provider says it heard
+    # (agl.inference.record.heard_reported); None: the provider counts none. The model
+    # setting `audio_tokens_per_s` overrides it.
+    audio_tokens_per_s: ClassVar[float | None] = None
     # The largest reply body an HTTP backend reads, and the largest batch status or result
     # file (agl.backends.service.client_args caps them while they stream); the runner sets
     # them from params.yaml infer.max_reply_bytes / max_batch_bytes.

@@ -50,6 +50,7 @@ class Gemini(Backend):
     default_key_envs: tuple[str, ...] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     key_required = True
     probe_first = True
+    audio_tokens_per_s = 32.0  # Gemini's documented rate: 32 tokens per second of audio
     example_model = "gemini-2.5-flash"
 
     def __init__(self, model: str = "", **settings: Any):
@@ -194,6 +195,16 @@ def _is_transport_error(exc: Exception) -> bool:
         return False
 
 
+def audio_tokens(usage: Any) -> int | None:
+    """The prompt's AUDIO tokens in Gemini's usage (`prompt_tokens_details`, one count per
+    modality); None where it gives none."""
+    for detail in (getattr(usage, "prompt_tokens_details", None) if usage else None) or []:
+        modality = getattr(detail, "modality", None)
+        if str(getattr(modality, "name", modality)).upper() == "AUDIO" and detail.token_count is not None:
+            return int(detail.token_count)
+    return None
+
+
 def to_reply(resp: Any) -> Reply:
     """A Gemini response as a Reply (the synchronous and the batch path read it alike)."""
     usage = resp.usage_metadata
@@ -204,6 +215,9 @@ def to_reply(resp: Any) -> Reply:
     extra: dict[str, Any] = {}
     if thoughts:
         extra["thinking_tokens"] = thoughts
+    audio = audio_tokens(usage)
+    if audio is not None:  # the seconds Gemini says it heard (agl.inference.record)
+        extra["audio_tokens"] = audio
     # What answered (volatile: kept out of the cache key and the tracked record).
     version = getattr(resp, "model_version", None)
     if isinstance(version, str) and version:

@@ -71,6 +71,9 @@ class OpenAIChat(Backend):
     default_key_envs: tuple[str, ...] = ("OPENAI_API_KEY",)
     key_required = True
     probe_first = True
+    # OpenAI's audio models count 10 audio tokens per second (1 per 100 ms); a server that
+    # counts otherwise (vLLM: the encoder's rate) sets `audio_tokens_per_s`.
+    audio_tokens_per_s = 10.0
     example_model = "gpt-4o-audio-preview"
 
     def __init__(self, model: str = "", **settings: Any):
@@ -283,6 +286,10 @@ def to_reply(resp: Any, name: str) -> Reply:
     msg = choice.message
     extra = {"finish_reason": choice.finish_reason} if choice.finish_reason else {}
     extra.update(served(resp))
+    details = getattr(usage, "prompt_tokens_details", None) if usage else None
+    audio = getattr(details, "audio_tokens", None) if details is not None else None
+    if isinstance(audio, int) and not isinstance(audio, bool):  # what the server says it heard
+        extra["audio_tokens"] = audio
     refusal = getattr(msg, "refusal", None)
     if refusal or (choice.finish_reason == "content_filter" and not msg.content):
         return Reply(ReplyStatus.REFUSED, text=refusal or "answer withheld: content_filter",

@@ -30,6 +30,10 @@ class Request:
     # Which asking of the clip this is (params.yaml infer.repeats): 0 is the run itself;
     # each further repeat is its own cache entry and its own sampled draw.
     repeat: int = 0
+    # Seconds (start, end) of the file this request hears (agl.inference.long_audio): the
+    # runner cuts them into a WAV just before the call, so the backend sends that alone;
+    # None: the whole file. `audio_sha256` is then the window's address, not the file's.
+    window: tuple[float, float] | None = None
 
 
 class ReplyStatus(StrEnum):

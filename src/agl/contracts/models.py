@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agl.contracts.long_audio import NATIVE, LongAudio, parse_long_audio
 from agl.core.paths import is_plain_name
 from agl.core.secrets import check_config
 from agl.errors import AglError, reject_unknown_keys
@@ -37,6 +38,9 @@ class ModelSpec:
     # The model's training data cutoff (ISO date, YYYY-MM-DD): clips uploaded after it cannot
     # be in its training data, and evaluate scores them apart (docs/baselines.md#dates).
     training_cutoff: str | None = None
+    # how a clip longer than the model takes is heard (agl.contracts.long_audio): native (the
+    # default: the whole file, as the backend takes it), windows, truncate or multi_part
+    long_audio: LongAudio = NATIVE
 
 
 def fields_of(cls) -> set[str]:
@@ -93,7 +97,8 @@ def parse_models(entries: Any, source: str = "params.yaml") -> list[ModelSpec]:
                              prompt_source=_text_or_none(e.get("prompt_source"), f"{where}.prompt_source"),
                              concurrency=concurrency, paper_name=e.get("paper_name"),
                              protocol=_protocol(e.get("protocol"), f"{where}.protocol"),
-                             training_cutoff=_iso_date(e.get("training_cutoff"), f"{where}.training_cutoff")))
+                             training_cutoff=_iso_date(e.get("training_cutoff"), f"{where}.training_cutoff"),
+                             long_audio=parse_long_audio(e.get("long_audio"), f"{where}.long_audio")))
     return out
 
 

@@ -29,8 +29,10 @@ from typing import Any
 from agl.backends.base import Backend, get_backend
 from agl.backends.endpoints import pool_capacity
 from agl.contracts.calls import Request
+from agl.contracts.long_audio import NATIVE, LongAudio
 from agl.contracts.models import ModelSpec
 from agl.core import diskwrite
+from agl.core.audio import clip_seconds
 from agl.core.paths import remove
 from agl.core.secrets import scrub
 from agl.core.single_writer import exclusive
@@ -57,10 +59,15 @@ _DEFAULT_OPTIONS = RunOptions()  # one shared default, as a default argument val
 
 
 def run_fingerprint(backend_name: str, model: str, settings: dict[str, Any],
-                    prompt_sha256: str) -> str:
-    """What makes two runs' records interchangeable; stored on every record's meta."""
-    blob = json.dumps({"backend": backend_name, "model": model, "prompt": prompt_sha256,
-                       "settings": generation_settings(settings)}, sort_keys=True)
+                    prompt_sha256: str, long_audio: LongAudio = NATIVE) -> str:
+    """What makes two runs' records interchangeable; stored on every record's meta. A
+    long-audio protocol other than `native` is part of it (a first-30-s answer never stands
+    in for a whole-clip one); `native` leaves the fingerprint as it always was."""
+    material = {"backend": backend_name, "model": model, "prompt": prompt_sha256,
+                "settings": generation_settings(settings)}
+    if long_audio.windowed:
+        material["long_audio"] = long_audio.protocol()
+    blob = json.dumps(material, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -115,14 +122,15 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
     plan, before, backend = _rederive(plan, spec, options, backend_cls, backend)
     # mode: batch hands clips to the provider's batch API; else params.yaml `executor.kind`
     executor = executor_for(settings, options.transport.kind)
+    _check_long_audio(spec, backend_cls, executor)
     t0 = time.perf_counter()
     session = {"requests": 0, "cache_hits": 0, "cost_usd": 0.0}
     report = None
     if plan.pending:
         backend = options.bound(backend or backend_cls(spec.model, **settings))
-        work = _work(plan, spec, options, out_dir, audio_root, backend)
+        job = _work(plan, spec, options, out_dir, audio_root, backend)
         executor.check(out_dir)
-        report = asyncio.run(_drive(executor, work, backend, plan.ctx, session))
+        report = asyncio.run(_drive(executor, job, backend, plan.ctx, session))
     wall = time.perf_counter() - t0
 
     pred_path = plan.ctx.pred_path
@@ -138,13 +146,31 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
     return {**summary, **served}
 
 
+def _check_long_audio(spec: ModelSpec, backend_cls: type[Backend], executor: Executor) -> None:
+    """A long-audio protocol this run cannot carry out is one line before any request."""
+    cfg, where = spec.long_audio, f"model {spec.name}: long_audio.mode {spec.long_audio.mode}"
+    if not cfg.windowed:
+        return
+    if not backend_cls.needs_audio:
+        raise AglError(f"{where}: the {spec.backend} backend does not listen to the audio; "
+                       "leave long_audio out (or mode: native)")
+    if cfg.mode == "multi_part":
+        raise AglError(f"{where}: no backend sends several audio parts in one prompt yet; use "
+                       "windows (one request per window, answers combined) or truncate")
+    if getattr(executor, "name", "local") != "local":
+        raise AglError(f"{where}: windows are cut by the local executor only (the "
+                       f"{getattr(executor, 'name', '?')} executor sends whole files); run it "
+                       "without mode: batch and with executor.kind: local")
+
+
 def _plan(spec: ModelSpec, prompt: Prompt, all_clips: list[Any], out_dir: Path,
           audio_root: Path | None, options: RunOptions, backend_cls: type[Backend]) -> _Plan:
     """Keep the records of this run's fingerprint whose audio is unchanged (rewriting the
     file without the others, saying so), and list the selected clips still to answer."""
     selected = all_clips[: options.limit] if options.limit is not None else all_clips
     pred_path = out_dir / PREDICTIONS
-    fingerprint = run_fingerprint(spec.backend, spec.model, dict(spec.settings or {}), prompt.sha256)
+    fingerprint = run_fingerprint(spec.backend, spec.model, dict(spec.settings or {}), prompt.sha256,
+                                  spec.long_audio)
     records = list(iter_records(pred_path)) if pred_path.exists() else []
     # Today's audio of every clip a kept record (or, for a backend that reads the whole
     # dataset, its answers) stands on (agl.inference.freshness).
@@ -192,6 +218,9 @@ def _rederive(plan: _Plan, spec: ModelSpec, options: RunOptions, backend_cls: ty
     a record with neither (a sampled or uncached API reply: paid for) is kept as it is.
     Returns the plan with those clips pending, the records they had, and the backend."""
     kept = [c for c in plan.selected if c.key in plan.finished]
+    if spec.long_audio.windowed and not backend_cls.recompute:
+        # A windowed record answers several cached replies, not the clip's one: kept as is.
+        return plan, {}, backend
     if not kept or (spec.settings or {}).get("mode") == "batch":
         # A batch record says who answered it and at what price (half, `answered_by`):
         # served again from the cache it would read as a synchronous answer. Kept as is.
@@ -247,8 +276,9 @@ def _say_rebuilt(pred_path: Path, before: dict[str, Any], latest: dict[str, Any]
 
 
 def _work(plan: _Plan, spec: ModelSpec, options: RunOptions, out_dir: Path,
-          audio_root: Path | None, backend: Backend) -> Work:
-    """The pending clips as requests (the backend prepared with the whole manifest)."""
+          audio_root: Path | None, backend: Backend) -> _Windowing:
+    """The pending clips as requests (the backend prepared with the whole manifest): one per
+    clip, or one per window under a long-audio protocol."""
     if backend.needs_audio:
         _require_audio(plan.pending, audio_root)
     backend.prepare(plan.all_clips, audio_root)
@@ -263,18 +293,74 @@ def _work(plan: _Plan, spec: ModelSpec, options: RunOptions, out_dir: Path,
                                              audio_path=path, audio_sha256=h, system=system,
                                              repeat=options.repeat), c)
                      for c, path, h in zip(plan.pending, paths, hashes, strict=True))
-    return Work(requests=requests, spec=spec, options=options, out_dir=out_dir,
+    work = Work(requests=requests, spec=spec, options=options, out_dir=out_dir,
                 fingerprint=plan.ctx.fingerprint, finished=plan.finished,
                 clips=tuple(plan.all_clips), audio_root=audio_root)
+    if spec.long_audio.windowed:
+        return _windowed(work, spec.long_audio)
+    # The seconds a served model is sent (the whole file): every record says what was heard.
+    heard = ({r.sample_id: s for r in requests if (s := _seconds(r.audio_path)) is not None}
+             if backend.probe_first and backend.needs_audio else {})
+    return _Windowing(work, heard)
 
 
-async def _drive(executor: Executor, work: Work, backend: Backend, ctx: RunContext,
+def _seconds(path: Path | None) -> float | None:
+    """The file's length from its header (None: unreadable; the runner's probe fails it)."""
+    try:
+        return round(clip_seconds(path), 3) if path is not None else None
+    except Exception:  # noqa: BLE001 - soundfile raises several kinds for a file it cannot read
+        return None
+
+
+@dataclass(frozen=True)
+class _Windowing:
+    """The work and how its answers become records: whole clips (`heard_s`: seconds sent per
+    clip), or a long-audio protocol's windows (`plans`, per clip; `failed`: clips that
+    could not be cut, recorded as failures without a request)."""
+
+    work: Work
+    heard: dict[str, float]
+    cfg: LongAudio = NATIVE
+    plans: dict[str, Any] | None = None
+    failed: tuple[Any, ...] = ()
+
+
+def _windowed(work: Work, cfg: LongAudio) -> _Windowing:
+    """Each clip's request as one request per window of its plan (agl.inference.windowed)."""
+    from agl.inference.windowed import clip_plan, window_requests
+
+    plans, requests, failed = {}, [], []
+    for r in work.requests:
+        plan = clip_plan(r.sample_id, Path(r.audio_path), r.audio_sha256, cfg)
+        if plan.error:
+            failed.append(plan)
+            continue
+        plans[r.sample_id] = plan
+        requests.extend(window_requests(r, plan))
+    return _Windowing(replace(work, requests=tuple(requests)), {}, cfg, plans, tuple(failed))
+
+
+async def _drive(executor: Executor, job: _Windowing, backend: Backend, ctx: RunContext,
                  session: dict[str, float]) -> Any:
-    """The executor answers; each answer becomes a durable record as it arrives."""
-    bar = progress_bar(len(work.requests), backend, enabled=ctx.progress)
+    """The executor answers; each answer becomes a durable record as it arrives (a windowed
+    clip's once its last window is in)."""
+    work = job.work
+    clips = len(job.plans) + len(job.failed) if job.plans is not None else len(work.requests)
+    bar = progress_bar(clips, backend, enabled=ctx.progress)
     try:
         with PredictionWriter(ctx.pred_path) as writer:
-            sink = RecordSink(writer, backend, ctx, session, bar)
+            records = RecordSink(writer, backend, ctx, session, bar, heard_s=job.heard)
+            sink: Any = records
+            if job.plans is not None:
+                from agl.inference.windowed import WindowSink, failed_clip
+
+                base = {"backend": backend.name, "model": backend.model, "prompt": ctx.prompt.name,
+                        "prompt_sha256": ctx.prompt.sha256, "run_fingerprint": ctx.fingerprint,
+                        "long_audio": job.cfg.mode}
+                for plan in job.failed:
+                    await records.put_prediction(failed_clip(plan, {**base, "audio_sha256": plan.audio_sha256}),
+                                                 True)
+                sink = WindowSink(records, job.plans, job.cfg)
             try:
                 return await executor.answer(work, backend, sink)
             finally:
@@ -418,7 +504,7 @@ def summary_line(summary: dict[str, Any], *,
     if s.get("served_models"):  # the served-model ledger (agl.predictions.served)
         shares = ", ".join(f"{m} {v:.0%}" for m, v in s["served_models"].items())
         line += f"\n  served by: {shares} (of {s['served_clips']} clip(s) that named one)"
-    for flag in s.get("served_flags") or []:
+    for flag in [*(s.get("served_flags") or []), *([s["heard_flag"]] if s.get("heard_flag") else [])]:
         line += f"\n  WARNING: {flag}"
     for e in s.get("endpoints") or []:
         lat = e["latency_s"]["p50"] if e["latency_s"] else None

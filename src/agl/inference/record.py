@@ -42,6 +42,18 @@ def make_prediction(sid: str, reply: Reply, backend: Backend, ctx: RunContext,
     return pred
 
 
+def heard_reported(reply: Reply, backend: Backend) -> float | None:
+    """The seconds of audio the provider says it heard: its count of audio tokens
+    (`extra["audio_tokens"]`: Gemini's AUDIO prompt tokens, OpenAI's `audio_tokens`) over the
+    model's tokens per second (the setting `audio_tokens_per_s`, else the backend's rate;
+    Gemini documents 32). None where the provider counts none."""
+    tokens = reply.extra.get("audio_tokens")
+    rate = backend.settings.get("audio_tokens_per_s") or backend.audio_tokens_per_s
+    if tokens is None or not rate or isinstance(tokens, bool):
+        return None
+    return round(float(tokens) / float(rate), 3)
+
+
 def raw_prediction(sid: str, reply: Reply, backend: Backend, ctx: RunContext) -> Prediction:
     meta = {
         "backend": backend.name, "model": backend.model,
@@ -51,6 +63,9 @@ def raw_prediction(sid: str, reply: Reply, backend: Backend, ctx: RunContext) ->
         "prompt": ctx.prompt.name, "prompt_sha256": ctx.prompt.sha256,
         "run_fingerprint": ctx.fingerprint, **reply.extra,
     }
+    reported = heard_reported(reply, backend)
+    if reported is not None:
+        meta["heard_s_reported"] = reported
     meta["attempts"] = reply.extra.get("attempts", 1)
     meta["cached"] = bool(reply.extra.get("cached", False))
     served = meta.pop("prediction", None)

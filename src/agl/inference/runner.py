@@ -22,6 +22,7 @@ request, not `concurrency` of them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import random
 import sys
@@ -216,8 +217,11 @@ async def _attempt(backend: Backend, request: Request, semaphore: asyncio.Semaph
         t0 = time.perf_counter()
         token = ATTEMPT.set(state)
         try:
-            async with asyncio.timeout(timeout_s) as state.deadline:  # no extra task, unlike wait_for
-                reply = await backend.generate(request)
+            # A long clip's window is cut here, under the semaphore: at most `concurrency`
+            # window files exist at once, each only for its call (agl.inference.windowed).
+            async with _heard(request) as sent_request:
+                async with asyncio.timeout(timeout_s) as state.deadline:  # no extra task, unlike wait_for
+                    reply = await backend.generate(sent_request)
             error, retryable = None, False
         except TimeoutError:
             reply, error, retryable = None, f"timed out after {timeout_s:g} s", True
@@ -234,6 +238,15 @@ async def _attempt(backend: Backend, request: Request, semaphore: asyncio.Semaph
             ATTEMPT.reset(token)
         latency = time.perf_counter() - t0
     return reply, error, retryable, retry_after, latency, 1 if state.sent is None else state.sent
+
+
+def _heard(request: Request) -> Any:
+    """The request as sent: a window cut into its own WAV for the call, else itself."""
+    if request.window is None:
+        return contextlib.nullcontext(request)
+    from agl.inference.windowed import heard  # numpy and soundfile: only for windows
+
+    return heard(request)
 
 
 async def _answered(reply: Reply, attempt: int, latency: float, cache: ResponseCache | None,

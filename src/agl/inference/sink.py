@@ -24,8 +24,11 @@ class RecordSink:
     run requested (or read from the cache)."""
 
     def __init__(self, writer: PredictionWriter, backend: Backend, ctx: RunContext,
-                 session: dict[str, float], bar: Any):
+                 session: dict[str, float], bar: Any, heard_s: dict[str, float] | None = None):
         self.writer, self.backend, self.ctx, self.session, self.bar = writer, backend, ctx, session, bar
+        # Seconds of audio each whole-clip request sends (a served model's: agl.inference.
+        # model_run), recorded as `heard_s` where the backend does not measure its own.
+        self.heard_s = heard_s or {}
         self.secrets = known_secrets(backend.settings)
         self.buffer: list[tuple[Prediction, bool]] = []
         self.flushing: asyncio.Future | None = None
@@ -43,12 +46,22 @@ class RecordSink:
 
     async def put(self, answer: Answer) -> None:
         """Take one answer; written with the next group commit (returns at once)."""
+        await self.put_prediction(self.prediction(answer), answer.requested_now)
+
+    def prediction(self, answer: Answer) -> Prediction:
+        """The record of one answer: parsed, priced, without secrets, with the audio it heard."""
         request, reply = answer.request, answer.reply
         if request.audio_sha256:  # what the record answers for (freshness)
             reply = replace(reply, extra={**reply.extra, "audio_sha256": request.audio_sha256})
-        pred = make_prediction(request.sample_id, reply, self.backend,
+        sent = self.heard_s.get(request.sample_id)
+        if sent is not None and "heard_s" not in reply.extra:  # a backend's own figure wins
+            reply = replace(reply, extra={**reply.extra, "heard_s": sent})
+        return make_prediction(request.sample_id, reply, self.backend,
                                self._context(answer.price_factor), self.secrets)
-        self.buffer.append((pred, answer.requested_now))
+
+    async def put_prediction(self, pred: Prediction, requested_now: bool) -> None:
+        """Take one record (a windowed clip's, combined: agl.inference.windowed)."""
+        self.buffer.append((pred, requested_now))
         if self.flushing is None or self.flushing.done():
             if self.flushing is not None:
                 self.flushing.result()  # a failed write stops the run

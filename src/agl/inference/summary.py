@@ -11,6 +11,7 @@ from typing import Any
 
 from agl.inference.cache import public_settings
 from agl.inference.record import RunContext
+from agl.inference.window_vote import window_figures
 from agl.predictions.records import Prediction, Status
 
 
@@ -60,8 +61,46 @@ def run_summary(chosen: list[Prediction], n_selected: int, ctx: RunContext, wall
         "cached": sum(1 for p in chosen if p.meta.get("cached")),
         "attempts": int(total("attempts")),
         **({f"local_{k}": v for k, v in local.items()} if local["decode_s"]["mean"] else {}),
+        **heard_figures(chosen, spec.long_audio.heard_tolerance),
+        **({"long_audio": spec.long_audio.protocol()} if spec.long_audio.windowed else {}),
+        **({"windows": figures} if (figures := window_figures(chosen)) else {}),
         "wall_s": wall,
         "session_requests": session["requests"],
         "session_cache_hits": session["cache_hits"],
         "session_cost_usd": session["cost_usd"],
     }
+
+
+def heard_figures(chosen: list[Prediction], tolerance: float) -> dict[str, Any]:
+    """What the run's clips were sent and heard (empty where no record says: the offline
+    baselines): seconds of audio in the clips, covered by what was sent, and sent; where the
+    provider counted audio tokens, the seconds it says it heard, and a flag when a clip's
+    reported seconds fall short of those sent by more than `tolerance` (a share): "the server
+    heard 30 s of 130" (a server that truncates while billing the whole duration)."""
+    rows = [p for p in chosen if p.meta.get("heard_s") is not None]
+    if not rows:
+        return {}
+
+    def sent(p: Prediction) -> float:
+        return float(p.meta.get("sent_s") if p.meta.get("sent_s") is not None else p.meta["heard_s"])
+
+    out: dict[str, Any] = {"heard": {
+        "clips": len(rows),
+        "audio_s": round(sum(float(p.meta.get("audio_s") or 0) for p in rows), 3),
+        "heard_s": round(sum(float(p.meta["heard_s"]) for p in rows), 3),
+        "sent_s": round(sum(sent(p) for p in rows), 3),
+    }}
+    reported = [p for p in rows if p.meta.get("heard_s_reported") is not None]
+    if not reported:
+        return out
+    short = [p for p in reported if float(p.meta["heard_s_reported"]) < sent(p) * (1 - tolerance)]
+    out["heard"].update({"reported_clips": len(reported),
+                         "heard_s_reported": round(sum(float(p.meta["heard_s_reported"]) for p in reported), 3),
+                         "short_clips": len(short), "tolerance": tolerance})
+    if short:
+        got = statistics.median(float(p.meta["heard_s_reported"]) for p in short)
+        of = statistics.median(sent(p) for p in short)
+        out["heard_flag"] = (f"the server heard {got:.0f} s of {of:.0f} (median of {len(short)} of "
+                             f"{len(reported)} clip(s) whose reported audio fell short of what was sent "
+                             f"by more than {tolerance:.0%}): it may cut long audio")
+    return out

@@ -6,8 +6,10 @@ a point in Fiji at 179.9 E and one at 179.9 W is in Africa's longitude, and the 
 and Tokyo lies in Siberia). The rule:
 
 * country: a plurality vote of the windows that name one, each weighted by its stated
-  confidence (1 where it states none), names compared after the benchmark's normalisation
-  (`agl.scoring.protocol_paper.paper_country`: "USA" and "United States" are one vote);
+  confidence (1 where it states none), names compared case-blind, without punctuation or a
+  leading "the" ("the Netherlands" and "netherlands." are one vote; "USA" and "United
+  States" are two: the scorer's alias table lives on a floor above the runs, and one model
+  names one country one way within a run);
   a tie goes to the country of the medoid window, taken among the tied countries' windows;
 * point: the spherical medoid of the windows' points, the window answer with the least summed
   geodesic distance to the others (always a point some window said, never a mean: it is
@@ -30,7 +32,6 @@ import numpy as np
 
 from agl.core.geo import geodesic_km
 from agl.predictions.records import PLACE_FIELDS, Prediction, Status
-from agl.scoring.protocol_paper import paper_country
 
 _USABLE = (Status.OK, Status.PARTIAL)
 
@@ -50,6 +51,15 @@ class Vote:
     agreement: float | None  # share of the voting windows that named the winning country
     reasoning: str | None = None
     raw_reply: str | None = None
+
+
+def country_key(name: str | None) -> str | None:
+    """The key a country name votes under (None: no name)."""
+    if name is None:
+        return None
+    key = " ".join(str(name).replace(",", " ").replace(".", " ").replace(";", " ").split()).casefold()
+    key = key.removeprefix("the ").strip()
+    return key or None
 
 
 def _weight(p: Prediction) -> float:
@@ -81,7 +91,7 @@ def combine(windows: Sequence[Prediction]) -> Vote:
     weights: dict[str, float] = {}
     names: dict[str, str] = {}
     for _, p in usable:
-        key = paper_country(p.country)
+        key = country_key(p.country)
         if key is None:
             continue
         weights[key] = weights.get(key, 0.0) + _weight(p)
@@ -93,20 +103,20 @@ def combine(windows: Sequence[Prediction]) -> Vote:
         if len(tied) == 1:
             country = tied[0]
         else:
-            among = [(i, p) for i, p in located if paper_country(p.country) in tied]
+            among = [(i, p) for i, p in located if country_key(p.country) in tied]
             k = medoid_index([(p.latitude, p.longitude) for _, p in among])
             if k is not None:
-                country = paper_country(among[k][1].country)
+                country = country_key(among[k][1].country)
             else:  # no point among the tied: the earliest window naming one of them
-                country = next(paper_country(p.country) for _, p in usable
-                               if paper_country(p.country) in tied)
-    voters = sum(1 for _, p in usable if paper_country(p.country) is not None)
-    agreeing = sum(1 for _, p in usable if country is not None and paper_country(p.country) == country)
+                country = next(country_key(p.country) for _, p in usable
+                               if country_key(p.country) in tied)
+    voters = sum(1 for _, p in usable if country_key(p.country) is not None)
+    agreeing = sum(1 for _, p in usable if country is not None and country_key(p.country) == country)
     source = windows[medoid] if medoid is not None else (usable[0][1] if usable else None)
     # The medoid window's own spelling when it names the winner, else the first spelling used.
     shown = None
     if country is not None:
-        shown = (source.country if source is not None and paper_country(source.country) == country
+        shown = (source.country if source is not None and country_key(source.country) == country
                  else names[country])
     return Vote(
         latitude=None if medoid is None else windows[medoid].latitude,
@@ -175,7 +185,7 @@ def window_figures(records: Sequence[Prediction], truth: dict[str, tuple[float, 
         wins = p.meta["windows"]
         first = wins[0]
         if p.country is not None:
-            first_agrees.append(paper_country(first.get("country")) == paper_country(p.country))
+            first_agrees.append(country_key(first.get("country")) == country_key(p.country))
         if truth is None or p.sample_id not in truth or not p.has_coordinates:
             continue
         lat, lon = truth[p.sample_id]

@@ -1,0 +1,180 @@
+"""Long audio through the run path: a 130-s clip whose first 30 s sound like one place and
+whose rest like another, through the real openai / google-genai clients against a fake server
+that records every request's audio and answers by what it hears (docs/inference.md#long-audio)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import soundfile as sf
+from fake_llm import Answer, FakeServer, gemini_response, openai_completion
+
+from agl.contracts.long_audio import parse_long_audio
+from agl.contracts.models import ModelSpec, parse_models
+from agl.dataset.manifest import clips, load_manifest, write_manifest
+from agl.errors import AglError
+from agl.inference.finalize import read_run
+from agl.inference.model_run import run_inference, summary_line
+from agl.inference.runner import Backoff, RunOptions
+from agl.predictions.records import Status
+from agl.prompts import load_prompt
+
+SR = 8000
+FIRST, REST = 440.0, 1000.0  # the first 30 s: a 440 Hz tone ("France"); the rest 1 kHz ("Morocco")
+PLACES = {FIRST: ("France", "Paris", "Europe", 48.86, 2.35), REST: ("Morocco", "Marrakesh", "Africa", 31.63, -8.0)}
+
+
+def _clip(root):
+    t = np.arange(130 * SR) / SR
+    x = np.where(t < 30, np.sin(2 * np.pi * FIRST * t), np.sin(2 * np.pi * REST * t)) * 0.3
+    (root / "audio" / "long").mkdir(parents=True)
+    sf.write(root / "audio" / "long" / "a.wav", x.astype(np.float32), SR)
+    rows = [{"key": "long", "longitude": -8.0, "latitude": 31.63, "mp3name": "a.wav", "mp3seconds": 130.0,
+             "city": "Marrakesh", "country": "Morocco", "continent": "Africa",
+             **{c: 0.0 for c in ("human_sounds", "animal", "music", "natural_sounds", "channel",
+                                 "environment_and_background", "sounds_of_things", "source_ambiguous_sounds")}}]
+    write_manifest(pd.DataFrame(rows), root / "manifest.csv")
+    return root / "manifest.csv", root / "audio"
+
+
+def _heard(data: bytes) -> tuple[float, float]:
+    """(seconds, the tone most of those seconds carry) of the audio a request carried."""
+    x, sr = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
+    x = x.mean(axis=1)
+    votes = {FIRST: 0, REST: 0}
+    for i in range(0, len(x) - sr + 1, sr):
+        spec = np.abs(np.fft.rfft(x[i:i + sr]))
+        f = np.fft.rfftfreq(sr, 1 / sr)
+        votes[max(votes, key=lambda tone: spec[np.argmin(np.abs(f - tone))])] += 1
+    return len(x) / sr, max(votes, key=votes.get)
+
+
+def _audio_of(body: dict) -> bytes:
+    for msg in body.get("messages", []):
+        for part in msg.get("content") or []:
+            if isinstance(part, dict) and part.get("type") == "input_audio":
+                return base64.b64decode(part["input_audio"]["data"])
+    for c in body.get("contents", []):
+        for part in c.get("parts", []):
+            inline = part.get("inlineData") or part.get("inline_data")
+            if inline:
+                data = inline["data"]
+                return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
+    raise AssertionError("no audio in the request")
+
+
+class Server:
+    """Answers each request with the place of the tone it mostly heard; records the seconds.
+    `reported_s`: the audio seconds the usage claims (None: the seconds sent)."""
+
+    def __init__(self, api: str, reported_s: float | None = None):
+        self.api, self.reported_s, self.heard = api, reported_s, []
+
+    def __call__(self, call) -> Answer:
+        seconds, tone = _heard(_audio_of(call.body))
+        self.heard.append(round(seconds, 3))
+        country, city, continent, lat, lon = PLACES[tone]
+        text = json.dumps({"city": city, "country": country, "continent": continent,
+                           "latitude": lat, "longitude": lon, "confidence": 0.5})
+        claimed = seconds if self.reported_s is None else self.reported_s
+        if self.api == "openai":
+            body = openai_completion(text, tokens=(100, 20))
+            body["usage"]["prompt_tokens_details"] = {"audio_tokens": int(round(claimed * 10)), "cached_tokens": 0}
+        else:
+            body = gemini_response(text, tokens=(100, 20))
+            body["usageMetadata"]["promptTokensDetails"] = [
+                {"modality": "AUDIO", "tokenCount": int(round(claimed * 32))},
+                {"modality": "TEXT", "tokenCount": 100 - int(round(claimed * 32)) % 100}]
+        return Answer(200, body)
+
+
+@pytest.fixture(autouse=True)
+def keys(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-OPENAI-0123456789abcdef")
+    monkeypatch.setenv("GEMINI_API_KEY", "gm-test-GEMINI-0123456789abcdef")
+
+
+def _run(tmp_path, api, long_audio, *, reported_s=None, name="run", cache=None):
+    manifest, audio = _clip(tmp_path) if not (tmp_path / "manifest.csv").exists() else (
+        tmp_path / "manifest.csv", tmp_path / "audio")
+    server = Server(api, reported_s)
+    with FakeServer(server) as fake:
+        settings = ({"base_url": fake.url + "/v1", "temperature": 0} if api == "openai"
+                    else {"base_url": fake.url, "api_version": "v1beta", "temperature": 0})
+        spec = ModelSpec(name, api, "fake-audio-model", settings=settings, price_in_per_m=2.0,
+                         price_out_per_m=10.0, long_audio=parse_long_audio(long_audio, "test"))
+        options = RunOptions(cache_dir=tmp_path / "cache" / (cache or name), progress=False,
+                             backoff=Backoff(base_s=0.001, cap_s=0.01))
+        summary = run_inference(spec, load_prompt(), clips(load_manifest(manifest)), out_dir=tmp_path / name,
+                                audio_root=audio, options=options)
+    return read_run(tmp_path / name)["long"], summary, server.heard
+
+
+def test_windows_native_truncate_on_a_130_s_clip(tmp_path):
+    # windows: 5 requests of <= 30 s covering the clip; the majority's country, windows kept
+    rec, summary, heard = _run(tmp_path, "openai", {"mode": "windows", "window_s": 30, "min_tail_s": 5},
+                               name="windows")
+    assert sorted(heard) == [10.0, 30.0, 30.0, 30.0, 30.0]
+    assert rec.status is Status.OK and rec.country == "Morocco" and rec.city == "Marrakesh"
+    wins = rec.meta["windows"]
+    assert [(w["start_s"], w["end_s"]) for w in wins] == [(0, 30), (30, 60), (60, 90), (90, 120), (120, 130)]
+    assert [w["country"] for w in wins] == ["France"] + ["Morocco"] * 4
+    assert all(w["finish_reason"] == "stop" and w["input_tokens"] == 100 and w["output_tokens"] == 20
+               for w in wins)
+    assert rec.meta["heard_s"] == 130.0 and rec.meta["sent_s"] == 130.0 and rec.meta["audio_s"] == 130.0
+    assert rec.meta["input_tokens"] == 500 and rec.meta["output_tokens"] == 100
+    assert rec.meta["cost_usd"] == pytest.approx((500 * 2.0 + 100 * 10.0) / 1e6)
+    assert rec.meta["attempts"] == 5 and rec.meta["long_audio"] == "windows"
+    assert [w["heard_s_reported"] for w in wins] == [30.0, 30.0, 30.0, 30.0, 10.0]
+    assert rec.meta["heard_s_reported"] == 130.0
+    assert rec.meta["window_vote"]["agreement"] == 0.8 and rec.meta["window_vote"]["medoid_window"] == 1
+    assert summary["session_requests"] == 5 and summary["n_ok"] == 1
+    assert summary["heard"] == {"clips": 1, "audio_s": 130.0, "heard_s": 130.0, "sent_s": 130.0,
+                                "reported_clips": 1, "heard_s_reported": 130.0, "short_clips": 0,
+                                "tolerance": 0.1}
+    assert "heard_flag" not in summary and summary["windows"]["window_agreement"] == 0.8
+    assert summary["windows"]["first_window_agrees"] == 0.0
+    assert summary["long_audio"]["mode"] == "windows"
+
+    # native: one request of the whole clip
+    rec, summary, heard = _run(tmp_path, "openai", None, name="native")
+    assert heard == [130.0] and rec.meta["heard_s"] == 130.0 and "windows" not in rec.meta
+    assert rec.country == "Morocco" and summary["session_requests"] == 1
+
+    # truncate: the first 30 s, the first window's country
+    rec, summary, heard = _run(tmp_path, "openai", {"mode": "truncate", "window_s": 30}, name="truncate")
+    assert heard == [30.0] and rec.country == "France" and rec.city == "Paris"
+    assert rec.meta["heard_s"] == 30.0 and rec.meta["audio_s"] == 130.0
+    assert [(w["start_s"], w["end_s"]) for w in rec.meta["windows"]] == [(0, 30)]
+    # three protocols, three fingerprints: none stands in for another
+    fps = {read_run(tmp_path / n)["long"].meta["run_fingerprint"] for n in ("windows", "native", "truncate")}
+    assert len(fps) == 3
+    # a truncate run sharing the windows run's cache: its one window is the windows run's first
+    rec, summary, heard = _run(tmp_path, "openai", "truncate", name="truncate2", cache="windows")
+    assert heard == [] and rec.country == "France" and summary["session_cache_hits"] == 1
+
+    # windows again: every window from the cache, nothing sent, the same record
+    again, summary, heard = _run(tmp_path, "openai", {"mode": "windows", "window_s": 30, "min_tail_s": 5},
+                                 name="windows2", cache="windows")
+    assert heard == [] and summary["session_cache_hits"] == 1 and again.country == "Morocco"
+
+
+def test_a_server_that_hears_30_s_of_130_is_flagged(tmp_path):
+    rec, summary, heard = _run(tmp_path, "gemini", None, reported_s=30.0)
+    assert heard == [130.0] and rec.meta["heard_s"] == 130.0 and rec.meta["heard_s_reported"] == 30.0
+    assert summary["heard"]["short_clips"] == 1
+    assert summary["heard_flag"].startswith("the server heard 30 s of 130")
+    assert "WARNING: the server heard 30 s of 130" in summary_line(summary)
+
+
+def test_long_audio_in_a_model_entry():
+    spec, = parse_models({"gem": {"backend": "gemini", "model": "m",
+                                  "long_audio": {"mode": "truncate", "start": "random", "seed": 2}}})
+    assert spec.long_audio.mode == "truncate" and spec.long_audio.seed == 2
+    with pytest.raises(AglError, match=r"^params.yaml: models.gem.long_audio.window_s: -3 is not"):
+        parse_models({"gem": {"backend": "gemini", "model": "m", "long_audio": {"window_s": -3}}})
