@@ -178,3 +178,26 @@ def test_long_audio_in_a_model_entry():
     assert spec.long_audio.mode == "truncate" and spec.long_audio.seed == 2
     with pytest.raises(AglError, match=r"^params.yaml: models.gem.long_audio.window_s: -3 is not"):
         parse_models({"gem": {"backend": "gemini", "model": "m", "long_audio": {"window_s": -3}}})
+
+
+def test_dry_run_per_mode(tmp_path, capsys):
+    from agl.cli import main
+
+    manifest, audio = _clip(tmp_path)
+    args = ["infer", "--backend", "gemini", "--model", "gemini-2.5-flash", "--manifest", str(manifest),
+            "--audio-root", str(audio), "--out", str(tmp_path / "run"), "--price-in", "1.0",
+            "--price-out", "2.5", "--dry-run", "--long-audio", "windows", "--window-s", "30"]
+    assert main(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("dry run: gemini:gemini-2.5-flash: 5 request(s), 2.17 audio minutes")
+    assert out[0].endswith("(long_audio windows)")
+    native, truncate, windows = out[1:4]
+    assert native.startswith("dry run:   native: 1 request(s), 2.17 audio minutes, ~4,")
+    assert truncate.startswith("dry run:   truncate 30 s: 1 request(s), 0.50 audio minutes, ~1,")
+    assert windows.startswith("dry run:   windows 30 s: 5 request(s), 2.17 audio minutes")
+    with pytest.raises(SystemExit):  # argparse: a mode that does not exist
+        main([*args[:-4], "--long-audio", "chunks"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main([*args[:-2], "--window-s", "-3"])
+    assert "argument --window-s: '-3' is not a positive finite number" in capsys.readouterr().err

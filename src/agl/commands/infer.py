@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from agl.core.checks import arg_type
 from agl.core.retry import MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 
 
@@ -51,6 +52,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="backend setting, value read as YAML (repeatable)")
     p.add_argument("--price-in", type=float, help="USD per 1M input tokens (default 0)")
     p.add_argument("--price-out", type=float, help="USD per 1M output tokens (default 0)")
+    p.add_argument("--long-audio", choices=("native", "windows", "truncate", "multi_part"), default=None,
+                   help="how a clip longer than --window-s is heard: native (the whole file), "
+                        "windows (one request per window, answers combined on the sphere), "
+                        "truncate (the first window); overrides an --entry's long_audio: "
+                        "(docs/inference.md#long-audio)")
+    p.add_argument("--window-s", type=arg_type("positive"), default=None, metavar="S",
+                   help="seconds per window for --long-audio (default 30)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", action="store_true",
                    help="print the requests, audio minutes and estimated cost; send nothing")
@@ -221,6 +229,23 @@ def _from_entry(args: argparse.Namespace):
     return spec, parse_infer(params.get("infer"), str(args.params))
 
 
+def _long_audio(args: argparse.Namespace, spec):
+    """The spec with --long-audio / --window-s over its `long_audio:` (a derived run: its
+    own fingerprint, so it never mixes with the entry's records)."""
+    if args.long_audio is None and args.window_s is None:
+        return spec
+    import dataclasses  # lazy: `agl --help` stays instant
+
+    from agl.contracts.long_audio import parse_long_audio  # (lazy, as above)
+
+    given = {f.name: getattr(spec.long_audio, f.name) for f in dataclasses.fields(spec.long_audio)}
+    if args.long_audio is not None:
+        given["mode"] = args.long_audio
+    if args.window_s is not None:
+        given["window_s"] = args.window_s
+    return dataclasses.replace(spec, long_audio=parse_long_audio(given, "agl infer --long-audio/--window-s"))
+
+
 def _transport(args: argparse.Namespace, spec):
     """params.yaml `executor:` (with --entry) under the command's --executor / --ray-* flags,
     for this model; Ray missing is one line saying how to install it."""
@@ -243,6 +268,7 @@ def run(args: argparse.Namespace) -> int:
     from agl.inference.model_run import summary_line  # (lazy, as above)
 
     spec, infer = _from_entry(args) if args.entry else _from_flags(args)
+    spec = _long_audio(args, spec)
     if args.batch_status or args.batch_cancel:
         return batch_control(spec, infer, args.out, cancel=args.batch_cancel)
     input_file(args.manifest, "--manifest", "manifest CSV")
@@ -254,7 +280,10 @@ def run(args: argparse.Namespace) -> int:
         # Offline: a prompt that would be downloaded is named, not fetched.
         est = estimate_run(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                            out_dir=args.out, limit=args.limit, fetch=False)
-        print(f"dry run: {label}: {est.line()}")
+        print(f"dry run: {label}: {est.line()}" + (f" (long_audio {spec.long_audio.mode})"
+                                                    if spec.long_audio.windowed else ""))
+        for mode, other in est.modes:  # what each long-audio protocol would cost, every clip
+            print(f"dry run:   {mode}: {other.line()}")
         from agl.backends import get_backend  # (lazy, as above)
 
         unset = get_backend(spec.backend).unset_key_envs(spec.settings)

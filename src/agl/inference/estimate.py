@@ -9,15 +9,18 @@ run folder are not requested again, so they are not counted.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agl.backends.base import get_backend
+from agl.contracts.long_audio import NATIVE, LongAudio
 from agl.core import audio
 from agl.core.checks import number_setting
 from agl.dataset.manifest import ManifestWarning, clips, load_manifest
 from agl.inference.finalize import PREDICTIONS
+from agl.inference.long_audio import plan_windows, sent_s
 from agl.inference.model_run import run_fingerprint
 from agl.inference.runspec import prompt_source
 from agl.predictions.records import iter_records
@@ -37,6 +40,9 @@ class Estimate:
     output_tokens: int
     cost_usd: float
     note: str = ""  # what the figures leave out (a prompt a dry run did not fetch)
+    # The same clips under each long-audio protocol, all of them counted (finished or not):
+    # (label, estimate) pairs, for a model that listens (`agl infer --dry-run`).
+    modes: tuple[tuple[str, Estimate], ...] = ()
 
     def line(self) -> str:
         return (
@@ -77,16 +83,48 @@ def estimate(
     price_out_per_m: float,
     finished: set[str] = frozenset(),
     listens: bool = True,
+    long_audio: LongAudio = NATIVE,
+    lengths: dict[str, float] | None = None,
 ) -> Estimate:
+    """What the pending clips cost under `long_audio` (`lengths`: each clip's seconds, when
+    the caller has read them already): a windowed protocol sends one request per window
+    (fixed cuts: a low-energy cut moves a boundary by at most `search_s`, not the total)."""
     pending = [c for c in clips if c.key not in finished]
-    seconds = sum(clip_seconds(c, audio_root) for c in pending) if listens else 0.0
+    requests, seconds = len(pending), 0.0
+    if listens:
+        lengths = lengths if lengths is not None else {c.key: clip_seconds(c, audio_root) for c in pending}
+        requests = 0
+        for c in pending:
+            length = lengths[c.key]
+            if not long_audio.windowed or length <= 0:
+                requests, seconds = requests + 1, seconds + length
+                continue
+            fixed = dataclasses.replace(long_audio, split="fixed")
+            wins = plan_windows(length, fixed, key=c.key)
+            requests += len(wins)
+            seconds += sent_s(wins)
     rate = float(number_setting(settings, "audio_tokens_per_s", DEFAULT_AUDIO_TOKENS_PER_S, "nonnegative",
                                 "model setting"))
     out_each = int(number_setting(settings, "est_output_tokens", DEFAULT_OUTPUT_TOKENS, "count0", "model setting"))
-    tokens_in = int(round(seconds * rate + len(pending) * len(prompt_text) / 4))
-    tokens_out = out_each * len(pending)
+    tokens_in = int(round(seconds * rate + requests * len(prompt_text) / 4))
+    tokens_out = out_each * requests
     cost = (tokens_in * price_in_per_m + tokens_out * price_out_per_m) / 1e6
-    return Estimate(len(pending), seconds / 60, tokens_in, tokens_out, cost)
+    return Estimate(requests, seconds / 60, tokens_in, tokens_out, cost)
+
+
+def by_mode(rows: list[Any], audio_root: Path | None, prompt_text: str, spec: Any) -> dict[str, Estimate]:
+    """The same clips under native, truncate and windows (the entry's window_s), all clips
+    counted: what each long-audio protocol would cost (`agl infer --dry-run`)."""
+    lengths = {c.key: clip_seconds(c, audio_root) for c in rows}
+    base = spec.long_audio
+    out = {}
+    for mode in ("native", "truncate", "windows"):
+        cfg = dataclasses.replace(base, mode=mode, start="first")
+        label = mode if mode == "native" else f"{mode} {cfg.window_s:g} s"
+        out[label] = estimate(rows, audio_root=audio_root, prompt_text=prompt_text, settings=spec.settings,
+                              price_in_per_m=spec.price_in_per_m, price_out_per_m=spec.price_out_per_m,
+                              long_audio=cfg, lengths=lengths)
+    return out
 
 
 def estimate_run(
@@ -104,7 +142,6 @@ def estimate_run(
 
     With `fetch` False nothing is downloaded: a prompt read from a published file that is not
     cached yet is left out of the token count, and the note says what the run would fetch."""
-    import dataclasses
     import warnings
 
     with warnings.catch_warnings():
@@ -117,13 +154,13 @@ def estimate_run(
         url = fetched_source(source, sources)[0]
         est = estimate(rows, audio_root=Path(audio_root) if audio_root else None, prompt_text="",
                        settings=spec.settings, price_in_per_m=spec.price_in_per_m,
-                       price_out_per_m=spec.price_out_per_m,
+                       price_out_per_m=spec.price_out_per_m, long_audio=spec.long_audio,
                        listens=bool(getattr(get_backend(spec.backend), "needs_audio", True)))
         note = (f"prompt {PAPER} not fetched in a dry run: the run fetches {source} from {url} "
                 "into cache/sources/ once; its text tokens are not counted here")
         return dataclasses.replace(est, note=note)
     prompt = load_prompt(name, source=source, sources=sources)
-    fingerprint = run_fingerprint(spec.backend, spec.model, spec.settings, prompt.sha256)
+    fingerprint = run_fingerprint(spec.backend, spec.model, spec.settings, prompt.sha256, spec.long_audio)
     pred_path = Path(out_dir) / PREDICTIONS
     finished = set()
     if pred_path.exists():
@@ -131,7 +168,9 @@ def estimate_run(
             p.sample_id for p in iter_records(pred_path) if p.finished and p.meta.get("run_fingerprint") == fingerprint
         }
     listens = bool(getattr(get_backend(spec.backend), "needs_audio", True))
-    return estimate(
+    root = Path(audio_root) if audio_root else None
+    modes = tuple(by_mode(rows, root, prompt.text, spec).items()) if listens else ()
+    est = estimate(
         rows,
         audio_root=Path(audio_root) if audio_root else None,
         prompt_text=prompt.text,
@@ -140,4 +179,6 @@ def estimate_run(
         price_out_per_m=spec.price_out_per_m,
         finished=finished,
         listens=listens,
+        long_audio=spec.long_audio,
     )
+    return dataclasses.replace(est, modes=modes)
