@@ -210,8 +210,10 @@ def test_a_model_setting_of_the_wrong_type_is_one_line(backend, settings, words,
 
 
 def test_the_cost_estimate_refuses_a_rate_that_is_no_number():
+    from agl.contracts.models import ModelSpec
     from agl.inference.estimate import estimate
 
+    spec = ModelSpec("m", "gemini", "m", settings={"audio_tokens_per_s": "fast"}, price_in_per_m=1.0,
+                     price_out_per_m=1.0)
     with pytest.raises(AglError, match=r"^model setting audio_tokens_per_s: 'fast' is not a finite number, 0 or more"):
-        estimate([], audio_root=None, prompt_text="prompt", settings={"audio_tokens_per_s": "fast"},
-                 price_in_per_m=1.0, price_out_per_m=1.0)
+        estimate([], spec, audio_root=None, prompt_text="prompt")

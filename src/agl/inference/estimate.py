@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from agl.backends.base import get_backend
-from agl.contracts.long_audio import NATIVE, LongAudio
 from agl.core import audio
 from agl.core.checks import number_setting
 from agl.dataset.manifest import ManifestWarning, clips, load_manifest
@@ -75,55 +74,48 @@ def clip_seconds(clip: Any, audio_root: Path | None) -> float:
 
 def estimate(
     clips: list[Any],
+    spec: Any,
     *,
     audio_root: Path | None,
     prompt_text: str,
-    settings: dict[str, Any],
-    price_in_per_m: float,
-    price_out_per_m: float,
     finished: set[str] = frozenset(),
     listens: bool = True,
-    long_audio: LongAudio = NATIVE,
-    lengths: dict[str, float] | None = None,
 ) -> Estimate:
-    """What the pending clips cost under `long_audio` (`lengths`: each clip's seconds, when
-    the caller has read them already): a windowed protocol sends one request per window
-    (fixed cuts: a low-energy cut moves a boundary by at most `search_s`, not the total)."""
+    """What the pending clips cost for the model entry `spec` (its settings, prices and
+    `long_audio`): a windowed protocol sends one request per window (fixed cuts: a low-energy
+    cut moves a boundary back by at most `search_s`, not the count)."""
     pending = [c for c in clips if c.key not in finished]
     requests, seconds = len(pending), 0.0
     if listens:
-        lengths = lengths if lengths is not None else {c.key: clip_seconds(c, audio_root) for c in pending}
         requests = 0
+        fixed = dataclasses.replace(spec.long_audio, split="fixed")
         for c in pending:
-            length = lengths[c.key]
-            if not long_audio.windowed or length <= 0:
+            length = clip_seconds(c, audio_root)
+            if not fixed.windowed or length <= 0:
                 requests, seconds = requests + 1, seconds + length
                 continue
-            fixed = dataclasses.replace(long_audio, split="fixed")
             wins = plan_windows(length, fixed, key=c.key)
             requests += len(wins)
             seconds += sent_s(wins)
+    settings = spec.settings
     rate = float(number_setting(settings, "audio_tokens_per_s", DEFAULT_AUDIO_TOKENS_PER_S, "nonnegative",
                                 "model setting"))
     out_each = int(number_setting(settings, "est_output_tokens", DEFAULT_OUTPUT_TOKENS, "count0", "model setting"))
     tokens_in = int(round(seconds * rate + requests * len(prompt_text) / 4))
     tokens_out = out_each * requests
-    cost = (tokens_in * price_in_per_m + tokens_out * price_out_per_m) / 1e6
+    cost = (tokens_in * spec.price_in_per_m + tokens_out * spec.price_out_per_m) / 1e6
     return Estimate(requests, seconds / 60, tokens_in, tokens_out, cost)
 
 
 def by_mode(rows: list[Any], audio_root: Path | None, prompt_text: str, spec: Any) -> dict[str, Estimate]:
     """The same clips under native, truncate and windows (the entry's window_s), all clips
     counted: what each long-audio protocol would cost (`agl infer --dry-run`)."""
-    lengths = {c.key: clip_seconds(c, audio_root) for c in rows}
-    base = spec.long_audio
     out = {}
     for mode in ("native", "truncate", "windows"):
-        cfg = dataclasses.replace(base, mode=mode, start="first")
+        cfg = dataclasses.replace(spec.long_audio, mode=mode, start="first")
         label = mode if mode == "native" else f"{mode} {cfg.window_s:g} s"
-        out[label] = estimate(rows, audio_root=audio_root, prompt_text=prompt_text, settings=spec.settings,
-                              price_in_per_m=spec.price_in_per_m, price_out_per_m=spec.price_out_per_m,
-                              long_audio=cfg, lengths=lengths)
+        out[label] = estimate(rows, dataclasses.replace(spec, long_audio=cfg), audio_root=audio_root,
+                              prompt_text=prompt_text)
     return out
 
 
@@ -152,9 +144,7 @@ def estimate_run(
     name, source = spec.prompt or infer.prompt, prompt_source(spec, infer)
     if not fetch and name == PAPER and source is not None and fetched_source(source, sources)[1] is None:
         url = fetched_source(source, sources)[0]
-        est = estimate(rows, audio_root=Path(audio_root) if audio_root else None, prompt_text="",
-                       settings=spec.settings, price_in_per_m=spec.price_in_per_m,
-                       price_out_per_m=spec.price_out_per_m, long_audio=spec.long_audio,
+        est = estimate(rows, spec, audio_root=Path(audio_root) if audio_root else None, prompt_text="",
                        listens=bool(getattr(get_backend(spec.backend), "needs_audio", True)))
         note = (f"prompt {PAPER} not fetched in a dry run: the run fetches {source} from {url} "
                 "into cache/sources/ once; its text tokens are not counted here")
@@ -170,15 +160,5 @@ def estimate_run(
     listens = bool(getattr(get_backend(spec.backend), "needs_audio", True))
     root = Path(audio_root) if audio_root else None
     modes = tuple(by_mode(rows, root, prompt.text, spec).items()) if listens else ()
-    est = estimate(
-        rows,
-        audio_root=Path(audio_root) if audio_root else None,
-        prompt_text=prompt.text,
-        settings=spec.settings,
-        price_in_per_m=spec.price_in_per_m,
-        price_out_per_m=spec.price_out_per_m,
-        finished=finished,
-        listens=listens,
-        long_audio=spec.long_audio,
-    )
+    est = estimate(rows, spec, audio_root=root, prompt_text=prompt.text, finished=finished, listens=listens)
     return dataclasses.replace(est, modes=modes)
