@@ -269,3 +269,45 @@ def test_sampling_is_repeated_by_its_seed(tmp_path, family_model, audio_set):
         texts[run] = {k: p.raw_reply for k, p in preds.items()}
     assert texts["a"] == texts["b"]
     assert texts["a"] != texts["c"]
+
+
+def test_a_30_s_family_hears_long_clips_in_windows(tmp_path, family_model, audio_set):
+    """A tiny Qwen2-Audio (Whisper encoder, 30 s) with long_audio windows: every window of a
+    real 128-s clip is a request of its own, heard whole (and the 3-s cut is one window);
+    windows longer than the encoder are cut by the backend, and the record says how much of
+    the clip was heard."""
+    from agl.contracts.long_audio import parse_long_audio
+
+    root, cl = audio_set
+    cl = [c for c in cl if c.key in ("aporee_26839_30948", "short_cut")]  # 128 s and 3 s
+    model_dir = family_model("qwen2_audio")
+
+    def run(out, **long_audio):
+        spec = ModelSpec("run", "transformers", str(model_dir), settings={"device": "cpu", "max_new_tokens": 2},
+                         long_audio=parse_long_audio({"mode": "windows", **long_audio}, "test"))
+        summary = run_inference(spec, load_prompt(), cl, out_dir=out, audio_root=root,
+                                options=RunOptions(cache_dir=None, concurrency=2, timeout_s=300, max_retries=0,
+                                                   progress=False))
+        return summary, read_predictions(out / "predictions.jsonl")
+
+    summary, preds = run(tmp_path / "w30", window_s=30)
+    assert summary["n_failed"] == 0 and summary["n"] == 2
+    for key, p in preds.items():
+        wins, m = p.meta["windows"], p.meta
+        assert all(w["end_s"] - w["start_s"] <= 30 and w["heard_s"] == round(w["end_s"] - w["start_s"], 3)
+                   and w["truncated"] is False for w in wins), key
+        assert m["heard_s"] == m["audio_s"] and wins[0]["start_s"] == 0 and wins[-1]["end_s"] == m["audio_s"]
+        assert m["input_tokens"] == sum(w["input_tokens"] for w in wins)
+        assert m["processor_truncation"] is True and m["transformers_version"]
+    assert sorted(len(p.meta["windows"]) for p in preds.values()) == [1, 5]
+    long_one = preds["aporee_26839_30948"]
+    # 128 s: four full windows and an 8-s tail under min_tail_s, heard by sliding back
+    tail = long_one.meta["windows"][-1]
+    assert tail["end_s"] - tail["start_s"] == 30 and tail["end_s"] == long_one.meta["audio_s"]
+
+    # 60-s windows for a 30-s encoder: the backend keeps 30 s of each, and says so
+    _, preds = run(tmp_path / "w60", window_s=60)
+    p = preds[long_one.sample_id]
+    assert [w["heard_s"] for w in p.meta["windows"]] == [30.0, 30.0, 30.0]
+    assert all(w["truncated"] for w in p.meta["windows"])
+    assert p.meta["heard_s"] < p.meta["audio_s"] - 50

@@ -35,7 +35,10 @@ Settings:
 
 What each clip was heard as is recorded in its prediction's meta, deterministically:
 `audio_s` (the clip's length), `heard_s` (seconds from the start given to the model),
-`window_s` (the family's limit, or null) and `truncated`. Efficiency figures (load_s,
+`window_s` (the family's limit, or null), `truncated`, `processor_truncation` (whether the
+family's processor keeps only `window_s`: the backend cuts there itself, explicitly) and
+`transformers_version`. A clip longer than the window is heard whole with `long_audio: {mode:
+windows}` (docs/inference.md#long-audio): each window is a clip of its own here. Efficiency figures (load_s,
 prefill_s, decode_s, tokens_per_s) are measured per generate call and shared by the clips
 of one batch; `efficiency_log: <path>` appends one JSON line per batch (those figures plus
 the batch size, output tokens and peak memory: CUDA's peak allocation, or the process's
@@ -60,6 +63,12 @@ from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core import diskwrite
 from agl.core.audio import clip_seconds, load_mono
 from agl.errors import AglError
+
+
+def _version() -> str:
+    import transformers  # loaded with the model already
+
+    return str(transformers.__version__)
 
 
 @register("transformers")
@@ -124,8 +133,12 @@ class LocalTransformers(Backend):
                 wave = wave[: int(round(keep * sr))]
             heard_s = len(wave) / sr
             # Rounded to the millisecond: these go into DVC-tracked predictions.
+            # `processor_truncation`: whether the family's processor keeps only `window_s`
+            # (the backend cuts there itself, so the processor is never left to decide), and
+            # the transformers version whose processors that describes.
             heard = {"audio_s": round(total, 3), "heard_s": round(heard_s, 3),
-                     "window_s": window, "truncated": total - heard_s > 1e-3}
+                     "window_s": window, "truncated": total - heard_s > 1e-3,
+                     "processor_truncation": window is not None, "transformers_version": _version()}
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
         if self._full is None or self._loop is not loop:

@@ -128,7 +128,7 @@ SUMMED = ("input_tokens", "output_tokens", "cost_usd", "latency_s", "attempts", 
 WINDOW_FIELDS = ("status", "latitude", "longitude", "city", "country", "continent", "confidence",
                  "refused", "error", "reasoning", "raw_reply")
 WINDOW_META = ("input_tokens", "output_tokens", "cost_usd", "finish_reason", "thinking_tokens",
-               "audio_tokens", "heard_s_reported")
+               "audio_tokens", "heard_s_reported", "heard_s", "truncated")
 # Meta a backend gives per call that describes the window, not the clip (the transformers
 # backend's own heard figures; the finish reason): kept per window only.
 PER_WINDOW = ("finish_reason", "audio_s", "heard_s", "window_s", "truncated", "heard_s_reported",
@@ -157,11 +157,15 @@ def clip_record(plan: ClipPlan, cfg: LongAudio, preds: Sequence[Prediction]) -> 
             meta.pop(k, None)
     meta["cached"] = all(bool(p.meta.get("cached")) for p in preds)
     reported = [p.meta.get("heard_s_reported") for p in preds]
+    # A backend that cuts further (the transformers backend keeps its family's window of
+    # each window it is given) says what it kept: the clip is heard where it listened.
+    kept = [Window(w.start_s, round(min(w.end_s, w.start_s + float(p.meta["heard_s"])), 3))
+            if p.meta.get("heard_s") is not None else w for w, p in zip(windows, preds, strict=True)]
     meta.update({
         "long_audio": cfg.mode,
         "audio_s": plan.audio_s,
-        "heard_s": covered_s(windows),
-        "sent_s": sent_s(windows),
+        "heard_s": covered_s(kept),
+        "sent_s": sent_s(kept),
         "windows": [window_entry(w, p) for w, p in zip(windows, preds, strict=True)],
     })
     if plan.audio_sha256:
