@@ -31,6 +31,7 @@ from agl.interchange import eee_schema
 from agl.interchange.eee_instances import instance_rows
 from agl.interchange.eee_metrics import BENCHMARK, METRICS, Interval, result
 from agl.interchange.eee_model import datastore_dirs, model_info
+from agl.predictions.served import same_model
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,26 @@ def source_data(doc: dict[str, Any]) -> dict[str, Any]:
             "additional_details": details}
 
 
+def served_details(summary: dict[str, Any], asked: str) -> dict[str, str]:
+    """What the provider said answered the run (its served-model ledger, run_summary.json), for
+    model_info.additional_details: `served_models` ("id (share of clips)", ...),
+    `served_mismatch` ("true" where any served id is not the asked one, or several answered)
+    and `served_flags` (the ledger's lines). A run answered by another model is exported as
+    what was asked only with this beside it. A run whose backend names no served model
+    (the offline baselines) gets none of these keys."""
+    served = summary.get("served_models")
+    if not isinstance(served, dict) or not served:
+        return {}
+    flags = summary.get("served_flags")
+    flags = [str(f) for f in flags] if isinstance(flags, list) else []
+    mismatch = bool(flags) or len(served) > 1 or any(not same_model(asked, str(m)) for m in served)
+    out = {"served_models": ", ".join(f"{m} ({float(s):.4g})" for m, s in sorted(served.items())),
+           "served_mismatch": "true" if mismatch else "false"}
+    if flags:
+        out["served_flags"] = "; ".join(flags)
+    return out
+
+
 def _source_metadata(doc: dict[str, Any], info: dict[str, Any], config: ExportConfig) -> dict[str, Any]:
     published = doc.get("source") == "published"
     ours_baseline = info["developer"] == "agl"
@@ -167,6 +188,7 @@ def export_run(folder: Path, truth: tuple[pd.DataFrame, str], out: Path, config:
     summary = _json(folder / "run_summary.json")
     timings = _json(canonical.timings_path(folder / "run_summary.json"))
     info, _ = model_info(doc, summary.get("settings") or {})
+    info["additional_details"].update(served_details(summary, str(doc.get("model") or "")))
     evaluation_id, uid = identity(doc, folder, info["id"])
     when, when_from = run_time(folder)
     fallback = {"resamples": config.resamples, "seed": config.seed}

@@ -39,9 +39,23 @@ def bare(model_id: str) -> str:
     return model_id.strip().lower().rsplit("/", 1)[-1]
 
 
+def whole_id(model_id: str) -> tuple[str, str]:
+    """(provider, model) of an id, lower-cased: Gemini's `models/` resource prefix is no
+    provider and is dropped; a gateway's `provider/` (or `org/` of a Hugging Face id) is kept,
+    "" where the id names none."""
+    text = model_id.strip().lower().removeprefix("models/")
+    provider, _, model = text.rpartition("/")
+    return provider, model
+
+
 def same_model(asked: str, served: str) -> bool:
-    """Whether `served` names the `asked` model (itself, or a dated snapshot of it)."""
-    a, s = bare(asked), bare(served)
+    """Whether `served` names the `asked` model: the same provider (or none on either side)
+    and the same model, itself or a dated snapshot of it. Compared whole: `evilcorp/x` served
+    for `google/x` is another provider's model of the same name, and flagged (comparing the
+    part after the last `/` alone used to let it pass)."""
+    (pa, a), (ps, s) = whole_id(asked), whole_id(served)
+    if pa != ps:
+        return False
     return s == a or (s.startswith(a + "-") and bool(_SNAPSHOT.match(s[len(a) + 1:])))
 
 
