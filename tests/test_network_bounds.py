@@ -257,7 +257,7 @@ def test_redirect_rules():
     assert not ok(src, httpx.URL("http://archive.org/download/x/y.mp3"), ())  # no downgrade
     assert not ok(src, httpx.URL("https://evil.example/x"), ())
     assert not ok(src, httpx.URL("https://notarchive.org/x"), ())
-    assert ok(src, httpx.URL("https://cdn.example.net/x"), (".example.net",))
+    assert ok(src, httpx.URL("https://cdn.example.net/x"), ("example.net",))  # a host covers its subdomains
     assert ok(src, httpx.URL("https://example.net/x"), ("example.net",))
     assert not ok(src, httpx.URL("file:///etc/passwd"), ())
 

@@ -11,11 +11,15 @@ share these.
 
 from __future__ import annotations
 
+import functools
+import re
 import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from agl.errors import AglError
 
 if TYPE_CHECKING:
     import httpx
@@ -273,13 +277,63 @@ def redirect_allowed(source: httpx.URL, target: httpx.URL, extra_hosts: tuple[st
     if source.scheme == "https" and target.scheme != "https":
         return False
     src, dst = source.host.lower(), target.host.lower()
-    if dst == src or dst.endswith("." + src):
-        return True
-    for host in extra_hosts:
-        host = host.lower()
-        if dst == host.lstrip(".") or (host.startswith(".") and dst.endswith(host)):
-            return True
-    return False
+    return any(dst == host or dst.endswith("." + host) for host in (src, *(h.lower() for h in extra_hosts)))
+
+
+_HOST = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
+
+
+def check_redirect_hosts(hosts: Any, field: str) -> tuple[str, ...]:
+    """`redirect_hosts` from params: a list of host names, each covering itself and its
+    subdomains (as the source host does). Refused in one line naming `field`: a leading dot
+    (`.com` used to follow a redirect to any .com host), a wildcard (`*` was accepted and
+    matched nothing), a scheme, port, path or any other character a host name has not, and a
+    public suffix alone (`com`, `co.uk`, `github.io`: the Public Suffix List, bundled with
+    publicsuffixlist, so no network): one host of a public suffix is not another's."""
+    import ipaddress
+
+    if hosts is None:
+        return ()
+    if not isinstance(hosts, list):
+        raise AglError(f"{field}: must be a list of host names (e.g. [cdn.example.org]), not {hosts!r}")
+    out = []
+    for h in hosts:
+        shown = repr(h)[:60]
+        if not isinstance(h, str) or not h.strip():
+            raise AglError(f"{field}: {shown} is not a host name (e.g. cdn.example.org)")
+        host = h.strip().lower()
+        if host.startswith("."):
+            raise AglError(f"{field}: {shown} starts with a dot; write the host itself "
+                           f"({host.lstrip('.') or 'cdn.example.org'}): a listed host covers its subdomains")
+        if "*" in host:
+            raise AglError(f"{field}: {shown} is a wildcard; list host names (a listed host covers "
+                           "its subdomains)")
+        try:
+            ipaddress.ip_address(host)
+            out.append(host)
+            continue
+        except ValueError:
+            pass
+        try:
+            ascii_host = host.encode("idna").decode("ascii") if not host.isascii() else host
+        except UnicodeError:
+            ascii_host = ""
+        if not _HOST.match(ascii_host) or len(ascii_host) > 253:
+            raise AglError(f"{field}: {shown} is not a host name (no scheme, port or path: e.g. "
+                           "cdn.example.org)")
+        if _public_suffixes().is_public(ascii_host):
+            raise AglError(f"{field}: {shown} is a public suffix (any site under it could register a "
+                           "name there); list the host that serves the files (e.g. cdn.example.org)")
+        out.append(ascii_host)
+    return tuple(out)
+
+
+@functools.cache
+def _public_suffixes():
+    from publicsuffixlist import PublicSuffixList
+
+    # accept_unknown=False: a name under no listed suffix (localhost, an intranet host) is a host
+    return PublicSuffixList(accept_unknown=False)
 
 
 def check_redirect(source: httpx.URL, location: str, limits: Limits) -> None:

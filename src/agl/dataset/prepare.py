@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from agl.core import diskwrite
 from agl.core.checks import check_params, sha256_value
+from agl.core.http_bounds import check_redirect_hosts
 from agl.core.jsonutil import dumps
 from agl.core.nofollow import open_part
 from agl.core.paths import inside, remove
@@ -349,10 +350,9 @@ def _checked_download(download: dict | None, overrides: dict, source: str) -> di
     for key in ("retries", "backoff_s", "max_backoff_s", "failure_budget"):
         if key in section and section[key] < 0:
             raise AglError(f"{source}: download.{key} must be >= 0, not {section[key]}")
-    hosts = section.get("redirect_hosts", [])
-    if not all(isinstance(h, str) and h.strip(".") for h in hosts):
-        raise AglError(f"{source}: download.redirect_hosts must be a list of host names "
-                       f"(\".example.org\" for its subdomains too), not {hosts!r}")
+    if "redirect_hosts" in section:
+        section["redirect_hosts"] = list(check_redirect_hosts(section["redirect_hosts"],
+                                                              f"{source}: download.redirect_hosts"))
     return section
 
 

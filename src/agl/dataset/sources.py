@@ -27,6 +27,7 @@ from typing import Any
 
 from agl.core.checks import sha256_value
 from agl.core.http import Limits
+from agl.core.http_bounds import check_redirect_hosts
 from agl.core.secrets import strip_url_credentials, url_credentials
 from agl.dataset.manifest import content_hash
 from agl.dataset.paper import resolve
@@ -158,11 +159,7 @@ def _read_bounds(cfg: SourceConfig, paper: dict[str, Any]) -> None:
             raise AglError(f"params.yaml paper.{key}: must be a positive "
                            f"{'whole ' if key == 'max_bytes' else ''}number, not {value!r}")
         setattr(cfg, key, value)
-    hosts = paper.get("redirect_hosts") or []
-    if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip(".") for h in hosts):
-        raise AglError(f"params.yaml paper.redirect_hosts: must be a list of host names "
-                       f"(\".example.org\" for its subdomains too), not {hosts!r}")
-    cfg.redirect_hosts = tuple(hosts)
+    cfg.redirect_hosts = check_redirect_hosts(paper.get("redirect_hosts"), "params.yaml paper.redirect_hosts")
 
 
 def paper_values():
