@@ -186,3 +186,13 @@ def test_random_baseline_draws_differ_per_clip_even_through_the_cache(tmp_path):
     same_audio = [cache_key("gemini", "m", {}, Request(s, "p", audio_path=tmp_path / "x.mp3",
                                                        audio_sha256="ab" * 32)) for s in ("a", "b")]
     assert same_audio[0] == same_audio[1]  # audio calls stay content-addressed
+
+
+@pytest.mark.parametrize("k", [1e12, 10**6])
+def test_knn_k_past_the_other_clips_is_refused(tmp_path, k):
+    """`k: 1e12` was cut to every other clip without a word (issue 49)."""
+    from agl.errors import AglError
+
+    cl = synth_places(tmp_path)
+    with pytest.raises(AglError, match=rf"knn setting k: .* neighbours, but each clip has at most {len(cl) - 1}"):
+        get_backend("knn")("logmel", k=k).prepare(cl, tmp_path / "audio")

@@ -67,3 +67,28 @@ def test_a_lock_naming_a_dead_process_is_called_stale(tmp_path):
     (tmp / "lock").write_text(f"{tmp / 'lock'}|host|{dead.stdout.strip()}|123\n")  # hardlink_lock's form
     line = busy_line(tmp_path, "agl verify")
     assert f"names pid {dead.stdout.strip()}, which is no longer running: a stale lock; remove {tmp / 'lock'}" in line
+
+
+@pytest.mark.parametrize("plant", ["victim", "/dev/null", "garbage"])
+def test_a_link_or_garbage_at_dvcs_rwlock_is_one_line_and_nothing_written_through_it(repo, capfd, tmp_path,
+                                                                                     plant):
+    """DVC opens `.dvc/tmp/rwlock` following links: a link there had DVC write its JSON into the
+    link's target, and a link to /dev/null ended `agl verify` in a RWLockFileCorruptedError
+    traceback (issue 49)."""
+    tmp = repo / ".dvc" / "tmp"
+    tmp.mkdir(exist_ok=True)
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    rwlock = tmp / "rwlock"
+    rwlock.unlink(missing_ok=True)
+    if plant == "garbage":
+        rwlock.write_text("not json\n")
+    else:
+        rwlock.symlink_to(victim if plant == "victim" else plant)
+    rc = main(["verify", "--repo", str(repo)])
+    err = capfd.readouterr().err
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert str(rwlock) in lines[0] and "remove it" in lines[0]
+    assert ("symbolic link" in lines[0]) is (plant != "garbage")
+    assert victim.read_text() == "mine\n"

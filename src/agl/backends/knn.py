@@ -128,6 +128,10 @@ class NearestNeighbours(Backend):
         clips = [c for c, f in zip(clips, got, strict=True) if f is not None]
         if len(clips) < 2:
             raise AglError("knn baseline: the manifest needs at least two decodable clips")
+        if self.k > len(clips) - 1:  # k: 1e12 was cut to every other clip without a word
+            raise AglError(f"knn setting k: {self.k:,} neighbours, but each clip has at most "
+                           f"{len(clips) - 1} (the manifest's {len(clips)} decodable clips less "
+                           f"itself); e.g. k: 1")
         feats = np.stack([f for f in got if f is not None])
         # Rounded twice so that the answer is the same on every machine: the features to
         # FEATURE_DECIMALS (log-power statistics; an FFT/BLAS build or MP3 decoder changes

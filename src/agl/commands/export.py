@@ -43,7 +43,15 @@ def run(args: argparse.Namespace) -> int:
                     evaluate.get("max_resamples"), str(args.params))
     if not args.manifest.is_file():
         raise AglError(f"--manifest {args.manifest}: not found; give the manifest the runs were scored on")
-    config = ExportConfig(organization=str(args.organization or export.get("organization") or "agl"),
+    if not isinstance(export, dict):
+        raise AglError(f"{args.params} export: {export!r} is not a mapping; e.g. export: {{organization: agl}}")
+    organization = args.organization if args.organization is not None else export.get("organization", "agl")
+    if not isinstance(organization, str) or not organization.strip():
+        # a list used to be written as its Python text ("['a', 'b']") into every record
+        where = "--organization" if args.organization is not None else f"{args.params} export.organization"
+        raise AglError(f"{where}: {organization!r} is not one organization's name (text); e.g. "
+                       "organization: agl")
+    config = ExportConfig(organization=organization.strip(),
                           resamples=int(evaluate.get("metric_bootstrap", 1000)),
                           seed=int(evaluate.get("seed", 0)),
                           wrong_km=float(report.get("wrong_km", 750.0)))

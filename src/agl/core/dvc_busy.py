@@ -98,8 +98,39 @@ def dvc_lock_is_one_line(root: str | Path, command: str) -> Iterator[None]:
     """Run a block that opens `root` through DVC's API; DVC's `LockError` becomes an AglError
     (one line, `busy_line`)."""
     from dvc.lock import LockError  # DVC only where the caller already uses it
+    from dvc.rwlock import RWLockFileCorruptedError
 
+    check_lock_files(root)
     try:
         yield
     except LockError:
         raise AglError(busy_line(root, command)) from None
+    except RWLockFileCorruptedError:
+        path = Path(root) / ".dvc" / "tmp" / "rwlock"
+        raise AglError(f"{path}: DVC's rwlock file is not the JSON DVC writes (corrupted); when no "
+                       f"DVC command is running, remove it (rm {path}) and run `{command}` again") from None
+
+
+LOCK_FILES = ("lock", "rwlock", "rwlock.lock")
+
+
+def check_lock_files(root: str | Path) -> None:
+    """DVC's lock files must be files: DVC opens them following links, so a link planted at
+    `.dvc/tmp/rwlock` had DVC write its JSON into the link's target (and a link to /dev/null
+    ended `agl verify` in a traceback). A link, a folder, a FIFO... is one line; nothing is
+    opened through it. (A hard link is DVC's own `core.hardlink_lock`, and is fine.)"""
+    import stat
+
+    for name in LOCK_FILES:
+        path = Path(root) / ".dvc" / "tmp" / name
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            continue  # absent: DVC makes it
+        if stat.S_ISREG(mode):
+            continue
+        what = f"a symbolic link to {os.readlink(path)}" if stat.S_ISLNK(mode) else \
+            "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise AglError(f"{path}: DVC's lock file is {what}, not a file DVC made; nothing was opened "
+                       f"through it: remove it (rm {'-r ' if stat.S_ISDIR(mode) else ''}{path}) and "
+                       "run again (DVC makes it anew)")

@@ -61,6 +61,14 @@ class _BoundedLoader(yaml.SafeLoader):
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     continue
                 key = self.construct_object(key_node, deep=True)
+                if not isinstance(key, str):  # `1:`, `yes:` (a boolean in YAML 1.1), `null:`
+                    if isinstance(key_node, yaml.ScalarNode):
+                        text = key_node.value[:40]
+                        fix = f"quote it ('{text}': ...) or use a name"
+                    else:
+                        text, fix = f"a {_yaml_kind(key).removeprefix('a ')}", "use a name"
+                    raise _Refused(key_node.start_mark.line + 1,
+                                   f"key {text!r} is read as {_yaml_kind(key)}, not a name; {fix}")
                 try:
                     first = seen.get(key)
                 except TypeError:  # unhashable: SafeConstructor names it below
@@ -71,6 +79,11 @@ class _BoundedLoader(yaml.SafeLoader):
                                    "keep one")
                 seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
+
+
+def _yaml_kind(value: Any) -> str:
+    return {bool: "true/false", type(None): "null", int: "a number", float: "a number"}.get(
+        type(value), f"a {type(value).__name__}")
 
 
 def parse_yaml(data: bytes, source: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agl.core.checks import check_field_types
 from agl.errors import AglError, reject_unknown_keys
 
 KINDS = ("local", "ray")
@@ -105,6 +106,8 @@ def _one(section: dict[str, Any], base: RayConfig, where: str) -> ExecutorConfig
     reject_unknown_keys(ray, set(RayConfig.__dataclass_fields__), f"{where}.ray")
     try:
         cfg = replace(base, **ray)
+        # by type first: `shards: 2.5` was cut to 2 and `max_retries: true` read as 1
+        check_field_types(cfg, f"{where}.ray")
         shards, retries = int(cfg.shards), int(cfg.max_retries)
         cpus, gpus, wait = float(cfg.num_cpus), float(cfg.num_gpus), float(cfg.connect_timeout_s)
         actors = None if cfg.actors is None else int(cfg.actors)
