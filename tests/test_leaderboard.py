@@ -167,6 +167,22 @@ def test_served_flags_mark_only_their_run_and_a_bad_summary_is_one_line(tmp_path
             leaderboard.collect(files, "paper")
 
 
+def test_a_server_that_heard_less_than_sent_marks_its_run(tmp_path):
+    """A run whose provider reported hearing less audio than it was sent (run_summary.json's
+    `heard_flag`, agl.inference.summary) is marked like a served-model flag, with its line."""
+    from agl.errors import AglError
+
+    files = [metrics_file(tmp_path, "a", 5000.0), metrics_file(tmp_path, "b", 6000.0)]
+    line = "the server heard 30 s of 130 (median of 1 of 1 clip(s) ...)"
+    (tmp_path / "b" / "run_summary.json").write_text(json.dumps({"heard_flag": line}))
+    board = leaderboard.collect(files, "paper")
+    assert [r[1] for r in leaderboard.render_rows(board)[1]] == ["a", "b §"]
+    assert any(f"b: {line}" in n for n in leaderboard.table_notes(board))
+    (tmp_path / "b" / "run_summary.json").write_text(json.dumps({"heard_flag": 30}))
+    with pytest.raises(AglError, match="heard_flag is not a line"):
+        leaderboard.collect(files, "paper")
+
+
 def test_the_page_keeps_a_laptops_width_and_names_read_left(tmp_path):
     """leaderboard.html in Chromium at 1280 px: its 13 columns scroll inside their box (the page
     itself used to widen past the window), run and model names are left-aligned like the

@@ -139,6 +139,10 @@ def test_windows_native_truncate_on_a_130_s_clip(tmp_path):
                                 "tolerance": 0.1}
     assert "heard_flag" not in summary and summary["windows"]["window_agreement"] == 0.8
     assert summary["windows"]["first_window_agrees"] == 0.0
+    # the truth is Marrakesh, which four windows named: combined and oracle 0 km, the first
+    # window (Paris) 2,102 km away
+    assert summary["windows"]["combined_mean_km"] == 0.0 and summary["windows"]["oracle_mean_km"] == 0.0
+    assert round(summary["windows"]["first_window_mean_km"]) == 2102
     assert summary["long_audio"]["mode"] == "windows"
 
     # native: one request of the whole clip

@@ -137,7 +137,9 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
     latest = {p.sample_id: p for p in iter_records(pred_path)} if pred_path.exists() else {}
     _say_rebuilt(pred_path, before, latest, backend_cls)
     chosen = [latest[c.key] for c in plan.selected if c.key in latest]
-    summary = run_summary(chosen, len(plan.selected), plan.ctx, wall, session)
+    truth = ({c.key: (c.latitude, c.longitude) for c in plan.selected}
+             if spec.long_audio.windowed else None)
+    summary = run_summary(chosen, len(plan.selected), plan.ctx, wall, session, truth)
     summary = executor.summarize(summary, chosen, settings, out_dir, report)
     # The tracked files hold what data, params and code decide (canonical order and floats);
     # latencies, attempts, cache hits and wall time go to a timings file DVC ignores.

@@ -24,9 +24,12 @@ def _stats(values: list[float]) -> dict[str, float | None]:
 
 
 def run_summary(chosen: list[Prediction], n_selected: int, ctx: RunContext, wall: float,
-             session: dict[str, float]) -> dict[str, Any]:
+                session: dict[str, float], truth: dict[str, tuple[float, float]] | None = None
+                ) -> dict[str, Any]:
     """The run's totals over its records `chosen` (of `n_selected` clips): counts by status,
-    tokens, cost, latency and local timings, and this session's requests, hits and spend."""
+    tokens, cost, latency and local timings, and this session's requests, hits and spend.
+    `truth` (sample_id -> the manifest's lat, lon): a windowed run's summary gains the
+    combined, first-window and any-window oracle mean distances (what combining loses)."""
     counts = {s.value: 0 for s in Status}
     for p in chosen:
         counts[p.status.value] += 1
@@ -63,7 +66,7 @@ def run_summary(chosen: list[Prediction], n_selected: int, ctx: RunContext, wall
         **({f"local_{k}": v for k, v in local.items()} if local["decode_s"]["mean"] else {}),
         **heard_figures(chosen, spec.long_audio.heard_tolerance),
         **({"long_audio": spec.long_audio.protocol()} if spec.long_audio.windowed else {}),
-        **({"windows": figures} if (figures := window_figures(chosen)) else {}),
+        **({"windows": figures} if (figures := window_figures(chosen, truth)) else {}),
         "wall_s": wall,
         "session_requests": session["requests"],
         "session_cache_hits": session["cache_hits"],

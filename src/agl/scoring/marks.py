@@ -55,8 +55,9 @@ def served_flags(row: pd.Series) -> str:
 
 def run_flags(metrics_path: Path) -> list[str]:
     """The served-model flags (agl.predictions.served) in the tracked run_summary.json beside a
-    run's metrics.json: a served id not the asked one, or a change of served model mid-run
-    ([] for a run without a summary or flags). Raises AglError for a summary it cannot read."""
+    run's metrics.json: a served id not the asked one, a change of served model mid-run, or
+    a server that reported hearing less audio than it was sent ([] for a run without a
+    summary or flags). Raises AglError for a summary it cannot read."""
     path = Path(metrics_path).with_name("run_summary.json")
     if not path.exists():
         return []
@@ -66,11 +67,16 @@ def run_flags(metrics_path: Path) -> list[str]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise AglError(f"{path}: not readable JSON ({type(exc).__name__}); {redo}") from None
     flags = doc.get("served_flags") if isinstance(doc, dict) else None
+    # A server that heard less audio than it was sent (agl.inference.summary.heard_figures:
+    # "the server heard 30 s of 130") is flagged beside the served-model flags.
+    heard = doc.get("heard_flag") if isinstance(doc, dict) else None
+    if heard is not None and not isinstance(heard, str):
+        raise AglError(f"{path}: heard_flag is not a line; {redo}")
     if flags is None:
-        return []
+        return [heard] if heard else []
     if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
         raise AglError(f"{path}: served_flags is not a list of lines; {redo}")
-    return flags
+    return [*flags, *([heard] if heard else [])]
 
 
 def served_lines(metrics_files: list[Path]) -> dict[str, list[str]]:
