@@ -61,6 +61,17 @@ def family_model(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def demo_data(tmp_path_factory) -> Path:
+    """The demo set written once per session (manifest.csv, audio/), for tests that only read
+    it: writing it costs seconds of MP3 encoding each time."""
+    from agl.dataset.demo import write_demo
+
+    root = tmp_path_factory.mktemp("demo-data")
+    write_demo(root)
+    return root
+
+
+@pytest.fixture(scope="session")
 def built_demo(tmp_path_factory, worker_id) -> BuiltDemo:
     """One demo pipeline run per test session, shared by the xdist workers: the first worker
     to need it builds it while holding a lock, a worker that needs it meanwhile waits, and

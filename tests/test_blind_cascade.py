@@ -28,12 +28,8 @@ OPTIONS = RunOptions(cache_dir=None, concurrency=4, timeout_s=10, max_retries=0,
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory) -> Path:
-    from agl.dataset.demo import write_demo
-
-    root = tmp_path_factory.mktemp("demo")
-    write_demo(root)
-    return root
+def demo(demo_data) -> Path:
+    return demo_data
 
 
 @pytest.fixture(autouse=True)

@@ -64,13 +64,11 @@ def test_dates_compare_at_their_precision():
 
 
 @pytest.fixture(scope="module")
-def dated_demo(tmp_path_factory) -> Path:
-    """The demo set with upload dates: clips 1-10 in 2014, 11-29 in 2025, 30-32 unknown."""
-    from agl.dataset.demo import write_demo
-
+def dated_demo(tmp_path_factory, demo_data) -> Path:
+    """The demo manifest with upload dates: clips 1-10 in 2014, 11-29 in 2025, 30-32 unknown
+    (no audio: the runs here guess without listening)."""
     root = tmp_path_factory.mktemp("dated")
-    write_demo(root)
-    frame = load_manifest(root / "manifest.csv")
+    frame = load_manifest(demo_data / "manifest.csv")
     n = len(frame)
     frame["date"] = [""] * n
     frame["date_source"] = [""] * n
@@ -122,3 +120,51 @@ def test_a_cutoff_that_is_not_a_date_is_one_line():
 
     with pytest.raises(AglError, match=r"models.x.training_cutoff: 'June' is not a date; write it as YYYY-MM-DD"):
         parse_models({"x": {"backend": "random", "training_cutoff": "June"}})
+
+
+def test_the_report_puts_a_model_beside_its_blind_run_and_breaks_down_by_date(dated_demo, tmp_path):
+    from agl.contracts.models import ModelSpec
+    from agl.dataset.manifest import clips
+    from agl.inference.model_run import run_inference
+    from agl.inference.runner import RunOptions
+    from agl.prompts import load_prompt
+    from agl.report.inputs import ReportInputs, ReportOptions, collect_runs, with_clusters
+    from agl.report.sections import SectionContext
+    from agl.report.sections.baselines import season, section
+    from agl.scoring.config import EvaluateConfig
+    from agl.scoring.evaluate import evaluate_run
+
+    frame = load_manifest(dated_demo / "manifest.csv")
+    frame["date"] = ["2002-02-07"] * 16 + ["2003"] * 8 + [""] * (len(frame) - 24)
+    manifest = tmp_path / "manifest.csv"
+    write_manifest(frame, manifest)
+    config = EvaluateConfig(protocols=("paper",), metric_bootstrap=20, track=False)
+    for run, backend, seed in (("gem", "gemini", 0), ("gem-blind", "blind", 1)):
+        spec = ModelSpec(run, "random-sphere", "uniform-sphere", settings={"seed": seed})
+        run_inference(spec, load_prompt(), clips(frame), out_dir=tmp_path / "runs" / run,
+                      audio_root=None, options=RunOptions(progress=False))
+        evaluate_run(run, tmp_path / "runs" / run / "predictions.jsonl", manifest, tmp_path / "runs" / run,
+                     config, info={"model": "gemini-2.5-flash", "backend": backend})
+    options = ReportOptions(group_bootstrap=20, paired_bootstrap=20, paired_permutations=20, min_support=1)
+    runs = with_clusters(collect_runs([tmp_path / "runs"], "paper"), options.resampling_unit)
+    (tmp_path / "tables").mkdir()
+    ctx = SectionContext(runs, runs, ReportInputs(run_dirs=(tmp_path / "runs",), manifest=manifest),
+                         options, tmp_path, tmp_path / "tables")
+    page = section(ctx)
+    assert "What the sound added" in page and "gem-blind (blind)" in page
+    paired = pd.read_csv(tmp_path / "tables" / "sound_added.csv")
+    assert set(paired["a"]) == {"gem"} and len(paired) == 3
+    by_date = pd.read_csv(tmp_path / "tables" / "by_date_gem.csv", dtype={"group": str})
+    years = by_date[by_date["breakdown"] == "recording year"].set_index("group")["n"].to_dict()
+    assert years == {"2002": 16, "2003": 8, "no date": 8}
+    seasons = by_date[by_date["breakdown"] == "season (where recorded)"]["group"].tolist()
+    assert "no month" in seasons and set(seasons) <= {"winter", "summer", "no month"}
+    # February is winter in Essaouira and summer in Sydney
+    assert (season("2002-02-07", 31.5), season("2002-02-07", -33.9), season("2003", 10.0)) == (
+        "winter", "summer", None)
+    # the demo's runs (no run without audio, no date): no trace on the page
+    plain = load_manifest(dated_demo / "manifest.csv")
+    write_manifest(plain.drop(columns=["date"]), tmp_path / "plain.csv")
+    bare = [r for r in runs if r.name == "gem"]
+    assert section(SectionContext(bare, bare, ReportInputs(run_dirs=(), manifest=tmp_path / "plain.csv"),
+                                  options, tmp_path, tmp_path / "tables")) is None

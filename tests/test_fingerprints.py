@@ -21,20 +21,18 @@ EXCERPT_START_S = 3.0
 
 
 @pytest.fixture(scope="module")
-def testset(tmp_path_factory) -> tuple[Path, Path]:
+def testset(tmp_path_factory, demo_data) -> tuple[Path, Path]:
     """(manifest, audio root): four clips at four places hundreds of km apart."""
     from pedalboard.io import AudioFile
 
-    from agl.dataset.demo import write_demo
     from agl.dataset.manifest import load_manifest, write_manifest
 
     root = tmp_path_factory.mktemp("fp")
-    write_demo(root / "demo")
-    frame = load_manifest(root / "demo" / "manifest.csv").set_index("key")
-    src = root / "demo" / "audio" / SOURCE / frame.at[SOURCE, "mp3name"]
+    frame = load_manifest(demo_data / "manifest.csv").set_index("key")
+    src = demo_data / "audio" / SOURCE / frame.at[SOURCE, "mp3name"]
     with AudioFile(str(src)) as f:
         x, sr = f.read(f.frames), f.samplerate
-    files = {"a_clip": src, "c_unrelated": root / "demo" / "audio" / OTHER / frame.at[OTHER, "mp3name"]}
+    files = {"a_clip": src, "c_unrelated": demo_data / "audio" / OTHER / frame.at[OTHER, "mp3name"]}
     (root / "made").mkdir()
     with AudioFile(str(root / "made" / "excerpt.wav"), "w", sr, x.shape[0]) as f:
         f.write(0.5 * x[:, int(EXCERPT_START_S * sr):int((EXCERPT_START_S + 20.0) * sr)])
