@@ -101,6 +101,7 @@ PARAMS: dict[str, tuple[str, str]] = {
     "leaderboard.full_coverage": ("share", "0.99"),
     "leaderboard.refusal_note": ("share_closed", "0.5"),
     "leaderboard.max_refused": ("share_closed", "0.5"),
+    "leaderboard.rank_bootstrap": ("count0", "1000"),
     "report.group_bootstrap": ("count", "1000"),
     "report.seed": ("seed", "0"),
     "report.min_country_clips": ("count", "10"),

@@ -31,7 +31,7 @@ from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest, w
 from agl.errors import AglError
 from agl.scoring.clusters import DEFAULT_UNIT, cluster_labels, parse_unit
 from agl.scoring.config import BOOTSTRAP, check_fields, knob
-from agl.scoring.paired import paired_test
+from agl.scoring.paired import holm, paired_test
 
 SPEECH_THRESHOLD = 0.1  # the paper's "has speech": human_sounds >= 0.1 (agl.scoring.score_table)
 MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
@@ -246,7 +246,9 @@ EFFECT_COLUMNS = (
     "ci_lo",
     "ci_hi",
     "p_value",
+    "p_holm",  # Holm-adjusted over the family: one model's every effect (collect_effects)
     "note",
+    "family",
 )
 METRICS = (("distance_km", 3), ("country_correct", 6), ("continent_correct", 6))
 
@@ -393,7 +395,14 @@ def collect_effects(runs: Path, listen: Path, perturb: Path, config: EffectsConf
         return pd.DataFrame(columns=list(EFFECT_COLUMNS))
     with warnings.catch_warnings():  # an all-NaN `value` (ungraded) is a float column as meant
         warnings.simplefilter("ignore", FutureWarning)
-        return pd.concat(frames, ignore_index=True)
+        table = pd.concat(frames, ignore_index=True)
+    # Many effects are tested per model (interventions x levels x groups x metrics): their
+    # p-values are adjusted together (Holm), the family named in each row.
+    for model, rows in table.groupby("model", sort=False):
+        table.loc[rows.index, "p_holm"] = holm(rows["p_value"].to_numpy(dtype=float)).round(6)
+        table.loc[rows.index, "family"] = (f"{model}: every intervention, level, group and metric "
+                                           f"({int(rows['p_value'].notna().sum())} tests)")
+    return table
 
 
 def effects_summary(effects: pd.DataFrame) -> tuple[dict[str, Any], list[str]]:

@@ -26,6 +26,7 @@ from agl.report.error_modes import run_modes
 from agl.report.inputs import ReportConfig, ReportInputs, ReportOptions, RunInput, collect_runs, with_clusters
 from agl.report.page import render_page
 from agl.report.tables import slug
+from agl.scoring.paired import with_holm
 
 
 def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
@@ -167,7 +168,10 @@ def _paired(order: list[RunInput], options: ReportOptions) -> pd.DataFrame:
                                     n_perm=options.paired_permutations, seed=options.seed,
                                     min_support=options.min_support)
         paired.append(cmp.assign(a=best.name, b=r.name))
-    return pd.concat(paired, ignore_index=True) if paired else pd.DataFrame()
+    if not paired:
+        return pd.DataFrame()
+    return with_holm(pd.concat(paired, ignore_index=True),
+                     f"this table: {best.name} against each other run, every metric")
 
 
 def _read_board(path: Path | None) -> pd.DataFrame | None:

@@ -185,8 +185,9 @@ def paired_table(frame: pd.DataFrame, table_id: str = "") -> str:
     """Paired comparisons (`agl.report.analysis.compare_runs` rows with `a` and `b`): means,
     A - B with its 95% CI and p; a row without an estimate gives its note once across those
     cells ("—" for no common scored clip, "insufficient data (...)" below minimum support)."""
+    holm = "p_holm" in frame
     head = ["A", "B", "metric", "n", "clusters", "mean A", "mean B", "A - B [95% CI]", "p",
-            "detectable (80% power)"]
+            *(["p (Holm)"] if holm else []), "detectable (80% power)"]
     rows: list[list[Cell]] = []
     for _, r in frame.iterrows():
         digits = 1 if r["metric"] == "distance_km" else 3
@@ -194,12 +195,18 @@ def paired_table(frame: pd.DataFrame, table_id: str = "") -> str:
                              f"{int(r.get('n_clusters', r['n'])):,}"]
         note = r.get("note")
         if isinstance(note, str) and note:
-            rows.append([*first, gap_cell(note, 5)])
+            rows.append([*first, gap_cell(note, 6 if holm else 5)])
             continue
         diff = f"{r['diff']:+,.{digits}f} [{r['ci_lo']:+,.{digits}f}, {r['ci_hi']:+,.{digits}f}]"
         rows.append([*first, number(r["mean_a"], digits), number(r["mean_b"], digits), diff,
-                     f"{r['p_value']:.4f}", number(r.get("detectable"), digits)])
-    return table(head, rows, table_id)
+                     f"{r['p_value']:.4f}", *([f"{r['p_holm']:.4f}"] if holm else []),
+                     number(r.get("detectable"), digits)])
+    out = table(head, rows, table_id)
+    if holm and len(frame):  # the family the adjustment is over, said under the table
+        family = html.escape(str(frame["family"].iloc[0]))
+        out += (f"<p>p (Holm): Holm's step-down adjustment over the family '{family}' "
+                f"({int(frame['p_holm'].notna().sum())} tests), beside the raw p.</p>")
+    return out
 
 
 def img(path: Path, alt: str, img_id: str) -> str:

@@ -72,8 +72,12 @@ MAX_REFUSED_SHARE = 0.5
 UNRANKED = "unranked"
 
 
+RANK_BOOTSTRAP = 1000  # params leaderboard.rank_bootstrap: cluster resamples behind the rank intervals
+
+
 def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 1.0,
-            refusal_note: float = REFUSAL_NOTE_SHARE, max_refused: float = MAX_REFUSED_SHARE) -> pd.DataFrame:
+            refusal_note: float = REFUSAL_NOTE_SHARE, max_refused: float = MAX_REFUSED_SHARE,
+            rank_bootstrap: int = RANK_BOOTSTRAP) -> pd.DataFrame:
     """One row per run from `metrics.json` files written by the evaluate stages, grouped by data
     version (largest dataset first), full runs before subset runs, then by mean distance.
     `refusal_heavy`: the run refused at least `refusal_note` of its clips; `unranked`: more
@@ -86,6 +90,7 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
             unscored.append((str(doc.get("run", path)), sorted(doc["protocols"])))
             continue
         row: dict[str, Any] = {"run": doc["run"], "model": doc.get("model", doc["run"]),
+                               "_scores": str(Path(path).parent / f"scores_{protocol}.csv"),
                                "backend": doc.get("backend", ""), "source": doc.get("source", ""),
                                "paper_name": doc.get("paper_name") or "",
                                "run_protocol": doc.get("run_protocol") or "",
@@ -140,6 +145,7 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
     ).drop(columns="_size").reset_index(drop=True)
     ranked = frame[~frame["unranked"]]
     frame["rank"] = (ranked.groupby("data_version").cumcount() + 1).reindex(frame.index).astype("Int64")
+    frame = _with_rank_intervals(frame, rank_bootstrap)
     frame["protocol"] = protocol
     if "served_flags" in frame:  # a fixed place, whichever run has flags
         frame["served_flags"] = frame.pop("served_flags")
@@ -169,6 +175,25 @@ def _post_cutoff_row(row: dict[str, Any], late: dict[str, Any]) -> dict[str, Any
     for c in ("distance_error_km", "country_acc"):
         out[f"design_effect_{c}"] = late.get("design_effect", {}).get(c, 1.0)
     return out
+
+
+def _with_rank_intervals(frame: pd.DataFrame, n: int) -> pd.DataFrame:
+    """Rank intervals and groups (agl.scoring.ranks) for each data version's ranked full runs
+    that have per-clip scores beside their metrics.json; empty for the others (subset runs
+    are not ranked against full ones, imported records have no clips)."""
+    from agl.scoring.ranks import rank_intervals  # lazy: reads the runs' score tables
+
+    frame = frame.assign(rank_lo=pd.NA, rank_hi=pd.NA, rank_group=pd.NA, rank_shares="", rank_clips=pd.NA)
+    for _, rows in frame.groupby("data_version", sort=False):
+        mine = rows[~rows["unranked"] & ~rows["subset"] & rows["_scores"].map(lambda p: Path(p).is_file())]
+        if len(mine) < 2 or n <= 0:
+            continue
+        tables = [pd.read_csv(p, usecols=["sample_id", "distance_km", "true_lat", "true_lon"],
+                              dtype={"sample_id": str}) for p in mine["_scores"]]
+        got = rank_intervals(tables, str(mine["resampling_unit"].iloc[0]), n=n)
+        for c in got.columns:
+            frame.loc[mine.index, c] = got[c].to_numpy()
+    return frame.drop(columns="_scores")
 
 
 def _no_protocol(unscored: list[tuple[str, list[str]]], protocol: str, *, ranked: int) -> None:
@@ -269,7 +294,7 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     table where no run has a counterpart has no paper columns (the demo's)."""
     head = ["#", "run", "model", "n / N", "distance km [95% CI]", "paper km", "median km",
             "GeoScore", "continent", "paper", "country", "paper", "city", "paper", "reject",
-            "clusters", "design effect (km, country)"]
+            "clusters", "design effect (km, country)", "rank 95% [group]"]
     paper_at = (5, 9, 11, 13)  # the paper's columns in `head`
     rows = []
     any_paper = False
@@ -305,7 +330,7 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             paper["country_acc"], _with_ci(r, "city_acc", 2),
             paper["city_acc"], _cell(r["reject_rate"], 2), clusters,
             f"{_cell(r.get('design_effect_distance_error_km'), 2)}, "
-            f"{_cell(r.get('design_effect_country_acc'), 2)}",
+            f"{_cell(r.get('design_effect_country_acc'), 2)}", _rank_cell(r),
         ])
     if not any_paper:
         keep = [k for k in range(len(head)) if k not in paper_at]
@@ -314,6 +339,16 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         head = [*head, "repeats: km, country (mean ± std); flips"]
         rows = [[*row, _repeat_cell(r)] for row, (_, r) in zip(rows, board.iterrows(), strict=True)]
     return head, rows
+
+
+def _rank_cell(r: pd.Series) -> str:
+    """`1-2 [1]`: the run's 95% rank interval and its group (agl.scoring.ranks); "—" where it
+    has none (a subset run, an unranked one, a run without per-clip scores)."""
+    lo, hi, group = r.get("rank_lo"), r.get("rank_hi"), r.get("rank_group")
+    if lo is None or pd.isna(lo):
+        return NOT_APPLICABLE
+    span = f"{int(lo)}" if int(lo) == int(hi) else f"{int(lo)}-{int(hi)}"
+    return f"{span} [{int(group)}]"
 
 
 def _repeat_cell(r: pd.Series) -> str:
@@ -396,6 +431,13 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
                      "share of clips whose country is not the same in every repeat (sampling "
                      "noise no clip interval shows; docs/metrics.md#repeats). Its rank and "
                      "interval are repeat 0's.")
+    if "rank_lo" in rows and rows["rank_lo"].notna().any():
+        notes.append("rank 95% [group]: the 2.5th to 97.5th percentile of each full run's rank over "
+                     "cluster resamples of the clips all of them score (the same clusters drawn "
+                     "for every run), and its group: runs whose rank intervals reach the group "
+                     "leader's worst rank cannot be told apart (docs/metrics.md#ranks; each "
+                     "rank's share of resamples is in leaderboard.csv, rank_shares). Subset runs "
+                     "are not ranked against full ones.")
     if "n_clusters" in rows:
         notes.append("95% intervals resample whole clusters of clips (the 'clusters' column: how "
                      "many, under which unit; docs/metrics.md#clusters). The design effect is "
@@ -466,9 +508,15 @@ def build(files: list[Path], cfg: dict[str, Any], *, base_url: str, cache_dir: s
     if not isinstance(cfg["protocol"], str) or cfg["protocol"] not in PROTOCOLS:
         raise AglError(f"params.yaml leaderboard.protocol: {cfg['protocol']!r} is not a protocol; "
                        f"choose one of {', '.join(PROTOCOLS)}")
+    from agl.core.checks import check_resamples, check_value  # (as above)
+
+    check_value("rank_bootstrap", cfg.get("rank_bootstrap", RANK_BOOTSTRAP), "params.yaml leaderboard",
+                rule="count0", example=str(RANK_BOOTSTRAP))
+    check_resamples({"leaderboard.rank_bootstrap": (cfg.get("rank_bootstrap", RANK_BOOTSTRAP), 0)}, None)
     board = collect(files, cfg["protocol"], full_coverage=float(cfg.get("full_coverage", 1.0)),
                     refusal_note=float(cfg.get("refusal_note", REFUSAL_NOTE_SHARE)),
-                    max_refused=float(cfg.get("max_refused", MAX_REFUSED_SHARE)))
+                    max_refused=float(cfg.get("max_refused", MAX_REFUSED_SHARE)),
+                    rank_bootstrap=int(cfg.get("rank_bootstrap", RANK_BOOTSTRAP)))
     if board.empty or not (board["paper_name"] != "").any():
         return attach_paper(board, None), ""
     try:

@@ -27,6 +27,7 @@ from agl.report import maps, plots
 from agl.report.analysis import compare_runs, group_row
 from agl.report.sections import SectionContext
 from agl.report.tables import breakdown_legend, breakdown_table, img, paired_table, slug
+from agl.scoring.paired import with_holm
 
 GROUPS = ("birds heard", "no birds heard", "not listened")
 
@@ -214,7 +215,8 @@ def _birdrange_html(br, runs, heard: dict[str, str], figs: Path, tables: Path, o
                            seed=options.seed, min_support=options.min_support)
         rows.append(cmp.assign(a=br.name, b=r.name))
     if rows and keys:
-        paired = pd.concat(rows, ignore_index=True)
+        paired = with_holm(pd.concat(rows, ignore_index=True),
+                           f"this table: {br.name} against each run on birds-heard clips, every metric")
         canonical.write_csv(paired, tables / "birds_paired.csv")
         parts.append(
             f"<h3>{html.escape(br.name)} beside each run, birds-heard clips only</h3>"

@@ -33,14 +33,14 @@ def _slug(name: str) -> str:
 
 def read_effects(path: Path) -> pd.DataFrame:
     """effects.csv with names kept as text (an intervention called `null` or `NA` is a name)."""
-    text = ("model", "intervention", "kind", "level", "group", "metric", "note")
+    text = ("model", "intervention", "kind", "level", "group", "metric", "note", "family")
     frame = pd.read_csv(
         path,
         dtype={c: str for c in text},
         keep_default_na=False,
         na_values={
             c: ["", "nan", "NaN"]
-            for c in ("value", "mean_original", "mean_perturbed", "diff", "ci_lo", "ci_hi", "p_value")
+            for c in ("value", "mean_original", "mean_perturbed", "diff", "ci_lo", "ci_hi", "p_value", "p_holm")
         },
     )
     if "note" not in frame:
@@ -215,8 +215,9 @@ def _model_figures(effects: pd.DataFrame, model: str, figs: Path) -> list[str]:
 
 def _effects_table(effects: pd.DataFrame) -> str:
     """The table of every model's effects on all, speech and non-speech clips."""
+    holm = "p_holm" in effects and effects["p_holm"].notna().any()  # tables before issue 46: raw p
     head = ["model", "intervention", "level", "group", "n", "clusters", "metric", "original",
-            "perturbed", "change [95% CI]", "p"]
+            "perturbed", "change [95% CI]", "p", *(["p (Holm, per model)"] if holm else [])]
     rows = []
     for r in effects[effects["group"].isin([g for g, _, _ in GROUPS])].itertuples():
         d = 1 if r.metric == "distance_km" else 3
@@ -224,8 +225,9 @@ def _effects_table(effects: pd.DataFrame) -> str:
         first = [r.model, r.intervention, r.level, r.group.replace("_", "-"), f"{r.n:,}",
                  f"{int(clusters):,}", r.metric]
         if r.note:  # "—" (no paired clip scored) or "insufficient data (...)": agl.scoring.wording
-            rows.append([*first, gap_cell(r.note, 4)])
+            rows.append([*first, gap_cell(r.note, 5 if holm else 4)])
             continue
         rows.append([*first, f"{r.mean_original:,.{d}f}", f"{r.mean_perturbed:,.{d}f}",
-                     f"{r.diff:+,.{d}f} [{r.ci_lo:+,.{d}f}, {r.ci_hi:+,.{d}f}]", f"{r.p_value:.4f}"])
+                     f"{r.diff:+,.{d}f} [{r.ci_lo:+,.{d}f}, {r.ci_hi:+,.{d}f}]", f"{r.p_value:.4f}",
+                     *([f"{r.p_holm:.4f}"] if holm else [])])
     return table(head, rows, "listen-table")

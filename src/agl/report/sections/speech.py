@@ -30,6 +30,7 @@ from agl.report.analysis import compare_runs, group_row, insufficient
 from agl.report.inputs import ReportOptions, RunInput
 from agl.report.sections import SectionContext
 from agl.report.tables import breakdown_table, frame_table, paired_table, slug
+from agl.scoring.paired import with_holm
 from agl.speech.tables import NO_SPEECH, NOT_LISTENED, UNCERTAIN, spoken_language
 
 EXAMPLES = 5  # clips listed where a run is right and the prior is not
@@ -209,7 +210,8 @@ def _beyond_html(runs, attribute, options, tables: Path) -> str:
                  "the share the prior gets too (what the language alone explains); run_only: right where "
                  "the prior is wrong or abstains.</p>")
     parts.append(frame_table(count_frame, "speech-beyond", 3))
-    paired_frame = pd.concat(paired, ignore_index=True)
+    paired_frame = with_holm(pd.concat(paired, ignore_index=True),
+                             "this table: each run against the language prior, every metric")
     canonical.write_csv(paired_frame, tables / "speech_beyond_paired.csv")
     parts.append("<p>Run - prior on the same clips: paired bootstrap 95% CI and sign-flip permutation p-value.</p>")
     parts.append(paired_table(paired_frame, "speech-beyond-paired"))  # the report's wording

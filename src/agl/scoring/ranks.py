@@ -1,0 +1,77 @@
+"""Ranks with uncertainty (docs/metrics.md#ranks): a rank read off point estimates says
+nothing about how sure it is. The leaderboard's ranked full runs of one dataset are resampled
+together: whole clusters of their common clips (the same draw for every run, so the runs'
+shared difficulty cancels as in a paired comparison), each resample ranking the runs by mean
+distance. A run's rank interval is the 2.5th to 97.5th percentile of its ranks; `rank_shares`
+is the share of resamples in which it holds each rank.
+
+Runs that cannot be told apart are grouped: the best-ranked run opens a group, which takes
+every following run whose rank interval reaches the leader's worst rank; the first run left
+out opens the next group. Subset runs are not ranked against full ones (their common clips
+would be the subset's), and runs without per-clip scores (imported records) get no interval.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from agl.scoring.clusters import cluster_labels
+
+
+def rank_draws(distances: np.ndarray, labels: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """Per resample (rows) and run (columns), the run's rank (1 = smallest mean distance) when
+    whole clusters of the common clips are drawn with replacement, the same for every run.
+    `distances`: clips x runs (NaN = not scored by that run: left out of its mean)."""
+    groups = int(labels.max()) + 1
+    finite = np.isfinite(distances)
+    sums = np.stack([np.bincount(labels, weights=np.where(finite[:, k], distances[:, k], 0.0), minlength=groups)
+                     for k in range(distances.shape[1])], axis=1)
+    counts = np.stack([np.bincount(labels, weights=finite[:, k].astype(float), minlength=groups)
+                       for k in range(distances.shape[1])], axis=1)
+    rng = np.random.default_rng(seed)
+    out = []
+    for start in range(0, n, 500):
+        drawn = rng.integers(0, groups, size=(min(500, n - start), groups))
+        weights = np.stack([np.bincount(row, minlength=groups) for row in drawn]).astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = (weights @ sums) / (weights @ counts)
+        means = np.where(np.isfinite(means), means, np.inf)
+        # ties share the better rank's order by column: stable argsort of argsort
+        out.append(np.argsort(np.argsort(means, axis=1, kind="stable"), axis=1, kind="stable") + 1)
+    return np.concatenate(out)
+
+
+def rank_summary(ranks: np.ndarray) -> pd.DataFrame:
+    """Per run (column of `ranks`): the 95% rank interval, the shares of each rank, and the
+    group of runs it cannot be told apart from (1, 2, ... in the runs' order, which is the
+    point ranking)."""
+    lo = np.floor(np.percentile(ranks, 2.5, axis=0, method="lower")).astype(int)
+    hi = np.ceil(np.percentile(ranks, 97.5, axis=0, method="higher")).astype(int)
+    k = ranks.shape[1]
+    shares = [{str(r): round(float(np.mean(ranks[:, j] == r)), 4) for r in range(1, k + 1)
+               if np.any(ranks[:, j] == r)} for j in range(k)]
+    group = np.zeros(k, dtype=int)
+    current, leader_hi = 0, -1
+    for j in range(k):
+        if j == 0 or lo[j] > leader_hi:
+            current += 1
+            leader_hi = hi[j]
+        group[j] = current
+    return pd.DataFrame({"rank_lo": lo, "rank_hi": hi, "rank_group": group,
+                         "rank_shares": [str(s) for s in shares]})
+
+
+def rank_intervals(tables: list[pd.DataFrame], unit: str, *, n: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """`rank_summary` of runs given by their score tables (in the board's point order) on the
+    clips all of them score, clusters formed under `unit` over those clips."""
+    keys = set.intersection(*(set(t["sample_id"].astype(str)) for t in tables))
+    common = sorted(keys)
+    first = tables[0].assign(sample_id=tables[0]["sample_id"].astype(str)).set_index("sample_id").loc[common]
+    labels = cluster_labels(first.reset_index(), unit)
+    distances = np.column_stack([
+        t.assign(sample_id=t["sample_id"].astype(str)).set_index("sample_id").loc[common, "distance_km"]
+        .to_numpy(dtype=float) for t in tables])
+    out = rank_summary(rank_draws(distances, labels, n, seed))
+    out["rank_clips"] = len(common)
+    return out
