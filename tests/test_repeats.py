@@ -50,6 +50,23 @@ def test_stability_by_hand():
     assert s["flip_rate"] == pytest.approx(2 / 3)
     acc = s["metrics"]["country_acc"]
     assert acc["values"] == pytest.approx([2 / 3, 2 / 3, 2 / 3]) and acc["std"] == pytest.approx(0.0)
+    # a flip rate of 2/3 and no noise at all in the accuracy: flips cancel in the mean
+    assert acc["se"] == pytest.approx(0.0)
+    # lmms-eval's: scores a (1, 1, 1), b (0, 1, 0), c (1, 0, 1)
+    assert s["lmms_expected_accuracy"] == pytest.approx(6 / 9)
+    assert s["lmms_consensus_accuracy"] == pytest.approx(2 / 3)  # a and c right in most repeats
+    assert s["lmms_internal_variance"] == pytest.approx((0 + 1 / 3 + 1 / 3) / 3)
+    assert s["lmms_consistency_rate"] == pytest.approx(1 / 3)  # only a: not 1 - flip rate here by chance
+
+
+def test_lmms_consensus_differs_from_the_modal_answer_and_consistency_from_flips():
+    """Clip x: wrong every time with three different answers (flips; lmms-consistent); clip y:
+    right once of two (a tie: lmms-wrong; modal answer the first, right)."""
+    r0 = table([("x", "France", 0.0), ("y", "Germany", 1.0)])
+    r1 = table([("x", "Italy", 0.0), ("y", "France", 0.0)])
+    s = stability([r0, r1])
+    assert s["flip_rate"] == 1.0 and s["lmms_consistency_rate"] == 0.5
+    assert s["consensus_country_acc"] == 0.5 and s["lmms_consensus_accuracy"] == 0.0
 
 
 def _reply(country: str) -> dict:
@@ -188,4 +205,5 @@ def test_counterfactual_effects_are_read_against_the_flip_rate(tmp_path):
                          pipeline_runs=[], inputs=ReportInputs(run_dirs=()),
                          options=ReportOptions(), figs=tmp_path, tables=tmp_path)
     text = noise_floors(ctx)
-    assert "Noise floor" in text and "m: 50.0% of clips flip country over 2 repeats" in text
+    assert "Noise floor" in text and "m: country accuracy SD 0.354 over 2 repeats" in text
+    assert "50.0% of clips change country" in text

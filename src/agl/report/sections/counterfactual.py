@@ -149,15 +149,17 @@ def noise_floors(ctx: SectionContext) -> str:
         rep = repeats_of(run, ctx.options.protocol)
         if rep and rep.get("flip_rate") is not None:
             acc = rep["metrics"]["country_acc"]
-            spread = "" if acc.get("std") is None else f", country accuracy ± {acc['std']:.3f} (std)"
-            lines.append(f"<li>{html.escape(run.name)}: {rep['flip_rate']:.1%} of clips flip "
-                         f"country over {rep['n_repeats']} repeats{spread}</li>")
+            spread = ("no spread measured" if acc.get("std") is None
+                      else f"country accuracy SD {acc['std']:.3f} over {rep['n_repeats']} repeats")
+            lines.append(f"<li>{html.escape(run.name)}: {spread} (and {rep['flip_rate']:.1%} of "
+                         "clips change country between repeats)</li>")
     if not lines:
         return ""
     return ("<p>Noise floor: with no intervention, a model asked several times (params.yaml "
-            "<code>infer.repeats</code>) does not give the same country every time. An effect "
-            "on country accuracy smaller than its spread over repeats is within the model's own "
-            "noise:</p><ul>" + "".join(lines) + "</ul>")
+            "<code>infer.repeats</code>) does not score the same every time. An effect on country "
+            "accuracy within about two standard deviations of its accuracy over repeats is within "
+            "the model's own noise (the flip rate counts changed answers, which cancel in the "
+            "mean: it is not that noise):</p><ul>" + "".join(lines) + "</ul>")
 
 
 def listen_section(effects_csv: Path, figs: Path, tables: Path | None = None) -> str:

@@ -27,8 +27,12 @@ INTRO = ("A model that samples (temperature above 0) answers a clip differently 
          "each headline number as mean ± standard deviation over the repeats, the accuracy "
          "one run scores on average (expected), the accuracy of the majority country "
          "(consensus), how often the repeats agree with that majority, and the share of clips "
-         "whose country flips between repeats: a difference between two runs, or an "
-         "intervention's effect, smaller than this flip rate is within the model's own noise.")
+         "whose country flips between repeats (how often an answer changes: flips both ways "
+         "cancel in the mean, so it is no measure of a run's noise). The noise of a run's "
+         "accuracy is its standard deviation over the repeats: a difference between two runs, "
+         "or an intervention's effect, within about two of them is within the model's own "
+         "noise. lmms-eval's consensus accuracy (right in most repeats) and consistency rate "
+         "(same correctness every time) are in metrics.json (docs/metrics.md#repeats).")
 
 
 def repeats_of(run: Any, protocol: str) -> dict[str, Any] | None:
