@@ -252,6 +252,15 @@ def test_metrics_json_mlflow_and_leaderboard_carry_both_intervals(qwen_published
     assert metrics["paper.n_effective.country_acc"] == paper["n_effective"]["country_acc"] < 100
     assert metrics["paper.deft.country_acc"] == paper["deft"]["country_acc"]
     assert not any("influential" in k for k in metrics)
+    # the report names the cluster carrying most of a metric's variance, from metrics.json
+    import pandas as pd
+
+    from agl.report.inputs import RunInput
+    from agl.report.page import influence_lines
+
+    qwen = RunInput("qwen", pd.DataFrame(), info={"metrics": str(tmp_path / "qwen" / "metrics.json")})
+    lines = influence_lines([qwen], "paper")
+    assert any(x.startswith("qwen, country_acc: Taipei") and "88% of the variance" in x for x in lines), lines
     assert metrics["paper.ci95_clip_lo.country_acc"] == paper["ci95_clip"]["country_acc"][0]
     board = leaderboard.collect([tmp_path / "qwen" / "metrics.json"], "paper")
     head, rows = leaderboard.render_rows(board)

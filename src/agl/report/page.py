@@ -48,8 +48,9 @@ def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], boar
         paper = any("paper" in head for _, _, head, _ in rendered)
         parts.append("<p>Mean distance and accuracies with 95% bootstrap intervals that "
                      "resample each run's clusters of clips (its unit in the 'clusters' column; "
-                     "docs/metrics.md#clusters); the design effect is the width of that interval "
-                     "over the width of one that treats clips as independent"
+                     "docs/metrics.md#clusters); the design effect is Kish's: the variance "
+                     "under the clusters over the variance were the clips independent (n clips "
+                     "carry the information of n / deff; docs/metrics.md#design-effect)"
                      + ("; 'paper' columns are the values the AGL1K paper reports for the same "
                         "model" if paper else "") + ".</p>")
         for k, (header, rows_of, head, rows) in enumerate(rendered):
@@ -73,6 +74,12 @@ def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], boar
         if flagged:
             note = served_note({run: "; ".join(flags) for run, flags in flagged.items()})
             parts.append(f"<p class='note'>{html.escape(note)}</p>")
+    carriers = influence_lines([r for _, _, a in sections for r in a["order"]], options.protocol)
+    if carriers:
+        parts.append("<p>Clusters that carry more than params.yaml <code>evaluate.influence_share</code> "
+                     "of a headline metric's cluster variance (one place deciding much of an "
+                     "interval):</p><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in carriers)
+                     + "</ul>")
     parts.append("</section>")
     for version, group, a in sections:
         if len(sections) > 1:
@@ -92,6 +99,22 @@ def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], boar
     parts.append(tables.table(["what", "value"], rows, "provenance-table"))
     parts.append("</section></body></html>")
     return "\n".join(parts)
+
+
+def influence_lines(runs: list[RunInput], protocol: str) -> list[str]:
+    """Per run, the clusters its metrics.json names as carrying more than the influence share
+    of a headline metric's variance (agl.scoring.metrics.influential)."""
+    out = []
+    for r in runs:
+        path = r.info.get("metrics")
+        if not path or not Path(path).is_file():
+            continue
+        res = json.loads(Path(path).read_text(encoding="utf-8")).get("protocols", {}).get(protocol, {})
+        for metric, found in (res.get("influential_clusters") or {}).items():
+            if found:
+                out.append(f"{r.name}, {metric}: " + "; ".join(
+                    f"{c['cluster']} ({c['clips']} clips, {c['share']:.0%} of the variance)" for c in found))
+    return out
 
 
 def _render_data(a: dict[str, Any], options: ReportOptions, judge: JudgeConfig | None) -> str:
