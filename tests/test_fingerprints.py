@@ -127,3 +127,25 @@ def test_overlap_with_an_outside_corpus_is_cached(testset, tmp_path, capsys):
     assert doc["unmatched"] == ["c_unrelated"] and doc["n_unmatched"] == 1
     cached = list((tmp_path / "cache").iterdir())
     assert len(cached) == 1 and np.frombuffer(cached[0].read_bytes(), "<u4").size > 100
+    # the leaderboard on the clips with no match: a run scored against the clean manifest
+    from agl.contracts.models import ModelSpec
+    from agl.dataset.manifest import clips, load_manifest
+    from agl.inference.model_run import run_inference
+    from agl.inference.runner import RunOptions
+    from agl.prompts import load_prompt
+
+    assert main([*args[:-1], "--clean-manifest", str(tmp_path / "clean.csv")]) == 0
+    capsys.readouterr()
+    assert list(load_manifest(tmp_path / "clean.csv")["key"]) == ["c_unrelated"]
+    # predictions for the whole set are refused against it (never silently dropped) ...
+    spec = ModelSpec("g", "random-sphere", "uniform-sphere", settings={"seed": 0})
+    run_inference(spec, load_prompt(), clips(load_manifest(manifest)), out_dir=tmp_path / "g",
+                  audio_root=None, options=RunOptions(progress=False))
+    evaluate = ["evaluate", "--manifest", str(tmp_path / "clean.csv"), "--json", "--bootstrap", "0"]
+    assert main([*evaluate, str(tmp_path / "g" / "predictions.jsonl")]) == 2
+    assert "not in the manifest" in capsys.readouterr().err
+    # ... a run on the clean manifest is scored on those clips, with their n
+    run_inference(spec, load_prompt(), clips(load_manifest(tmp_path / "clean.csv")),
+                  out_dir=tmp_path / "clean", audio_root=None, options=RunOptions(progress=False))
+    assert main([*evaluate, str(tmp_path / "clean" / "predictions.jsonl")]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 1

@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             q.add_argument("--cache", default="cache/fingerprints",
                            help="where the corpus's fingerprints are kept, by file SHA-256 "
                                 "(default cache/fingerprints)")
+            q.add_argument("--clean-manifest", metavar="OUT",
+                           help="write the manifest of the clips with no match here: agl "
+                                "evaluate --manifest OUT scores a run on them alone, with n")
         q.add_argument("--max-ber", type=arg_type("share_open"), default=None,
                        help="bit error rate at most this over the overlap (default 0.35)")
         q.add_argument("--min-overlap-s", type=arg_type("positive"), default=None,
@@ -52,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     fp.fpcalc_path()  # one line before any work when it is missing
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
-        rows = clips(load_manifest(args.manifest))
+        frame = load_manifest(args.manifest)
+        rows = clips(frame)
     root = Path(args.audio_root)
     prints = {}
     for c in rows:
@@ -87,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
                  if (m := fp.match(key, words, name, other, **limits)) is not None]
         best[key] = max(found, key=lambda m: (m.length_s, -m.ber)) if found else None
     clean = sorted(k for k, m in best.items() if m is None)
+    if args.clean_manifest:
+        from agl.dataset.manifest import write_manifest
+
+        write_manifest(frame[frame["key"].isin(clean)], args.clean_manifest)
     if args.json:
         print(json.dumps({"clips": len(rows), "corpus_files": len(files), **limits,
                           "matches": {k: m.as_dict() for k, m in best.items() if m is not None},
