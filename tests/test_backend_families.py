@@ -305,6 +305,15 @@ def test_a_30_s_family_hears_long_clips_in_windows(tmp_path, family_model, audio
     tail = long_one.meta["windows"][-1]
     assert tail["end_s"] - tail["start_s"] == 30 and tail["end_s"] == long_one.meta["audio_s"]
 
+    # multi_part: the same five windows as five audio parts of one prompt, one answer
+    summary, parts = run(tmp_path / "mp", mode="multi_part", window_s=30)
+    p = parts[long_one.sample_id]
+    assert summary["n_failed"] == 0 and p.meta["long_audio"] == "multi_part" and "windows" not in p.meta
+    assert p.meta["parts"] == [[w["start_s"], w["end_s"]] for w in long_one.meta["windows"]]
+    assert p.meta["parts_heard_s"] == [30.0] * 5 and p.meta["heard_s"] == p.meta["audio_s"]
+    assert p.meta["input_tokens"] > max(w["input_tokens"] for w in long_one.meta["windows"])
+    assert parts["short_cut"].meta["parts"] == [[0.0, 3.0]]
+
     # 60-s windows for a 30-s encoder: the backend keeps 30 s of each, and says so
     _, preds = run(tmp_path / "w60", window_s=60)
     p = preds[long_one.sample_id]

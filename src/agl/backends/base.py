@@ -71,6 +71,9 @@ class Backend(abc.ABC):
     # Whether the backend loads a model into its own process (transformers): a cluster
     # executor keeps it in a long-lived actor instead of building it per shard.
     loads_model: bool = False
+    # Whether a request may carry several windows of one file as audio parts of one prompt
+    # (`Request.parts`: long_audio mode multi_part); a backend that sends one file refuses it.
+    multi_part: bool = False
     # Audio tokens per second of audio as the provider counts them in its usage (Gemini: 32):
     # what turns a reply's `audio_tokens` into the seconds the provider says it heard
     # (agl.inference.record.heard_reported); None: the provider counts none. The model

@@ -76,6 +76,7 @@ class LocalTransformers(Backend):
     """A local audio-language model (see the module docstring for its settings)."""
 
     loads_model = True  # on a Ray cluster: one actor per model copy (agl.inference.executors)
+    multi_part = True  # several windows of a clip as audio parts of one prompt (long_audio)
     example_model = "Qwen/Qwen2-Audio-7B-Instruct"
 
     def __init__(self, model: str = "", **settings: Any):
@@ -115,30 +116,13 @@ class LocalTransformers(Backend):
 
     async def generate(self, request: Request) -> Reply:
         model, processor, config = await asyncio.to_thread(self._load)
-        fe = feature_extractor(processor)
-        sr = int(fe.sampling_rate)
         wave, heard = None, {}
         if request.audio_path is not None:
-            window = window_seconds(family(config.model_type), processor, fe)
-            max_s = self.settings.get("max_seconds")
-            limits = [float(v) for v in (max_s, window) if v]
-            keep = min(limits) if limits else None
             try:
-                wave = await asyncio.to_thread(load_mono, request.audio_path, sr, keep)
-                total = await asyncio.to_thread(clip_seconds, request.audio_path)
+                wave, heard = await asyncio.to_thread(self._audio, request, processor, config)
             except Exception as exc:  # noqa: BLE001 - a clip that cannot be decoded
                 return Reply(ReplyStatus.FAILED,
                              error=f"cannot decode {Path(request.audio_path).name}: {exc}")
-            if keep is not None:
-                wave = wave[: int(round(keep * sr))]
-            heard_s = len(wave) / sr
-            # Rounded to the millisecond: these go into DVC-tracked predictions.
-            # `processor_truncation`: whether the family's processor keeps only `window_s`
-            # (the backend cuts there itself, so the processor is never left to decide), and
-            # the transformers version whose processors that describes.
-            heard = {"audio_s": round(total, 3), "heard_s": round(heard_s, 3),
-                     "window_s": window, "truncated": total - heard_s > 1e-3,
-                     "processor_truncation": window is not None, "transformers_version": _version()}
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
         if self._full is None or self._loop is not loop:
@@ -196,11 +180,41 @@ class LocalTransformers(Backend):
     def _seeded_sampling(self) -> bool:
         return bool(self.settings.get("do_sample", False)) and self.settings.get("seed") is not None
 
+    def _audio(self, request: Request, processor: Any, config: Any) -> tuple[Any, dict[str, Any]]:
+        """The samples the model hears (one wave, or one per part of a `multi_part` request,
+        each cut to the family's window) and what was heard, rounded to the millisecond (these
+        go into DVC-tracked predictions). `processor_truncation`: whether the family's
+        processor keeps only `window_s` (the backend cuts there itself, so the processor is
+        never left to decide), with the transformers version whose processors that describes."""
+        fe = feature_extractor(processor)
+        sr = int(fe.sampling_rate)
+        window = window_seconds(family(config.model_type), processor, fe)
+        max_s = self.settings.get("max_seconds")
+        limits = [float(v) for v in (max_s, window) if v]
+        keep = min(limits) if limits else None
+        total = clip_seconds(request.audio_path)
+        facts = {"audio_s": round(total, 3), "window_s": window, "processor_truncation": window is not None,
+                 "transformers_version": _version()}
+        if request.parts:  # several windows of the file as audio parts of one prompt
+            whole = load_mono(request.audio_path, sr, max(e for _, e in request.parts))
+            waves = [whole[int(round(s * sr)):int(round(e * sr))] for s, e in request.parts]
+            waves = [w[: int(round(keep * sr))] if keep is not None else w for w in waves]
+            kept = [round(len(w) / sr, 3) for w in waves]
+            cut = any(k < round(e - s, 3) - 1e-3 for k, (s, e) in zip(kept, request.parts, strict=True))
+            return waves, {**facts, "heard_s": round(sum(kept), 3), "parts_heard_s": kept, "truncated": cut}
+        wave = load_mono(request.audio_path, sr, keep)
+        if keep is not None:
+            wave = wave[: int(round(keep * sr))]
+        heard_s = len(wave) / sr
+        return wave, {**facts, "heard_s": round(heard_s, 3), "truncated": total - heard_s > 1e-3}
+
     def _messages(self, request: Request) -> list[dict[str, Any]]:
         content: list[dict[str, Any]] = []
         if request.audio_path is not None:
-            # Both template styles: `content.type == 'audio'` and `'audio' in content`.
-            content.append({"type": "audio", "audio": str(request.audio_path)})
+            # Both template styles: `content.type == 'audio'` and `'audio' in content`; one
+            # entry per part of a multi_part request.
+            for _ in range(max(1, len(request.parts))):
+                content.append({"type": "audio", "audio": str(request.audio_path)})
         content.append({"type": "text", "text": request.prompt})
         messages = []
         if request.system:
@@ -269,7 +283,7 @@ class LocalTransformers(Backend):
         # Pad the texts (left); the audio is padded as each family's extractor does.
         kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt",
                                   "text_kwargs": {"padding": True}, **fam.processor}
-        waves = [w for _, w, _, _ in items if w is not None]
+        waves = [x for _, w, _, _ in items if w is not None for x in (w if isinstance(w, list) else [w])]
         if waves:
             kwargs["audio"] = waves
             kwargs["sampling_rate"] = int(fe.sampling_rate)

@@ -34,6 +34,9 @@ class Request:
     # runner cuts them into a WAV just before the call, so the backend sends that alone;
     # None: the whole file. `audio_sha256` is then the window's address, not the file's.
     window: tuple[float, float] | None = None
+    # Several windows (start, end) of the file as audio parts of one prompt, in order
+    # (long_audio mode multi_part; a backend with `multi_part` cuts them); () for none.
+    parts: tuple[tuple[float, float], ...] = ()
 
 
 class ReplyStatus(StrEnum):

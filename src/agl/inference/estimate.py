@@ -95,7 +95,7 @@ def estimate(
                 requests, seconds = requests + 1, seconds + length
                 continue
             wins = plan_windows(length, fixed, key=c.key)
-            requests += len(wins)
+            requests += 1 if fixed.mode == "multi_part" else len(wins)  # parts: one prompt
             seconds += sent_s(wins)
     settings = spec.settings
     rate = float(number_setting(settings, "audio_tokens_per_s", DEFAULT_AUDIO_TOKENS_PER_S, "nonnegative",

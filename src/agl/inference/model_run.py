@@ -156,9 +156,10 @@ def _check_long_audio(spec: ModelSpec, backend_cls: type[Backend], executor: Exe
     if not backend_cls.needs_audio:
         raise AglError(f"{where}: the {spec.backend} backend does not listen to the audio; "
                        "leave long_audio out (or mode: native)")
-    if cfg.mode == "multi_part":
-        raise AglError(f"{where}: no backend sends several audio parts in one prompt yet; use "
-                       "windows (one request per window, answers combined) or truncate")
+    if cfg.mode == "multi_part" and not backend_cls.multi_part:
+        raise AglError(f"{where}: the {spec.backend} backend sends one audio part per prompt; "
+                       "use windows (one request per window, answers combined) or truncate, or "
+                       "a backend that takes several parts (transformers)")
     if getattr(executor, "name", "local") != "local":
         raise AglError(f"{where}: windows are cut by the local executor only (the "
                        f"{getattr(executor, 'name', '?')} executor sends whole files); run it "
@@ -329,7 +330,7 @@ class _Windowing:
 
 def _windowed(work: Work, cfg: LongAudio) -> _Windowing:
     """Each clip's request as one request per window of its plan (agl.inference.windowed)."""
-    from agl.inference.windowed import clip_plan, window_requests
+    from agl.inference.windowed import clip_plan, part_request, window_requests
 
     plans, requests, failed = {}, [], []
     for r in work.requests:
@@ -338,7 +339,7 @@ def _windowed(work: Work, cfg: LongAudio) -> _Windowing:
             failed.append(plan)
             continue
         plans[r.sample_id] = plan
-        requests.extend(window_requests(r, plan))
+        requests.extend([part_request(r, plan)] if cfg.mode == "multi_part" else window_requests(r, plan))
     return _Windowing(replace(work, requests=tuple(requests)), {}, cfg, plans, tuple(failed))
 
 

@@ -8,7 +8,9 @@ its call, and the windows' answers made the clip's one record.
   channels), written to a private temporary file only for the call (`heard`), so a run over
   1,444 clips never holds 30 GB of window files (the runner: agl.inference.runner);
 * `WindowSink`: holds each clip's window records until the last one arrives, then hands
-  the combined record (agl.inference.window_vote) to the run's sink.
+  the combined record (agl.inference.window_vote) to the run's sink; a `multi_part`
+  request (the windows as audio parts of one prompt: `part_request`) is one answer, recorded
+  with its parts (`parts_record`).
 
 WAV because both APIs take it (OpenAI's `input_audio` takes wav or mp3 only), it needs no
 encoder (the same bytes on every machine: a window's reply is cached), and it carries no
@@ -81,6 +83,13 @@ def window_requests(base: Request, plan: ClipPlan) -> list[Request]:
     """`base` (the clip's request) once per window, each addressed by its window."""
     return [replace(base, window=(w.start_s, w.end_s), audio_sha256=window_address(plan.audio_sha256, w))
             for w in plan.windows]
+
+
+def part_request(base: Request, plan: ClipPlan) -> Request:
+    """`multi_part`: the clip's windows as audio parts of one request, addressed by them all."""
+    address = hashlib.sha256("|".join(window_address(plan.audio_sha256, w) for w in plan.windows)
+                             .encode()).hexdigest()
+    return replace(base, parts=tuple((w.start_s, w.end_s) for w in plan.windows), audio_sha256=address)
 
 
 def cut_window(path: Path, start_s: float, end_s: float) -> bytes:
@@ -175,6 +184,21 @@ def clip_record(plan: ClipPlan, cfg: LongAudio, preds: Sequence[Prediction]) -> 
     return combined_prediction(plan.key, preds, meta)
 
 
+def parts_record(plan: ClipPlan, cfg: LongAudio, pred: Prediction) -> Prediction:
+    """A `multi_part` clip's record: the one answer, with the parts sent and what was heard
+    of them (the backend's own figure per part where it cuts further)."""
+    windows = list(plan.windows)
+    heard = pred.meta.get("parts_heard_s")
+    if isinstance(heard, list) and len(heard) == len(windows):
+        windows = [Window(w.start_s, round(min(w.end_s, w.start_s + float(h)), 3)) for w, h in zip(
+            windows, heard, strict=True)]
+    meta = {"long_audio": cfg.mode, "audio_s": plan.audio_s, "heard_s": covered_s(windows),
+            "sent_s": sent_s(windows), "parts": [[w.start_s, w.end_s] for w in plan.windows]}
+    if plan.audio_sha256:
+        meta["audio_sha256"] = plan.audio_sha256
+    return pred.with_meta(**meta)
+
+
 def failed_clip(plan: ClipPlan, meta: dict[str, Any]) -> Prediction:
     """The record of a clip that could not be cut (never requested)."""
     return Prediction(plan.key, Status.FAILED, error=plan.error, meta={**meta, "attempts": 0, "cached": False})
@@ -191,6 +215,10 @@ class WindowSink:
     async def put(self, answer: Any) -> None:
         request = answer.request
         plan = self.plans[request.sample_id]
+        if request.parts:  # multi_part: one answer for the clip
+            record = parts_record(plan, self.cfg, self.sink.prediction(answer))
+            await self.sink.put_prediction(record, answer.requested_now)
+            return
         got = self.got.setdefault(request.sample_id, {})
         got[request.window] = (self.sink.prediction(answer), answer.requested_now)
         if len(got) < len(plan.windows):
