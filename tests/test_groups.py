@@ -137,3 +137,25 @@ def test_qwen_by_income(agl1k_manifest, qwen_published):
     assert rows["unlisted"]["withheld"].startswith("insufficient data (n = 8")
     d = table["disparity"]["country_acc"]
     assert d["worst"] == "Low + Lower middle" and d["best"] == "High" and d["gap_ci95"] is not None
+
+
+def test_magnets_and_spread_on_a_hand_made_table():
+    from agl.scoring.magnets import magnets, spread
+
+    # 12 clips in Germany answered France 8 times and Germany 4; 12 in France all answered
+    # France; 3 in Japan answered Japan; 2 answered Brazil (never the truth); one refusal.
+    true = ["Germany"] * 12 + ["France"] * 12 + ["Japan"] * 3 + ["Germany"] * 3
+    pred = ["France"] * 8 + ["Germany"] * 4 + ["France"] * 12 + ["Japan"] * 3 + ["Brazil", "Brazil", None]
+    scored = pd.DataFrame({"true_country": true, "pred_country": pred, "pred_lat": 10.0, "pred_lon": 20.0})
+    pull = magnets(scored, min_support=10).set_index("country")
+    assert pull.loc["France", "predicted"] == 20 and pull.loc["France", "true"] == 12
+    assert pull.loc["France", "ratio"] == pytest.approx(20 / 12)
+    assert pull.loc["Germany", "ratio"] == pytest.approx(4 / 14)
+    assert pull.loc["Brazil", "true"] == 0 and pd.isna(pull.loc["Brazil", "ratio"])
+    assert pull.loc["Japan", "withheld"] and pd.isna(pull.loc["Japan", "ratio"])  # true on 3 < 10
+    assert pull.index[0] == "France"  # the largest excess first
+    scatter = spread(scored, min_support=10).set_index("country")
+    assert scatter.loc["France", "entropy_bits"] == 0.0 and scatter.loc["France", "top_share"] == 1.0
+    p = np.array([8, 4, 2]) / 14  # Germany: France 8, Germany 4, Brazil 2 (the refusal drops out)
+    assert scatter.loc["Germany", "entropy_bits"] == pytest.approx(float(-(p * np.log2(p)).sum()))
+    assert bool(scatter.loc["Japan", "withheld"])

@@ -100,6 +100,17 @@ def _screenshot(html_path: Path, png: Path) -> None:
         assert page.locator("#leaderboard tbody tr").count() == 2
         # the interactive map: one point per clip with a coordinate, each with its tooltip
         # (a clip within 10 degrees of the date line has a second circle at the other edge)
+        # who the models fail: groups by income (the pooled lower group named), disparity, magnets
+        for sel in ("#fairness-section", "#fairness-income-qwen", "#disparity-income-qwen",
+                    "#magnets-qwen", "#magnets-map-qwen"):
+            page.locator(sel).scroll_into_view_if_needed()
+            assert page.locator(sel).is_visible(), sel
+        income = page.locator("#fairness-income-qwen tbody").inner_text()
+        assert "Low + Lower middle *" in income and "insufficient data (n = 8, needs 10)" in income
+        assert page.locator("#magnets-qwen tbody tr").first.inner_text().startswith("United States")
+        assert page.locator("#magnets-map-qwen circle").count() >= 20
+        assert "named 316 times" in page.locator("#magnets-map-qwen title").first.text_content()
+        page.locator("#magnets-map-qwen").screenshot(path=str(png.with_name("magnets.png")))
         assert page.locator("#svgmap-qwen g").count() == 1442
         assert page.locator("#svgmap-qwen circle").count() >= 1442
         tip = page.locator("#svgmap-qwen g title").first.text_content()

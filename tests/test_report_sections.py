@@ -12,7 +12,7 @@ from agl.report.inputs import ReportInputs, ReportOptions, RunInput
 
 def test_sections_are_discovered_in_name_order():
     names = [name for name, _ in sections.discover()]
-    assert names == ["baselines", "birds", "counterfactual", "sensitivity", "speech", "stability"]
+    assert names == ["baselines", "birds", "counterfactual", "fairness", "sensitivity", "speech", "stability"]
     assert all(callable(make) for _, make in sections.discover())
 
 

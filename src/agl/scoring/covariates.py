@@ -39,8 +39,12 @@ def source(name: str) -> str:
 
 
 @functools.cache
-def _info(iso3: str) -> dict:
+def country_info(iso3: str) -> dict:
+    """hdx's taxonomy row of a country (its income, regions, centroid), {} if unlisted."""
     return _hdx().get_country_info_from_iso3(iso3) or {}
+
+
+_info = country_info
 
 
 @functools.cache
