@@ -153,3 +153,29 @@ def test_published_files_under_both_labels(agl1k_manifest, qwen_published, share
     g, _ = evaluate_frames(manifest, gemini, "paper", bootstrap=0, labelling=Labelling("point"))
     assert g["relabelled"] == 44
     assert round(g["country_acc_manifest"] * 263) - round(g["country_acc_point"] * 263) == 3
+
+
+def test_the_leaderboard_says_which_labels_and_tables_the_levels(tmp_path, agl1k_manifest, shared):
+    """Gemini 3 Pro's subset evaluated under each label source: leaderboard.csv carries the
+    labels and levels, the page says which labels each run stands on and adds the levels table."""
+    from agl.scoring import leaderboard
+    from agl.scoring.evaluate import evaluate_run
+
+    gemini = shared("data/agl1k/published/gemini-3-pro-preview/seed_42_ABCD.jsonl")
+    files = []
+    for labels in ("manifest", "point"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            evaluate_run(f"gemini-{labels}", gemini, agl1k_manifest, tmp_path / labels,
+                         EvaluateConfig(protocols=["paper"], metric_bootstrap=20, track=False, labels=labels))
+        files.append(tmp_path / labels / "metrics.json")
+    board = leaderboard.collect(files, "paper")
+    by_run = board.set_index("run")
+    assert by_run.loc["gemini-point", "labels"] == "point" and by_run.loc["gemini-point", "relabelled"] == 44
+    assert by_run.loc["gemini-point", "country_acc"] < by_run.loc["gemini-manifest", "country_acc"]
+    assert by_run.loc["gemini-point", "country_point_acc"] == by_run.loc["gemini-manifest", "country_point_acc"]
+    leaderboard.write(board, tmp_path / "board", protocol="paper")
+    md = (tmp_path / "board" / "leaderboard.md").read_text()
+    assert "different labels per run (evaluate.labels): gemini-manifest: manifest; gemini-point: point" in md
+    assert "| run | country (name) | same country by point | region (admin1) |" in md
+    assert "id='leaderboard-levels'" in (tmp_path / "board" / "leaderboard.html").read_text()

@@ -31,6 +31,15 @@ METRICS: dict[str, tuple[str, tuple, str, str | None]] = {
     "failure_rate": ("Failure rate", RATE, "n", None),
     **{f"within_{t}km": (f"Share within {t} km", SHARE, "n_distance_scored", None)
        for t in (25, 200, 750, 2500)},
+    # The country by the recording place, and the levels from the predicted point
+    # (agl.scoring.labels; docs/metrics.md#labels-from-the-recording-place).
+    "country_acc_point": ("Country accuracy, labels by the recording place (ISO 3166)", SHARE,
+                          "n_country_acc_point", None),
+    "country_point_acc": ("Same country by the predicted point", SHARE, "n_country_point_acc", None),
+    "admin1_acc": ("Region (admin1) accuracy from the predicted point", SHARE, "n_admin1_acc", None),
+    "admin2_acc": ("Sub-region (admin2) accuracy from the predicted point", SHARE, "n_admin2_acc", None),
+    "city_point_acc": ("City accuracy from the predicted point (nearest GeoNames place)", SHARE,
+                       "n_city_point_acc", None),
 }
 DEFAULT_METHOD = "percentile bootstrap"
 DEFAULT_UNIT = "clip"

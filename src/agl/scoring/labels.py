@@ -193,3 +193,49 @@ def recorded_in(true_country: str, lat, lon) -> str:
     counts = elsewhere.fillna("?").value_counts()
     return ", ".join(f"{n} recorded in {places.short_name(c) if c != '?' else 'an unknown place'}"
                      for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+# The levels from the predicted point, as the leaderboard's second table shows them.
+LEVELS = (("country_acc", "country (name)"), ("country_point_acc", "same country by point"),
+          ("admin1_acc", "region (admin1)"), ("admin2_acc", "sub-region (admin2)"),
+          ("city_point_acc", "city (point)"), ("city_acc", "city (name)"))
+
+
+def board_columns(res: dict[str, Any]) -> dict[str, Any]:
+    """A run's leaderboard.csv columns from one protocol's result: its labels, `relabelled`
+    and the levels from the predicted point (empty for a record without them)."""
+    cols = {"labels": res.get("labels", "manifest"), "relabelled": res.get("relabelled")}
+    for key, _ in LEVELS[1:-1]:
+        cols[key] = res.get(key)
+    return cols
+
+
+def levels_table(rows: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """The leaderboard's second table: each run's accuracy at every level, by name and from
+    the predicted point ("—" where a run has no such number)."""
+    def cell(v) -> str:
+        return "—" if v is None or v != v else f"{float(v):.3f}"
+
+    cells = [[str(r["run"]), *[cell(r.get(k)) for k, _ in LEVELS]] for _, r in rows.iterrows()]
+    return ["run", *[label for _, label in LEVELS]], cells
+
+
+def label_notes(rows: pd.DataFrame) -> list[str]:
+    """Which labels the country column stands on (one sentence; each run named if mixed)."""
+    if "labels" not in rows:
+        return []
+    used = rows["labels"].fillna("manifest").astype(str)
+    words = {"manifest": "the manifest's labels, normalised as the paper does (a \"Taiwan\" answer "
+                         "counts as China)",
+             "point": "the recording place's country by its coordinates, answers matched by ISO "
+                      "3166 code (Taiwan and Hong Kong are not China)"}
+    if used.nunique() == 1:
+        text = f"Country accuracy stands on {words.get(used.iloc[0], used.iloc[0])} (evaluate.labels: {used.iloc[0]})."
+    else:
+        text = "Country accuracy stands on different labels per run (evaluate.labels): " + "; ".join(
+            f"{r}: {u}" for r, u in zip(rows["run"], used, strict=True)) + "."
+    moved = pd.to_numeric(rows.get("relabelled"), errors="coerce")
+    if moved.notna().any() and moved.max() > 0:
+        text += (f" Up to {int(moved.max())} clip(s) change country between the two labels "
+                 "(relabelled; docs/metrics.md#labels-from-the-recording-place).")
+    return [text]

@@ -35,6 +35,7 @@ import pandas as pd
 from agl.core import canonical, diskwrite
 from agl.dataset.manifest import SYNTHETIC_MARK
 from agl.errors import AglError
+from agl.scoring.labels import board_columns, label_notes, levels_table
 from agl.scoring.marks import (  # noqa: F401  (served_lines, run_flags: the stages' entrance)
     PAPER_COLUMNS,
     PROTOCOL_MARK,
@@ -116,6 +117,7 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
             row[f"{c}_clip_lo"], row[f"{c}_clip_hi"] = lo, hi
         for c in ("distance_error_km", "country_acc"):
             row[f"design_effect_{c}"] = res.get("design_effect", {}).get(c, 1.0)
+        row.update(board_columns(res))  # labels and the levels from the predicted point
         if res.get("repeats"):  # infer.repeats > 1 (agl.scoring.repeats): only then a column
             rep = res["repeats"]
             row["repeats"] = rep["n_repeats"]
@@ -421,6 +423,7 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
     notes.extend(deaf_notes(rows))
     if "post_cutoff" in rows and rows["post_cutoff"].notna().any():
         notes.append(POST_CUTOFF_NOTE)
+    notes.extend(label_notes(rows))
     if "source" in rows and rows["source"].astype(str).str.startswith(IMPORTED_SOURCE).any():
         notes.append(IMPORTED_NOTE)
     if any(NOT_APPLICABLE in c for row in render_rows(rows)[1] for c in row):
@@ -446,6 +449,20 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
                      "(docs/metrics.md#design-effect). The clip intervals are in "
                      "leaderboard.csv (*_clip_lo, *_clip_hi).")
     return notes
+
+
+def _levels(rows: pd.DataFrame, md: list[str], body: list[str], ident: str) -> tuple[list[str], list[str]]:
+    """The second table under a dataset's ranking: accuracy at every level, by name and from
+    the predicted point (agl.scoring.labels)."""
+    head, cells = levels_table(rows)
+    title = "Accuracy at every level, by name and from the predicted point (OSV-5M's levels)"
+    md = md + [f"{title}:", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    md += ["| " + " | ".join(r) + " |" for r in cells] + [""]
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in cells)
+    body = body + [f"<p class='note'>{html.escape(title)}:</p><div class='scroll'><table id='{ident}' "
+                   f"class='leaderboard'><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table></div>"]
+    return md, body
 
 
 def write(board: pd.DataFrame, out_dir: Path, *, protocol: str, note: str = "") -> list[Path]:
@@ -477,6 +494,8 @@ def write(board: pd.DataFrame, out_dir: Path, *, protocol: str, note: str = "") 
         body.append(f"<div class='scroll'><table id='{ident}' class='leaderboard'><thead><tr>{th}</tr></thead>"
                     f"<tbody>{trs}</tbody></table></div>")
         body += [f"<p class='note'>{html.escape(line)}</p>" for line in notes]
+        if "country_point_acc" in rows and rows["country_point_acc"].notna().any():
+            md, body = _levels(rows, md, body, f"{ident}-levels")
     if board.empty:
         md.append("(no evaluated runs)")
     diskwrite.write_text(md_path, "\n".join(md).rstrip("\n") + "\n")
