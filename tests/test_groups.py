@@ -159,3 +159,16 @@ def test_magnets_and_spread_on_a_hand_made_table():
     p = np.array([8, 4, 2]) / 14  # Germany: France 8, Germany 4, Brazil 2 (the refusal drops out)
     assert scatter.loc["Germany", "entropy_bits"] == pytest.approx(float(-(p * np.log2(p)).sum()))
     assert bool(scatter.loc["Japan", "withheld"])
+
+
+def test_covariate_regression_finds_a_planted_income_effect_and_keeps_the_epv_rule():
+    from agl.report.covariate_model import covariate_model
+
+    frame = _table(0.8, 0.2, seed=4).assign(sample_id=lambda f: [f"c{i}" for i in range(len(f))])
+    model = covariate_model(frame, bootstrap=30, seed=0).set_index("term")
+    assert model.loc["high_income", "odds_ratio"] > 3  # planted: 0.8 vs 0.2 (odds 16x)
+    assert model.loc["speech", "note"] == "constant or unknown for every clip"  # every clip has speech
+    assert model.attrs["countries"] == 24 and model.attrs["bootstrap"] + model.attrs["bootstrap_failed"] == 30
+    few = covariate_model(_table(0.5, 0.5, seed=5, per_country=1).assign(sample_id="x"), bootstrap=5)
+    assert few.attrs["insufficient"].startswith("insufficient data (n = 24 clips")
+    assert few["odds_ratio"].isna().all()

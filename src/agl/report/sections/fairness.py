@@ -7,6 +7,8 @@ For the best `report.maps_for` runs on the pipeline's data (best first):
   clips pooled, income levels with their neighbours in order, and marked *; a pool still
   under it, or the unlisted countries, withheld as "insufficient data");
 * the disparity per metric: worst and best group, gap and ratio with intervals;
+* a covariate regression of country-correct (agl.report.covariate_model: income, density,
+  language resources, speech, clip length; odds ratios with country-bootstrap intervals);
 * magnets (agl.scoring.magnets): the countries the run names more often than they are the
   truth, with the over-prediction ratio (withheld where the country is the truth of fewer
   than `min_support` clips), the spread (entropy) of its answers per true country, and a
@@ -14,7 +16,8 @@ For the best `report.maps_for` runs on the pipeline's data (best first):
   taxonomy), its area the times named, red where named more often than true, blue less,
   grey where no ratio stands.
 
-Tables are written to `tables/fairness-<run>.csv` and `tables/magnets-<run>.csv`. None (no
+Tables are written to `tables/fairness-<run>.csv`, `tables/magnets-<run>.csv` and
+`tables/covariates-<run>.csv`. None (no
 trace on the page) while no run is on the pipeline's data.
 """
 
@@ -28,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from agl.core import canonical, worldmap
+from agl.report.covariate_model import covariate_model
 from agl.report.sections import SectionContext
 from agl.report.tables import Html, gap_cell, number, slug, table
 from agl.scoring import covariates
@@ -177,7 +181,42 @@ def _run_html(run, ctx: SectionContext) -> str:
                  "often than it is the truth, blue: less, grey: no ratio (never the truth, or the "
                  f"truth of fewer than {o.min_support} clips).</p>")
     parts.append(Html(magnets_map(pull, f"magnets-map-{s}")))
+    parts.append(_model_html(run, ctx, s))
     return "".join(parts)
+
+
+def _seconds(ctx: SectionContext) -> dict[str, float] | None:
+    """Clip lengths from the report's manifest (None without one: the term is left out)."""
+    path = ctx.inputs.manifest
+    if path is None or not path.exists():
+        return None
+    import warnings
+
+    from agl.dataset.manifest_cache import load_manifest_cached
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the manifest's own warnings are the evaluate stage's
+        m = load_manifest_cached(path, columns=[])
+    return dict(zip(m["key"].astype(str), pd.to_numeric(m["mp3seconds"], errors="coerce"), strict=True))
+
+
+def _model_html(run, ctx: SectionContext, s: str) -> str:
+    o = ctx.options
+    model = covariate_model(run.scored, _seconds(ctx), bootstrap=o.factor_bootstrap, seed=o.seed,
+                            min_events=o.factor_min_events)
+    canonical.write_csv(model, ctx.tables / f"covariates-{s}.csv")
+    a = model.attrs
+    rows = [[r.term, gap_cell(r.note, 2) if a["insufficient"] else
+             (_ci(r.odds_ratio, [r.lo, r.hi], 2) if r.odds_ratio == r.odds_ratio else "—"),
+             *([] if a["insufficient"] else [r.note])] for r in model.itertuples(index=False)]
+    head = ["covariate", "odds ratio [95% CI]"] + ([] if a["insufficient"] else ["note"])
+    caption = (f"Country-correct on the recording place's covariates: {a['n']:,} clips"
+               + (f" in {a['countries']} countries" if "countries" in a else "")
+               + f", {a['left_out']} left out (a covariate unknown for their country); intervals from "
+               f"{a['bootstrap']} resamples of whole countries ({a['bootstrap_failed']} failed fits "
+               f"counted); the model needs {o.factor_min_events} correct and wrong answers per covariate.")
+    return (f"<h4>covariate regression</h4><p>{html.escape(caption)}</p>"
+            + table(head, rows, f"covariates-{s}"))
 
 
 def section(ctx: SectionContext) -> str | None:
