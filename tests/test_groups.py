@@ -172,3 +172,10 @@ def test_covariate_regression_finds_a_planted_income_effect_and_keeps_the_epv_ru
     few = covariate_model(_table(0.5, 0.5, seed=5, per_country=1).assign(sample_id="x"), bootstrap=5)
     assert few.attrs["insufficient"].startswith("insufficient data (n = 24 clips")
     assert few["odds_ratio"].isna().all()
+
+
+def test_groups_that_all_score_the_same_name_no_worst_or_best():
+    frame = _table(0.5, 0.5, seed=6).assign(city_correct=0.0)
+    table = by_group(frame, GroupSpec("income", bootstrap=20))
+    d = table["disparity"]["city_acc"]
+    assert d["worst"] is None and d["best"] is None and d["gap"] == 0 and d["gap_ci95"] == [0.0, 0.0]

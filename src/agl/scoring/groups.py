@@ -179,8 +179,11 @@ def _disparity(point: np.ndarray, draws: np.ndarray | None, names: list[str], hi
     ok = np.flatnonzero(np.isfinite(point))
     if ok.size < 2:
         return {"withheld": "fewer than two groups with support"}
+    tie = np.ptp(point[ok]) == 0  # every group the same: no worst or best is named
     best = ok[np.argmax(point[ok])] if higher else ok[np.argmin(point[ok])]
     worst = ok[np.argmin(point[ok])] if higher else ok[np.argmax(point[ok])]
+    if tie:  # the interval still compares two groups: the first and the last
+        best, worst = ok[0], ok[-1]
     sign = 1.0 if higher else -1.0
 
     def gap(a):
@@ -191,7 +194,8 @@ def _disparity(point: np.ndarray, draws: np.ndarray | None, names: list[str], hi
             return a[..., best] / a[..., worst] if higher else a[..., worst] / a[..., best]
 
     r0 = float(ratio(point))  # a worst share of 0: no ratio (None, never inf in JSON)
-    out = {"worst": names[worst], "best": names[best], "gap": float(gap(point)),
+    out = {"worst": None if tie else names[worst], "best": None if tie else names[best],
+           "gap": float(gap(point)),
            "ratio": r0 if np.isfinite(r0) else None, "gap_ci95": None, "ratio_ci95": None}
     if draws is not None:
         out["gap_ci95"] = _ci(gap(draws))
@@ -223,7 +227,8 @@ def groups_lines(table: dict[str, Any]) -> list[str]:
         if "withheld" in d:
             lines.append(f"  disparity {name}: {d['withheld']}")
             continue
-        lines.append(f"  disparity {name}: worst {d['worst']}, best {d['best']}, gap {d['gap']:.3f}"
+        lines.append(f"  disparity {name}: worst {d['worst'] or '— (a tie)'}, best {d['best'] or '—'}, "
+                     f"gap {d['gap']:.3f}"
                      f"{span(d['gap_ci95'])}, ratio {fmt(d['ratio'], '{:.2f}')}"
                      f"{span(d['ratio_ci95'], '{:.2f}')}")
     return lines

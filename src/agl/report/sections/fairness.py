@@ -81,7 +81,8 @@ def _disparity_table(t: dict[str, Any], table_id: str) -> str:
             rows.append([metric, gap_cell(d["withheld"], 4)])
             continue
         digits = 0 if metric.endswith("_km") else 3
-        rows.append([metric, d["worst"], d["best"], _ci(d["gap"], d["gap_ci95"], digits),
+        rows.append([metric, d["worst"] or "— (every group the same)", d["best"] or "—",
+                     _ci(d["gap"], d["gap_ci95"], digits),
                      _ci(d["ratio"], d["ratio_ci95"], 2)])
     return table(["metric", "worst", "best", "gap", "ratio"], rows, table_id)
 
