@@ -64,8 +64,12 @@ def load(*keys: str, path: Path | str | None = None, required: bool = True) -> d
         out[key] = node
     if missing:
         sys.exit(f"{path}: missing {', '.join(missing)}; add it (docs/pipeline.md lists what each stage reads)")
-    from agl.core.checks import check_params  # bootstrap counts, seeds, supports: one line each
+    from agl.core.checks import check_params, check_sections  # one line each
 
+    try:
+        check_sections(params, path)  # `evalute:` is no section: its knobs would be ignored
+    except AglError as exc:
+        sys.exit(str(exc))
     source = "params.yaml" if path == ROOT / "params.yaml" else str(path)
     for key, node in out.items():
         if node is not None:

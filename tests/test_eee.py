@@ -116,8 +116,15 @@ def test_qwen_export_is_valid_and_survives_a_round_trip(tmp_path, qwen_run, agl1
     paper = by_id["paper.distance_error_km"]["score_details"]
     assert round(paper["score"], 2) == 5476.83  # the paper's row
     assert paper["uncertainty"]["num_bootstrap_samples"] == 200
-    assert paper["uncertainty"]["confidence_interval"]["method"]
-    assert paper["details"]["resampling_unit"] == "clip"
+    # The interval is the one metrics.json (agl evaluate) drew, named by the unit it drew it
+    # with; the clip interval stands beside it under its own name (it was exported as `clip`).
+    scored = json.loads((qwen_run / "qwen25-omni" / "metrics.json").read_text())["protocols"]["paper"]
+    assert scored["resampling_unit"] == paper["details"]["resampling_unit"] == "site:25"
+    ci = paper["uncertainty"]["confidence_interval"]
+    assert [ci["lower"], ci["upper"]] == scored["ci95"]["distance_error_km"]
+    assert ci["method"] == "percentile bootstrap over site:25 clusters"
+    clip = [float(paper["details"][f"clip_ci95_{e}"]) for e in ("lower", "upper")]
+    assert clip == scored["ci95_clip"]["distance_error_km"] != scored["ci95"]["distance_error_km"]
     assert {"strict.distance_error_km", "strict.city_acc"} <= set(by_id)
     # Imported as a third party's record: the leaderboard shows the same numbers for both.
     with pytest.warns(UserWarning, match="1442 of 1444 clips"):  # as the authors published it

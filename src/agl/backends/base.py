@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agl.contracts.calls import Reply, Request
+from agl.core.checks import check_value
 from agl.core.registry import Registry
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES
-from agl.errors import AglError
+from agl.errors import AglError, reject_unknown_keys
 
 
 class BackendError(Exception):
@@ -84,6 +85,21 @@ class Backend(abc.ABC):
     # them from params.yaml infer.max_reply_bytes / max_batch_bytes.
     max_reply_bytes: int = MAX_REPLY_BYTES
     max_batch_bytes: int = MAX_BATCH_BYTES
+    # The keys a model entry's `settings:` may hold for this backend, each with the rule its
+    # value meets (a name of agl.core.checks.RULES) or None (text, lists, mappings: checked
+    # where they are read). Declared beside `@register`; any other key is refused with "did
+    # you mean" (`check_settings`): `temprature: 0` used to run at the default temperature.
+    settings_rules: ClassVar[dict[str, str | None]] = {}
+
+    @classmethod
+    def check_settings(cls, settings: dict[str, Any], where: str) -> None:
+        """Refuse a settings key this backend does not read, and a numeric setting that
+        breaks its rule; `where` names the entry (`models.knn.settings (knn backend)`)."""
+        known = {**COMMON_SETTINGS, **cls.settings_rules}
+        reject_unknown_keys(settings, set(known), where)
+        for key, rule in known.items():
+            if rule is not None and settings.get(key) is not None:
+                check_value(key, settings[key], f"{where}:", rule=rule)
 
     @classmethod
     def unset_key_envs(cls, settings: dict[str, Any]) -> tuple[str, ...]:
@@ -103,6 +119,7 @@ class Backend(abc.ABC):
         return None
 
     def __init__(self, model: str = "", **settings: Any):
+        self.check_settings(settings, f"{self.name} settings")
         self.model = model or self.default_model
         self.settings = settings
 
@@ -134,6 +151,14 @@ class Backend(abc.ABC):
         """Release clients or models; the default has nothing to release."""
         return None
 
+
+# Read by the run driver for every backend: `mode` (sync or batch: agl.inference.batch says
+# which backends have a batch API).
+COMMON_SETTINGS: dict[str, str | None] = {"mode": None}
+# The settings of a backend that sends a chat request (system turn, batch options, caching).
+SERVICE_SETTINGS: dict[str, str | None] = {
+    "system_prompt": None, "batch": None, "cache": "bool", "api_key_env": None,
+    "base_url": None, "json_schema": "bool"}
 
 _BACKENDS: Registry[type[Backend]] = Registry("backend", "agl.backends", skip=frozenset({"base"}))
 register = _BACKENDS.register  # class decorator: `@register("name")`; duplicate names are refused

@@ -24,7 +24,7 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from agl.backends.base import Backend, register
 from agl.contracts.calls import Reply, ReplyStatus, Request
@@ -36,6 +36,7 @@ class _Blind(Backend):
     deterministic = True
     needs_audio = False
     recompute = True  # free and offline: a rerun answers again, never trusts the file
+    settings_rules: ClassVar[dict[str, str | None]] = {"seed": "seed"}
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from agl.backends.base import Backend, register
 from agl.birds.birdnet import BirdConfig, Listener
@@ -56,6 +56,8 @@ class BirdRange(Backend):
     loads_model = True  # a speech / bird model in this process: one Ray actor per copy
 
     default_model = "birdnet-v2.4-range"
+    settings_rules: ClassVar[dict[str, str | None]] = {
+        **{k: None for k in _KNOWN}, "resolution_deg": "positive", "floor": "share_open"}
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)

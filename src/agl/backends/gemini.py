@@ -23,9 +23,9 @@ from __future__ import annotations
 import asyncio
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from agl.backends.base import Backend, BackendError, register
+from agl.backends.base import SERVICE_SETTINGS, Backend, BackendError, register
 from agl.backends.service import (
     api_key,
     client_args,
@@ -52,6 +52,11 @@ class Gemini(Backend):
     probe_first = True
     audio_tokens_per_s = 32.0  # Gemini's documented rate: 32 tokens per second of audio
     example_model = "gemini-2.5-flash"
+    settings_rules: ClassVar[dict[str, str | None]] = {
+        **SERVICE_SETTINGS, "api_version": None, "upload_above_bytes": "count0",
+        "temperature": "nonnegative", "top_p": "share_closed", "top_k": "count",
+        "max_output_tokens": "count", "seed": "integer", "thinking_budget": "integer",
+        "thinking_level": None, "include_thoughts": "bool"}
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)

@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -101,6 +101,8 @@ class NearestNeighbours(Backend):
     reads_dataset = True  # so a rerun keeps its answers only while every clip is unchanged
     recompute = True  # free and offline: a rerun answers again, never trusts the file
     default_model = "logmel-stats"
+    settings_rules: ClassVar[dict[str, str | None]] = {"k": "count", "max_seconds": "positive",
+                                                       "leave_out": None}
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)

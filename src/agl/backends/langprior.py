@@ -39,7 +39,7 @@ import json
 import math
 import threading
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from agl.backends.base import Backend, register
 from agl.contracts.calls import Reply, ReplyStatus, Request
@@ -133,15 +133,13 @@ class LanguagePrior(Backend):
     deterministic = False
     needs_audio = True
     loads_model = True  # a speech / bird model in this process: one Ray actor per copy
+    # The listening knobs are checked by SpeechConfig (agl.speech), by its field types.
+    settings_rules: ClassVar[dict[str, str | None]] = {k: None for k in (*sorted(_LISTENING), "point")}
 
     default_model = SpeechConfig.model  # the speech stage's Whisper: one default, one heard cache
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
-        unknown = sorted(set(settings) - _LISTENING - {"point"})
-        if unknown:
-            raise AglError(f"langprior: unknown setting(s) {', '.join(unknown)}; "
-                           f"known: {', '.join(sorted(_LISTENING | {'point'}))}")
         self.point = str(settings.get("point", "centroid"))
         if self.point not in POINTS:
             raise AglError(f"langprior: point '{self.point}' is not one of {', '.join(POINTS)}")

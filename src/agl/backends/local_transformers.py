@@ -54,7 +54,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from agl.backends._families import family, window_seconds
 from agl.backends._transformers_loading import feature_extractor, load_checkpoint
@@ -78,6 +78,12 @@ class LocalTransformers(Backend):
     loads_model = True  # on a Ray cluster: one actor per model copy (agl.inference.executors)
     multi_part = True  # several windows of a clip as audio parts of one prompt (long_audio)
     example_model = "Qwen/Qwen2-Audio-7B-Instruct"
+    settings_rules: ClassVar[dict[str, str | None]] = {
+        "device": None, "dtype": None, "max_new_tokens": "count", "do_sample": "bool",
+        "temperature": "nonnegative", "top_p": "share_closed", "top_k": "count", "seed": "seed",
+        "system_prompt": None, "max_seconds": "positive", "batch_size": "count",
+        "batch_wait_s": "nonnegative", "local_files_only": "bool", "revision": None,
+        "efficiency_log": None}
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)

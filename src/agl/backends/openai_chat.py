@@ -42,10 +42,10 @@ import base64
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from agl.backends.base import Backend, BackendError, register
+from agl.backends.base import SERVICE_SETTINGS, Backend, BackendError, register
 from agl.backends.endpoints import pooled_client
 from agl.backends.service import (
     UnreadableReply,
@@ -75,6 +75,12 @@ class OpenAIChat(Backend):
     # counts otherwise (vLLM: the encoder's rate) sets `audio_tokens_per_s`.
     audio_tokens_per_s = 10.0
     example_model = "gpt-4o-audio-preview"
+    settings_rules: ClassVar[dict[str, str | None]] = {
+        **SERVICE_SETTINGS, "base_url_env": None, "temperature": "nonnegative",
+        "top_p": "share_closed", "seed": "integer", "max_tokens": "count",
+        "max_completion_tokens": "count", "frequency_penalty": "number",
+        "presence_penalty": "number", "extra_body": None, "modalities": None, "stream": "bool",
+        "audio_format": None, "audio_data_uri": "bool"}
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
@@ -177,6 +183,9 @@ class OpenAICompatible(OpenAIChat):
     default_key_envs = ()
     key_required = False
     example_model = "Qwen/Qwen2-Audio-7B-Instruct"
+    settings_rules: ClassVar[dict[str, str | None]] = {
+        **OpenAIChat.settings_rules, "endpoint_concurrency": "count",
+        "endpoint_backoff_s": "nonnegative", "endpoint_backoff_cap_s": "nonnegative"}
 
     def __init__(self, model: str = "", **settings: Any):
         if not settings.get("base_url") and not settings.get("base_url_env"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from agl.backends.base import Backend, register
 from agl.contracts.calls import Reply, ReplyStatus, Request
@@ -23,6 +23,7 @@ from agl.predictions.importer import import_published
 class Replay(Backend):
     needs_audio = False
     recompute = True  # a published file read again: a rerun never trusts the run folder
+    settings_rules: ClassVar[dict[str, str | None]] = {"source": None, "reparse": "bool"}
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)

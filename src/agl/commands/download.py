@@ -52,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
         from agl.core.yamlfile import load_yaml  # the one reader of configuration YAML
 
         params = load_yaml(args.params)
+        from agl.core.checks import check_sections  # (lazy, as above)
+
+        check_sections(params, args.params)  # `evalute:` is no section: its knobs would be ignored
     overrides = {
         "out": args.out,
         "base_url": args.base_url,

@@ -217,7 +217,10 @@ def _from_entry(args: argparse.Namespace):
     from agl.errors import AglError  # a command imports lazily: `agl --help` stays instant
     from agl.inference.runspec import find_model, load_params, parse_infer  # (lazy, as above)
 
-    given = [f"--{k.replace('_', '-')}" for k in MODEL_FLAGS if getattr(args, k) not in (None, [], False)]
+    # `is not None`, not `not in (None, False)`: `--retries 0` equals False and was dropped
+    # without a word (the entry's 5 retries ran) while `--retries 1` was refused.
+    given = [f"--{k.replace('_', '-')}" for k in MODEL_FLAGS
+             if getattr(args, k) is not None and getattr(args, k) is not False and getattr(args, k) != []]
     if given:
         raise AglError(f"--entry {args.entry} takes the model and how to run it from "
                        f"{args.params}; drop {', '.join(given)} (or edit the entry)")
@@ -275,8 +278,12 @@ def run(args: argparse.Namespace) -> int:
     output_dir(args.out, "--out")
     label = f"{spec.backend}:{spec.model or '-'}"
     if args.dry_run:
+        from agl.backends import get_backend  # (lazy, as above)
         from agl.inference.estimate import estimate_run  # (lazy, as above)
+        from agl.inference.model_run import settings_where  # (lazy, as above)
 
+        # A misspelt setting is refused before a cost is printed for it.
+        get_backend(spec.backend).check_settings(dict(spec.settings or {}), settings_where(spec))
         # Offline: a prompt that would be downloaded is named, not fetched.
         est = estimate_run(spec, infer, manifest=args.manifest, audio_root=args.audio_root,
                            out_dir=args.out, limit=args.limit, fetch=False)
@@ -284,8 +291,6 @@ def run(args: argparse.Namespace) -> int:
                                                     if spec.long_audio.windowed else ""))
         for mode, other in est.modes:  # what each long-audio protocol would cost, every clip
             print(f"dry run:   {mode}: {other.line()}")
-        from agl.backends import get_backend  # (lazy, as above)
-
         unset = get_backend(spec.backend).unset_key_envs(spec.settings)
         if unset:
             print(f"dry run: no API key: set {' or '.join(unset)} before the real run, which "

@@ -72,6 +72,8 @@ RULES: dict[str, Rule] = {
                           "circumference)", lambda v: _number(v) and 1 <= abs(v) <= 20015),
     "points": Rule("an accuracy difference between 0.1 and 100 percentage points",
                    lambda v: _number(v) and 0.1 <= abs(v) <= 100),
+    "integer": Rule("a whole number", _whole),
+    "bool": Rule("true or false (unquoted)", lambda v: isinstance(v, bool)),
 }
 
 # params.yaml key -> (rule, a valid example for the message). tests/test_stat_params.py
@@ -308,3 +310,44 @@ def sha256_arg(text: str) -> str:
         return sha256_value(text, "SHA-256")
     except AglError:
         raise argparse.ArgumentTypeError(f"{text!r} is not {_SHA256_WHAT}") from None
+
+
+# The top-level sections of params.yaml. A stage's are also read from the `params:` of
+# dvc.yaml beside the file (a new stage's section is known once declared there); these are
+# the ones a command alone reads, and the shipped stages'. `evalute:` used to be ignored
+# without a word while every stage ran on the defaults of `evaluate:`.
+SECTIONS = frozenset({
+    "data", "download", "filter", "tag", "birds", "speech", "localizability", "infer",
+    "executor", "models", "evaluate", "mlflow", "leaderboard", "export", "paper", "report",
+    "perturb", "counterfactual"})
+
+
+def declared_sections(dvc_yaml: Path) -> set[str]:
+    """The params sections the stages of `dvc_yaml` declare (none when it is absent or
+    unreadable: DVC itself names a broken dvc.yaml)."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(dvc_yaml.read_text(encoding="utf-8")) if dvc_yaml.is_file() else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return set()
+    out: set[str] = set()
+    for stage in ((doc or {}).get("stages") or {}).values() if isinstance(doc, dict) else ():
+        body = stage.get("do", stage) if isinstance(stage, dict) else {}
+        for entry in (body.get("params") or []) if isinstance(body, dict) else []:
+            keys = [entry] if isinstance(entry, str) else list(entry.values())[0] if isinstance(entry, dict) else []
+            for key in keys if isinstance(keys, list) else []:
+                if isinstance(key, str) and "${" not in key.split(".")[0]:
+                    out.add(key.split(".")[0])
+    return out
+
+
+def check_sections(doc: Any, path: Path) -> None:
+    """Every top-level key of the params file `path` is a section agl reads, else one line
+    naming it, the closest section and the known ones."""
+    if not isinstance(doc, dict):
+        return
+    from agl.errors import reject_unknown_keys
+
+    known = SECTIONS | declared_sections(Path(path).parent / "dvc.yaml")
+    reject_unknown_keys({k: None for k in doc}, set(known), f"{path}: top-level section")

@@ -82,11 +82,16 @@ class FilterConfig:
                     lo, hi = (float(v) for v in value)
                     kw[name] = (lo, hi)
                 elif isinstance(default, int):
+                    # `jobs: 1.5` was cut to 1 without a word: a count is a whole number
+                    if not isinstance(value, int | float) or isinstance(value, bool) \
+                            or not float(value).is_integer():
+                        raise ValueError
                     kw[name] = int(value)
                 else:
                     kw[name] = float(value)
             except (TypeError, ValueError):
-                raise AglError(f"{source}.{name}: '{value}' is not a valid value") from None
+                what = "a whole number" if isinstance(default, int) and not isinstance(default, tuple) else "a number"
+                raise AglError(f"{source}.{name}: {value!r} is not {what}; e.g. {name}: {default}") from None
         cfg = cls(**kw)
         if cfg.jobs < 1:
             raise AglError(f"{source}.jobs: must be at least 1, got {cfg.jobs}")

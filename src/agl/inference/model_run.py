@@ -113,11 +113,18 @@ class _Plan:
     finished: frozenset[str]  # clips holding a finished record (any of the kept ones)
 
 
+def settings_where(spec: ModelSpec) -> str:
+    """How a message names an entry's settings: the params.yaml key, or the flag."""
+    where = "agl infer --setting" if spec.name == "cli" else f"models.{spec.name}.settings"
+    return f"{where} ({spec.backend} backend)"
+
+
 def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_dir: Path,
                 audio_root: Path | None, options: RunOptions,
                 backend: Backend | None) -> dict[str, Any]:
     settings = dict(spec.settings or {})
     backend_cls = get_backend(spec.backend)
+    backend_cls.check_settings(settings, settings_where(spec))  # before any work, cached or not
     plan = _plan(spec, prompt, list(clips), out_dir, audio_root, options, backend_cls)
     plan, before, backend = _rederive(plan, spec, options, backend_cls, backend)
     # mode: batch hands clips to the provider's batch API; else params.yaml `executor.kind`

@@ -15,7 +15,7 @@ from typing import Any
 
 from agl.backends.base import model_or_default
 from agl.contracts.models import ModelSpec, fields_of, parse_models
-from agl.core.checks import check_field_types
+from agl.core.checks import check_field_types, check_sections
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import check_config
 from agl.dataset.sources import SourceConfig
@@ -149,4 +149,5 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
     except FileNotFoundError:
         raise AglError(f"{path}: not found; run from the repository root") from None
     check_config(doc, str(path))  # no credential: params reach dvc.lock and MLflow
+    check_sections(doc, path)  # `evalute:` is no section: its knobs would be ignored
     return doc

@@ -31,6 +31,7 @@ from agl.errors import AglError
 from agl.interchange import eee_schema
 from agl.interchange.eee_metrics import BENCHMARK, METRICS, protocols_of
 from agl.predictions.records import Prediction, Status, write_predictions
+from agl.scoring.clusters import parse_unit
 from agl.scoring.config import EvaluateConfig
 from agl.scoring.evaluate import evaluate_run
 from agl.scoring.leaderboard import IMPORTED_SOURCE
@@ -285,13 +286,15 @@ def import_record(path: Path, truth: tuple[Any, str, Path], out: Path, config: I
     resamples, seed = _bootstrap(record, config, path)
     protocols = tuple(p for p in PROTOCOLS if p in stated) or tuple(PROTOCOLS)
     evaluation = EvaluateConfig(protocols=protocols, metric_bootstrap=resamples, seed=seed,
-                                strict_refusal_km=config.strict_refusal_km, track=False)
+                                strict_refusal_km=config.strict_refusal_km, track=False,
+                                resampling_unit=_unit(stated, path))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
         doc = evaluate_run(info["run"], folder / "predictions.jsonl", truth[2], folder,
                            evaluation, info={k: v for k, v in info.items() if k != "run"},
                            retry="ask the record's publisher for the missing clips")
-    return folder, _differences(stated, doc["protocols"], info["run"])
+    written = json.loads(canonical.dumps(doc["protocols"]))  # as metrics.json holds them
+    return folder, _differences(stated, written, info["run"])
 
 
 def _as_stated(folder: Path, info: dict[str, Any], stated: dict[str, Any], frame: Any, version: str) -> Path:
@@ -304,15 +307,44 @@ def _as_stated(folder: Path, info: dict[str, Any], stated: dict[str, Any], frame
     return folder
 
 
+def _unit(stated: dict[str, Any], path: Path) -> str:
+    """The unit the record's intervals resampled (details.resampling_unit; `clip` where it
+    does not say: an interval with no unit named is the independent bootstrap)."""
+    units = {str(res["resampling_unit"]) for res in stated.values() if res.get("resampling_unit")}
+    if len(units) > 1:
+        raise AglError(f"{path}: evaluation_results[].score_details.details.resampling_unit: "
+                       f"{' and '.join(sorted(units))} in one record; give one unit per record")
+    unit = units.pop() if units else "clip"
+    return parse_unit(unit, f"{path}: evaluation_results[].score_details.details.resampling_unit").name
+
+
+def _same(a: Any, b: Any, metric: str) -> bool:
+    """A stated number and ours as metrics.json writes it (agl.core.canonical): the stated
+    one rounded to the metric's precision first, so a record written at full precision
+    matches, and our own export (written from metrics.json) matches exactly."""
+    if not isinstance(b, int | float) or isinstance(b, bool):
+        return False
+    return canonical.round_value(float(a), canonical.quantity_of(metric)) == b
+
+
 def _differences(stated: dict[str, Any], scored: dict[str, Any], run: str) -> list[str]:
-    """Each stated headline number that the re-scoring does not give (beyond rounding)."""
+    """Each stated number (headline value and its intervals) that the re-scoring does not
+    give, at the precision metrics.json holds."""
     notes = []
     for protocol, res in stated.items():
+        ours = scored.get(protocol) or {}
         for metric in METRICS:
-            a, b = res.get(metric), (scored.get(protocol) or {}).get(metric)
-            if isinstance(a, int | float) and isinstance(b, int | float) and \
-                    not math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-6):
-                notes.append(f"{run}: {protocol} {metric} is {b:g} re-scored here, {a:g} in the record")
+            a, b = res.get(metric), ours.get(metric)
+            if isinstance(a, int | float) and not isinstance(a, bool) and not _same(a, b, metric):
+                notes.append(f"{run}: {protocol} {metric} is {b!r} re-scored here, {a!r} in the record")
+            for table in ("ci95", "ci95_clip"):
+                pair = (res.get(table) or {}).get(metric)
+                if pair is None:
+                    continue
+                theirs = (ours.get(table) or {}).get(metric) or (None, None)
+                if not all(_same(x, y, metric) for x, y in zip(pair, theirs, strict=True)):
+                    notes.append(f"{run}: {protocol} {metric} {table} is {list(theirs)} re-scored here, "
+                                 f"{list(pair)} in the record")
     return notes
 
 

@@ -60,11 +60,31 @@ class Interval:
     def of(cls, res: dict[str, Any], doc: dict[str, Any], fallback: dict[str, Any]) -> Interval:
         given = res.get("interval") or doc.get("interval") or {}
         pick = {**fallback, **{k: v for k, v in given.items() if v is not None}}
-        unit = pick.get("unit") or pick.get("resampling_unit") or DEFAULT_UNIT
+        # The unit the protocol's `ci95` was drawn with is the protocol's own
+        # `resampling_unit` (agl.scoring.evaluate): a site:25 interval labelled `clip`
+        # would pass for an i.i.d. one (issue 50).
+        unit = res.get("resampling_unit") or pick.get("unit") or pick.get("resampling_unit") or DEFAULT_UNIT
         seed = pick.get("seed")
         return cls(str(pick.get("method") or DEFAULT_METHOD), float(pick.get("level") or 0.95),
                    int(pick.get("resamples") or pick.get("bootstrap") or 0),
                    None if seed is None else int(seed), str(unit))
+
+
+CLIP_LOWER, CLIP_UPPER = "clip_ci95_lower", "clip_ci95_upper"
+
+
+def method_of(method: str, unit: str) -> str:
+    """The interval's method with the unit it resampled (`percentile bootstrap over site:25
+    clusters`), so the unit travels with the interval itself, not only in details."""
+    return method if unit == "clip" else f"{method} over {unit} clusters"
+
+
+def _bounds(table: Any, metric: str) -> tuple[float, float] | None:
+    pair = (table or {}).get(metric) if isinstance(table, dict) else None
+    if not isinstance(pair, list | tuple) or len(pair) != 2:
+        return None
+    lo, hi = _number(pair[0]), _number(pair[1])
+    return None if lo is None or hi is None else (lo, hi)
 
 
 def _number(v: Any) -> float | None:
@@ -85,13 +105,18 @@ def result(protocol: str, metric: str, res: dict[str, Any], source_data: dict[st
     uncertainty: dict[str, Any] = {}
     if isinstance(n, int):
         uncertainty["num_samples"] = n
-    bounds = (res.get("ci95") or {}).get(metric) or (None, None)
-    if _number(bounds[0]) is not None and _number(bounds[1]) is not None and interval.resamples:
-        uncertainty["confidence_interval"] = {
-            "lower": float(bounds[0]), "upper": float(bounds[1]),
-            "confidence_level": interval.level, "method": interval.method}
-        uncertainty["num_bootstrap_samples"] = interval.resamples
+    bounds = _bounds(res.get("ci95"), metric)
     details = {"protocol": protocol, "resampling_unit": interval.unit, "n_clips": str(res.get("n"))}
+    if bounds is not None and interval.resamples:
+        uncertainty["confidence_interval"] = {
+            "lower": bounds[0], "upper": bounds[1],
+            "confidence_level": interval.level, "method": method_of(interval.method, interval.unit)}
+        uncertainty["num_bootstrap_samples"] = interval.resamples
+        # The clip interval beside a cluster one, under its own name: the schema holds one
+        # interval, and details only strings (repr: a float read back is the same float).
+        clip = _bounds(res.get("ci95_clip"), metric)
+        if clip is not None and interval.unit != "clip":
+            details[CLIP_LOWER], details[CLIP_UPPER] = repr(clip[0]), repr(clip[1])
     if interval.seed is not None:
         details["bootstrap_seed"] = str(interval.seed)
     return {
@@ -125,6 +150,17 @@ def protocols_of(results: list[dict[str, Any]], where: str,
         field = f"{where}: evaluation_results[{i}].score_details"
         res = out.setdefault(str(protocol), {"ci95": {}})
         res[metric] = _bounded(r["score_details"]["score"], metric, f"{field}.score")
+        details = r["score_details"].get("details") or {}
+        if details.get("resampling_unit"):
+            res["resampling_unit"] = str(details["resampling_unit"])
+        clip = _float_text(details.get(CLIP_LOWER)), _float_text(details.get(CLIP_UPPER))
+        if clip[0] is not None and clip[1] is not None:
+            at = f"{field}.details"
+            lo, hi = _bounded(clip[0], metric, f"{at}.{CLIP_LOWER}"), _bounded(clip[1], metric, f"{at}.{CLIP_UPPER}")
+            if lo > hi:
+                raise AglError(f"{at}: {CLIP_LOWER} {lo:g} is above {CLIP_UPPER} {hi:g}; an interval "
+                               "runs from its low end to its high end")
+            res.setdefault("ci95_clip", {})[metric] = [lo, hi]
         unc = r["score_details"].get("uncertainty") or {}
         ci = unc.get("confidence_interval")
         if ci is not None:
@@ -142,7 +178,7 @@ def protocols_of(results: list[dict[str, Any]], where: str,
         if isinstance(n, int) and not isinstance(n, bool):
             res[METRICS[metric][2]] = _count(n, clips_in, f"{field}.uncertainty.num_samples")
             res["n"] = max(res.get("n", 0), n)
-        clips = (r["score_details"].get("details") or {}).get("n_clips", "")
+        clips = details.get("n_clips", "")
         if str(clips).isdigit():
             res["n"] = _count(int(clips), clips_in, f"{field}.details.n_clips")
     return out
@@ -176,3 +212,10 @@ def _count(n: int, clips_in: int | None, field: str) -> int:
         raise AglError(f"{field}: {n} clips, but the dataset has {clips_in}; a run covers at "
                        "most every clip once")
     return n
+
+
+def _float_text(text: Any) -> float | None:
+    try:
+        return _number(float(str(text))) if text is not None else None
+    except ValueError:
+        return None
