@@ -741,3 +741,17 @@ def test_the_readme_names_every_default_model():
     models = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))["models"]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert [m for m in models if f"`{m}`" not in readme] == []
+
+
+def test_every_agl_command_is_in_the_pipeline_table():
+    """docs/pipeline.md's command table lists every subcommand `agl --help` has (it lacked
+    exp, mlflow and power), and nothing that is not one."""
+    import argparse
+
+    from agl.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    text = (ROOT / "docs" / "pipeline.md").read_text(encoding="utf-8")
+    table = text.split("## The command line", 1)[1]
+    listed = set(re.findall(r"^\| `agl ([a-z]+)[^`]*` \|", table, flags=re.M))
+    assert listed == set(sub.choices), (sorted(set(sub.choices) - listed), sorted(listed - set(sub.choices)))
