@@ -229,3 +229,22 @@ def test_sensitivity_table_shows_no_rank_correlation_for_an_empty_selection():
     assert empty[2] == "0" and empty[4] == NOT_APPLICABLE and empty[5] == NOT_APPLICABLE
     assert "-0.576698" not in page and "selects no clip" in page
     assert re.findall(r"<td>(.*?)</td>", cells[0])[5] == "1.0"
+
+
+def test_a_paired_row_whose_interval_and_p_value_disagree_says_why():
+    """Issue 50: an interval excluding 0 beside p = 0.054, with no word on why. Such a row is
+    marked and the table explains the two procedures once; agreeing rows are not marked."""
+    from agl.report.tables import SPLIT_MARK, SPLIT_NOTE
+
+    def row(lo, hi, p):
+        return {"a": "x", "b": "y", "metric": "distance_km", "n": 400, "n_clusters": 120,
+                "mean_a": 5000.0, "mean_b": 5400.0, "diff": -400.0, "ci_lo": lo, "ci_hi": hi,
+                "p_value": p, "note": "", "detectable": 390.0}
+
+    page = paired_table(pd.DataFrame([row(-790.0, -12.0, 0.054), row(-790.0, -12.0, 0.01),
+                                      row(-790.0, 20.0, 0.2), row(-790.0, 20.0, 0.03)]), "p")
+    _, rows = _cells(page, "p")
+    assert [_text(r[8]) for r in rows] == [f"0.0540{SPLIT_MARK}", "0.0100", "0.2000", f"0.0300{SPLIT_MARK}"]
+    assert page.count(html.escape(SPLIT_NOTE)) == 1
+    agreeing = paired_table(pd.DataFrame([row(-790.0, -12.0, 0.01)]), "q")
+    assert SPLIT_MARK not in agreeing and html.escape(SPLIT_NOTE) not in agreeing

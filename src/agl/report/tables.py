@@ -189,6 +189,7 @@ def paired_table(frame: pd.DataFrame, table_id: str = "") -> str:
     head = ["A", "B", "metric", "n", "clusters", "mean A", "mean B", "A - B [95% CI]", "p",
             *(["p (Holm)"] if holm else []), "detectable (80% power)"]
     rows: list[list[Cell]] = []
+    split = False
     for _, r in frame.iterrows():
         digits = 1 if r["metric"] == "distance_km" else 3
         first: list[Cell] = [str(r["a"]), str(r["b"]), str(r["metric"]), f"{int(r['n']):,}",
@@ -198,15 +199,38 @@ def paired_table(frame: pd.DataFrame, table_id: str = "") -> str:
             rows.append([*first, gap_cell(note, 6 if holm else 5)])
             continue
         diff = f"{r['diff']:+,.{digits}f} [{r['ci_lo']:+,.{digits}f}, {r['ci_hi']:+,.{digits}f}]"
+        mark = SPLIT_MARK if disagree(r) else ""
+        split = split or bool(mark)
         rows.append([*first, number(r["mean_a"], digits), number(r["mean_b"], digits), diff,
-                     f"{r['p_value']:.4f}", *([f"{r['p_holm']:.4f}"] if holm else []),
+                     f"{r['p_value']:.4f}{mark}", *([f"{r['p_holm']:.4f}"] if holm else []),
                      number(r.get("detectable"), digits)])
     out = table(head, rows, table_id)
     if holm and len(frame):  # the family the adjustment is over, said under the table
         family = html.escape(str(frame["family"].iloc[0]))
         out += (f"<p>p (Holm): Holm's step-down adjustment over the family '{family}' "
                 f"({int(frame['p_holm'].notna().sum())} tests), beside the raw p.</p>")
+    if split:
+        out += f"<p class='note'>{html.escape(SPLIT_NOTE)}</p>"
     return out
+
+
+SPLIT_MARK = " †"
+# Why a row's interval and p-value may disagree (issue 50: [lo, hi] excluding 0 beside
+# p = 0.054): they are two procedures over the same clusters, not one.
+SPLIT_NOTE = ("† The interval and the p-value disagree at the 5% level on this row. They are two "
+              "procedures on the same pairs (and clusters): the interval is a percentile bootstrap "
+              "of A - B, which resamples the observed differences around their mean; the p-value is "
+              "a sign-flip permutation test, which flips each cluster's difference around 0 (the "
+              "null of no difference). Near the 5% boundary they can fall on either side of it; "
+              "read the row as borderline, neither as a clear difference nor as none.")
+
+
+def disagree(r: pd.Series) -> bool:
+    """Whether a paired row's 95% interval and its p-value say different things at 5%."""
+    lo, hi, p = (float(r.get(k, math.nan)) for k in ("ci_lo", "ci_hi", "p_value"))
+    if not all(math.isfinite(x) for x in (lo, hi, p)):
+        return False
+    return (lo > 0 or hi < 0) != (p < 0.05)
 
 
 def img(path: Path, alt: str, img_id: str) -> str:
