@@ -42,6 +42,18 @@ def _one_line_warnings(prefix: str) -> None:
     warnings.showwarning = show
 
 
+# The commands that read the project's files by paths relative to its root (dvc.lock,
+# params.yaml, build/, data/): run in a subfolder they name the root in one line.
+# (download and demo, which write data/, say the same: agl.core.workspace.refuse_inside_project.)
+FROM_ROOT = frozenset({"verify", "report", "explore", "export", "mlflow"})
+
+
+def _names_its_repo(args: argparse.Namespace) -> bool:
+    """`agl verify --repo DIR` names the project itself: no guess about the working folder."""
+    repo = getattr(args, "repo", None)
+    return repo is not None and str(repo) != "."
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -51,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     _one_line_warnings(f"agl {args.command}")
     with scrubbed_output():  # no line printed carries a key, whoever prints it
         try:
+            if args.command in FROM_ROOT and not _names_its_repo(args):
+                from agl.core.workspace import refuse_outside_root  # lazy: a cheap check
+
+                refuse_outside_root(f"agl {args.command}")
             return int(args.func(args) or 0)
         except AglError as exc:
             print(f"agl {args.command}: error: {exc}", file=sys.stderr)

@@ -53,3 +53,18 @@ def refuse_inside_project(command: str, writes: str) -> None:
     if root is not None:
         raise AglError(f"run `{command}` from the project's root, {root} (here, in {Path.cwd()}, there is "
                        f"no params.yaml and it would write {writes} here); or name the folder with --out")
+
+
+def refuse_outside_root(command: str) -> None:
+    """One line naming the project's root when a command that reads the project's files by
+    their paths from the root (dvc.lock, params.yaml, build/, data/) runs in a subfolder of it:
+    from docs/, `agl verify` said there was no dvc.lock and `agl report` to run the evaluate
+    stage first, sending the user the wrong way. (git and dvc find the root themselves; agl's
+    paths are the user's own, relative to where they typed them, so it names the root instead.)"""
+    from agl.errors import AglError  # lazy: only a refusal needs it
+
+    root = enclosing_project()
+    if root is not None:
+        raise AglError(f"run `{command}` from the project's root: cd {root} (here, in {Path.cwd()}, "
+                       "there is no params.yaml; it reads dvc.lock, params.yaml, build/ and data/ "
+                       "from where it runs)")
