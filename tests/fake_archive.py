@@ -34,6 +34,7 @@ class FakeArchive:
     honour_range: bool = True
     scrape: object | None = None  # callable(query: dict) -> (status, dict) for crawl tests
     release: threading.Event = field(default_factory=threading.Event)
+    port: int = 0  # 0: a free one (a test that comes back on a port it found closed names it)
 
     def start(self) -> FakeArchive:
         archive = self
@@ -47,7 +48,7 @@ class FakeArchive:
             def do_GET(self):
                 archive._handle(self)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()

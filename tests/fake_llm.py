@@ -100,7 +100,7 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeServer:
-    def __init__(self, answer: Callable[[Call], Answer]):
+    def __init__(self, answer: Callable[[Call], Answer], port: int = 0):
         self.answer = answer
         self.calls: list[Call] = []
         self._lock = threading.Lock()
@@ -159,7 +159,7 @@ class FakeServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-        self._httpd = _Server(("127.0.0.1", 0), Handler)
+        self._httpd = _Server(("127.0.0.1", port), Handler)  # port: 0 picks a free one
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property

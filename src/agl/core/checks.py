@@ -92,6 +92,8 @@ PARAMS: dict[str, tuple[str, str]] = {
     "localizability.error_cap_km": ("positive", "20003.93"),
     "localizability.missing_error_km": ("positive", "10000.0"),
     "infer.limit": ("count_or_null", "null"),
+    "infer.offline_after": ("count", "3"),
+    "download.offline_after": ("count", "3"),
     "models.*.settings.seed": ("seed", "0"),
     "evaluate.metric_bootstrap": ("count", "1000"),
     "evaluate.max_resamples": ("count", "100000"),

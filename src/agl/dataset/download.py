@@ -29,11 +29,12 @@ import sys
 import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agl.core.paths import inside, is_plain_name
+from agl.core.reach import Reach, archive_or_server
 from agl.dataset.checksums import Entry, file_digest, merge_lock, read_lock
 from agl.dataset.clip_fetch import (
     ArchiveMetadata,
@@ -171,6 +172,11 @@ def download_clips(
     clips = check_clips(clips, audio_root)  # all of them, before the first request
     lock_path = out / "lock.json"
     lock = read_lock(lock_path)
+    # One count for the whole run, shared by its threads: offline, the run stops in one line
+    # after `offline_after` failures to connect (agl.core.reach), not after hours of retries.
+    if policy.reach is None:  # `agl download` made one already: its manifest's fetch counts too
+        policy = replace(policy, reach=Reach(archive_or_server, policy.offline_after,
+                                             "download.offline_after"))
     own_client = client is None
     client = client or make_client(policy)
     stop = threading.Event()

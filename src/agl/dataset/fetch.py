@@ -29,6 +29,7 @@ from agl import __version__
 from agl.core import http
 from agl.core.http import Limits, Refused, is_html_type, looks_like_html, with_cap
 from agl.core.nofollow import open_part
+from agl.core.reach import OFFLINE_AFTER, Reach
 from agl.core.retry import RETRY_AFTER_CAP_S
 from agl.errors import AglError
 
@@ -71,6 +72,10 @@ class Policy:
     progress: bool = True
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
+    # Failures to connect, none reaching the server, that stop the download in one line
+    # (agl.core.reach); `reach` is the run's count, made by the run (download_clips).
+    offline_after: int = OFFLINE_AFTER
+    reach: Reach | None = field(default=None, compare=False)
 
 
 class RetryableError(Exception):
@@ -124,8 +129,14 @@ def with_retries(attempt: Callable[[], int], policy: Policy, stop: threading.Eve
     (or the server's Retry-After, capped at `max_backoff_s`); the last error is raised."""
     for n in range(policy.retries + 1):
         try:
-            return attempt()
+            done = attempt()
+        except FinalError:
+            if policy.reach is not None:
+                policy.reach.connected()  # a 404 is the server's answer
+            raise
         except RetryableError as exc:
+            if policy.reach is not None:
+                policy.reach.failed(exc)  # offline: NoNetwork after offline_after, not hours
             if n == policy.retries or stop.is_set():
                 raise
             backoff = min(policy.max_backoff_s, policy.backoff_s * 2**n)
@@ -133,6 +144,10 @@ def with_retries(attempt: Callable[[], int], policy: Policy, stop: threading.Eve
             if exc.wait is not None:
                 wait = min(policy.max_backoff_s, max(exc.wait, 0.0))  # the server's word
             policy.sleep(wait)
+        else:
+            if policy.reach is not None:
+                policy.reach.connected()
+            return done
     raise AssertionError("unreachable")
 
 

@@ -25,6 +25,7 @@ from agl.core.http_bounds import check_redirect_hosts
 from agl.core.jsonutil import dumps
 from agl.core.nofollow import open_part
 from agl.core.paths import inside, remove
+from agl.core.reach import Reach, archive_or_server
 from agl.core.single_writer import exclusive
 from agl.dataset.checksums import file_digest, read_lock, read_source, write_lock
 from agl.dataset.croissant import write_card
@@ -287,6 +288,7 @@ DOWNLOAD_KEYS = {
     "backoff_s": (int, float),
     "max_backoff_s": (int, float),
     "failure_budget": int,
+    "offline_after": int,
     "duration_tolerance": (int, float, type(None)),
     "prune": bool,
     "demo_seed": (int, type(None)),
@@ -374,8 +376,12 @@ def _policy(section: dict, progress: bool) -> Policy:
         backoff_s=float(section.get("backoff_s", defaults.backoff_s)),
         max_backoff_s=float(section.get("max_backoff_s", defaults.max_backoff_s)),
         failure_budget=section.get("failure_budget", defaults.failure_budget),
+        offline_after=section.get("offline_after", defaults.offline_after),
         duration_tolerance=section.get("duration_tolerance", defaults.duration_tolerance),
         progress=progress,
+        # one count for the whole command: the manifest's fetch, metadata and every clip
+        reach=Reach(archive_or_server, section.get("offline_after", defaults.offline_after),
+                    "download.offline_after"),
     )
 
 

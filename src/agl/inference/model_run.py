@@ -427,6 +427,7 @@ def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit:
         backoff=Backoff(retry_after_cap_s=float(infer.retry_after_cap_s)),
         progress=progress, limit=limit if limit is not None else infer.limit,
         max_reply_bytes=int(infer.max_reply_bytes), max_batch_bytes=int(infer.max_batch_bytes),
+        offline_after=int(infer.offline_after),
         transport=(transport or ExecutorConfig()).for_model(spec.name),
     )
     try:

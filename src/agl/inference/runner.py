@@ -16,13 +16,16 @@ once. A call that still fails becomes `Reply(status=FAILED, error=...)`, never t
 A model the provider says is gone (`BackendError.gone`: 404 model_not_found, Gemini's
 NOT_FOUND) is not a clip's failure but the run's: `ModelGone` is raised, never retried, and
 the run stops. The first request of an API backend's stream goes alone (`probe_first`), so a retired model costs one
-request, not `concurrency` of them.
+request, not `concurrency` of them. A server that no request of the run could connect to
+(`offline_after` failures to connect, none reached it) stops the run too: `NoNetwork`
+(agl.core.reach), one line naming the host, in seconds rather than hours of retries.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import hashlib
 import random
 import sys
@@ -35,6 +38,7 @@ from typing import Any
 from agl.backends.base import Backend, BackendError, get_backend
 from agl.contracts.calls import ATTEMPT, Attempt, Reply, ReplyStatus, Request
 from agl.core.audio import probe
+from agl.core.reach import OFFLINE_AFTER, Reach
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import known_secrets, scrub
 from agl.errors import AglError, ModelGone
@@ -42,6 +46,8 @@ from agl.inference.cache import ResponseCache, cache_key
 from agl.inference.transport import ExecutorConfig
 
 PROBE_SECONDS = 1.0  # how much of each clip must decode before it is sent
+# The stream's reachability (agl.core.reach), read by each attempt; None: not watched.
+REACH: contextvars.ContextVar[Reach | None] = contextvars.ContextVar("agl_reach", default=None)
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,9 @@ class RunOptions:
     # Which repeat of the run this is (params.yaml infer.repeats; 0: the run itself): in
     # every request's cache key and in the run's fingerprint, so repeats never share answers.
     repeat: int = 0
+    # Failures to connect, none reaching the server, that stop the run (params.yaml
+    # infer.offline_after; agl.core.reach).
+    offline_after: int = OFFLINE_AFTER
 
     def bound(self, backend: Backend) -> Backend:
         """`backend` with these reply caps (read when its SDK client is first made)."""
@@ -223,9 +232,11 @@ async def _attempt(backend: Backend, request: Request, semaphore: asyncio.Semaph
                 async with asyncio.timeout(timeout_s) as state.deadline:  # no extra task, unlike wait_for
                     reply = await backend.generate(sent_request)
             error, retryable = None, False
+            _reached()
         except TimeoutError:
             reply, error, retryable = None, f"timed out after {timeout_s:g} s", True
         except BackendError as exc:
+            _failed(exc)  # a run that reaches no server stops here (NoNetwork)
             if exc.gone:  # the run's end, not the clip's: never retried, never recorded
                 msg = scrub(str(exc), known_secrets(backend.settings))
                 raise ModelGone(f"{backend.name}:{backend.model} is gone: {msg}",
@@ -247,6 +258,19 @@ def _heard(request: Request) -> Any:
     from agl.inference.windowed import heard  # numpy and soundfile: only for windows
 
     return heard(request)
+
+
+def _reached() -> None:
+    reach = REACH.get()
+    if reach is not None:
+        reach.connected()
+
+
+def _failed(exc: BaseException) -> None:
+    """A failure to connect counts toward NoNetwork; any other error came from a server."""
+    reach = REACH.get()
+    if reach is not None:
+        reach.failed(exc)
 
 
 async def _answered(reply: Reply, attempt: int, latency: float, cache: ResponseCache | None,
@@ -282,11 +306,15 @@ async def stream(
     timeout_s: float,
     max_retries: int,
     backoff: Backoff = Backoff(),
+    offline_after: int = OFFLINE_AFTER,
 ) -> AsyncIterator[tuple[int, Reply]]:
-    """(index, reply) pairs in the order replies arrive, at most `concurrency` in flight."""
+    """(index, reply) pairs in the order replies arrive, at most `concurrency` in flight;
+    `offline_after` failures to connect before any request reached the server stop it
+    (agl.core.reach.NoNetwork)."""
     if concurrency < 1:
         raise AglError(f"concurrency must be at least 1, got {concurrency}")
     semaphore = asyncio.Semaphore(concurrency)
+    REACH.set(Reach("the API", offline_after, "infer.offline_after"))  # copied into each task
 
     async def one(i: int, r: Request) -> tuple[int, Reply]:
         return i, await _call(backend, r, cache=cache, semaphore=semaphore, timeout_s=timeout_s,

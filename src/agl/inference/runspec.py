@@ -16,6 +16,7 @@ from typing import Any
 from agl.backends.base import model_or_default
 from agl.contracts.models import ModelSpec, fields_of, parse_models
 from agl.core.checks import check_field_types, check_sections
+from agl.core.reach import OFFLINE_AFTER
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import check_config
 from agl.dataset.sources import SourceConfig
@@ -45,6 +46,10 @@ class InferSettings:
     # Each clip asked this many times (1: once). Repeats 1..N-1 go to <run>/repeats/<k>/,
     # each its own cached request and draw; evaluate reports their stability.
     repeats: int = 1
+    # Failures to connect (name not resolved, refused, no route) before any request reached
+    # the server, after which the run stops in one line (agl.core.reach): offline, a run
+    # retried every clip for hours.
+    offline_after: int = OFFLINE_AFTER
 
 
 def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:

@@ -26,7 +26,8 @@ class LocalExecutor(Executor):
         cache = ResponseCache(o.cache_dir) if o.cache_dir is not None else None
         requests = list(work.requests)
         replies = stream(backend, requests, cache=cache, concurrency=o.concurrency,
-                         timeout_s=o.timeout_s, max_retries=o.max_retries, backoff=o.backoff)
+                         timeout_s=o.timeout_s, max_retries=o.max_retries, backoff=o.backoff,
+                         offline_after=o.offline_after)
         # Closed at once when the sink fails (a write error stops the run): the requests
         # still in flight are cancelled, not left running.
         async with contextlib.aclosing(replies):
