@@ -92,12 +92,14 @@ class Backend(abc.ABC):
     settings_rules: ClassVar[dict[str, str | None]] = {}
 
     @classmethod
-    def check_settings(cls, settings: dict[str, Any], where: str) -> None:
-        """Refuse a settings key this backend does not read, and a numeric setting that
-        breaks its rule; `where` names the entry (`models.knn.settings (knn backend)`)."""
+    def check_settings(cls, settings: dict[str, Any], where: str, *, values: bool = True) -> None:
+        """Refuse a settings key this backend does not read, and (`values`) a setting that
+        breaks its rule; `where` names the entry (`models.knn.settings (knn backend)`). The
+        run driver checks both before any work; a backend built directly checks the keys,
+        and its values where it reads them (with their defaults as examples)."""
         known = {**COMMON_SETTINGS, **cls.settings_rules}
         reject_unknown_keys(settings, set(known), where)
-        for key, rule in known.items():
+        for key, rule in known.items() if values else ():
             if rule is not None and settings.get(key) is not None:
                 check_value(key, settings[key], f"{where}:", rule=rule)
 
@@ -119,7 +121,7 @@ class Backend(abc.ABC):
         return None
 
     def __init__(self, model: str = "", **settings: Any):
-        self.check_settings(settings, f"{self.name} settings")
+        self.check_settings(settings, f"{self.name} settings", values=False)
         self.model = model or self.default_model
         self.settings = settings
 
