@@ -77,6 +77,7 @@ def test_agl_infer_offline_stops_in_one_line_then_resumes(api, tmp_path, monkeyp
     settings = backend_settings(api, f"http://127.0.0.1:{port}")
     argv = ["infer", "--backend", api, "--model", "m", "--manifest", str(manifest), "--audio-root",
             str(audio), "--out", str(tmp_path / "run"), "--no-progress", "--concurrency", "4",
+            "--cache-dir", str(tmp_path / "cache"),
             *[x for k, v in settings.items() for x in ("--setting", f"{k}={v}")]]
     t0 = time.monotonic()
     rc = main(argv)

@@ -40,13 +40,17 @@ def test_every_backend_declares_its_settings_with_known_rules():
 
 
 @pytest.mark.parametrize("backend, settings, expected", [
-    ("knn", {"kk": 3}, "models.m.settings (knn backend): unknown key(s) kk; known: k, "),
+    ("knn", {"kk": 3}, "models.m.settings (knn backend): unknown key(s) kk; known: "),
+    ("knn", {"kk": 3}, "; did you mean k (for kk)?"),
     ("knn", {"k": 1.5}, "models.m.settings (knn backend): k: 1.5 is not a whole number of at least 1"),
     ("random", {"sed": 1}, "did you mean seed (for sed)?"),
     ("gemini", {"temprature": 0}, "did you mean temperature (for temprature)?"),
     ("gemini", {"top_p": 2}, "top_p: 2 is not a share in [0, 1]"),
     ("openai", {"max_tokens": 0.5}, "max_tokens: 0.5 is not a whole number of at least 1"),
     ("transformers", {"do_sample": "yes"}, "do_sample: 'yes' is not true or false"),
+    # a wrapper's own keys, then the wrapped backend's
+    ("blind", {"of": "gemini", "inputs": "none", "temprature": 0}, "did you mean temperature (for temprature)?"),
+    ("cascade", {"text_backend": "openai", "max_transcript_chars": 0}, "max_transcript_chars: 0 is not"),
 ])
 def test_a_setting_the_backend_does_not_read_is_refused(backend, settings, expected):
     with pytest.raises(AglError) as info:

@@ -92,12 +92,22 @@ class Backend(abc.ABC):
     settings_rules: ClassVar[dict[str, str | None]] = {}
 
     @classmethod
+    def wrapped_class(cls, settings: dict[str, Any]) -> type[Backend] | None:
+        """The backend a wrapper (blind, cascade) passes its other settings to; None here."""
+        return None
+
+    @classmethod
     def check_settings(cls, settings: dict[str, Any], where: str, *, values: bool = True) -> None:
         """Refuse a settings key this backend does not read, and (`values`) a setting that
         breaks its rule; `where` names the entry (`models.knn.settings (knn backend)`). The
         run driver checks both before any work; a backend built directly checks the keys,
         and its values where it reads them (with their defaults as examples)."""
         known = {**COMMON_SETTINGS, **cls.settings_rules}
+        inner = cls.wrapped_class(settings)
+        if inner is not None:  # a wrapper: its own keys here, every other one is the inner's
+            inner.check_settings({k: v for k, v in settings.items() if k not in cls.settings_rules},
+                                 where, values=values)
+            settings = {k: v for k, v in settings.items() if k in cls.settings_rules}
         reject_unknown_keys(settings, set(known), where)
         for key, rule in known.items() if values else ():
             if rule is not None and settings.get(key) is not None:

@@ -22,7 +22,7 @@ on the leaderboard as hearing nothing (agl.scoring.marks).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from agl.backends.base import Backend, get_backend, register
 from agl.contracts.calls import Reply, Request
@@ -48,6 +48,11 @@ def inner_class(settings: dict[str, Any], name: str) -> type[Backend]:
 class Blind(Backend):
     needs_audio = False
     example_model = "gemini-2.5-flash"
+    settings_rules: ClassVar[dict[str, str | None]] = {"of": None, "inputs": None}
+
+    @classmethod
+    def wrapped_class(cls, settings: dict[str, Any]) -> type[Backend]:
+        return inner_class(settings, cls.name)
 
     @classmethod
     def unset_key_envs(cls, settings: dict[str, Any]) -> tuple[str, ...]:

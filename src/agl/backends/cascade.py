@@ -28,7 +28,7 @@ the report.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from agl.backends import _perception
 from agl.backends.base import Backend, get_backend, register
@@ -54,6 +54,12 @@ def text_class(settings: dict[str, Any]) -> type[Backend]:
 class Cascade(Backend):
     needs_audio = False
     example_model = "gpt-4.1"
+    settings_rules: ClassVar[dict[str, str | None]] = {
+        "text_backend": None, "perception": None, "max_transcript_chars": "count"}
+
+    @classmethod
+    def wrapped_class(cls, settings: dict[str, Any]) -> type[Backend]:
+        return text_class(settings)
 
     @classmethod
     def unset_key_envs(cls, settings: dict[str, Any]) -> tuple[str, ...]:

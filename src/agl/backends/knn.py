@@ -102,7 +102,7 @@ class NearestNeighbours(Backend):
     recompute = True  # free and offline: a rerun answers again, never trusts the file
     default_model = "logmel-stats"
     settings_rules: ClassVar[dict[str, str | None]] = {"k": "count", "max_seconds": "positive",
-                                                       "leave_out": None}
+                                                       "leave_out": None, "duplicates": None}
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
