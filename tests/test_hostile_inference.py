@@ -51,8 +51,8 @@ def infer(tmp_path: Path, url: str, manifest: Path, audio: Path, *extra: str, ba
             "--timeout",
             "20",
             "--no-progress",
-            "--setting",
-            "temperature=0",
+            # knn reads no temperature: a setting it does not read is refused (issue 50)
+            *(["--setting", "temperature=0"] if backend != "knn" else []),
             *(["--base-url", url + "/v1"] if url else []),
             *extra,
         ]

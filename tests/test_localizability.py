@@ -155,6 +155,7 @@ class CountingJudge(Backend):
 
     deterministic = True
     needs_audio = False
+    settings_rules = {"bias": None}  # a backend declares the settings it reads (issue 50)
 
     async def generate(self, request):
         CALLS.append(request.sample_id)

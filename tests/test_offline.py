@@ -85,7 +85,7 @@ def test_agl_infer_offline_stops_in_one_line_then_resumes(api, tmp_path, monkeyp
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1, err
     assert "no network: the API at 127.0.0.1 cannot be reached (connection refused" in err, err
-    assert "rerun the same command when the network is back" in err
+    assert "run it again when the network is back, it resumes where it stopped" in err
     assert took < 30, took  # the bound is 60 s; with backoff it takes a few seconds
     run = tmp_path / "run" / "predictions.jsonl"
     assert not run.exists() or not read_predictions(run)  # nothing recorded as failed

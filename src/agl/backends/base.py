@@ -167,10 +167,12 @@ class Backend(abc.ABC):
 # Read by the run driver for every backend: `mode` (sync or batch: agl.inference.batch says
 # which backends have a batch API).
 COMMON_SETTINGS: dict[str, str | None] = {"mode": None}
-# The settings of a backend that sends a chat request (system turn, batch options, caching).
+# The settings of a backend that sends a chat request (system turn, batch options, caching,
+# and the dry run's cost estimate: agl.inference.estimate).
 SERVICE_SETTINGS: dict[str, str | None] = {
     "system_prompt": None, "batch": None, "cache": "bool", "api_key_env": None,
-    "base_url": None, "json_schema": "bool"}
+    "base_url": None, "json_schema": "bool", "audio_tokens_per_s": "nonnegative",
+    "est_output_tokens": "count0"}
 
 _BACKENDS: Registry[type[Backend]] = Registry("backend", "agl.backends", skip=frozenset({"base"}))
 register = _BACKENDS.register  # class decorator: `@register("name")`; duplicate names are refused

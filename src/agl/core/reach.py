@@ -100,5 +100,5 @@ class Reach:
         what = self.what(host) if callable(self.what) else self.what
         raise NoNetwork(f"no network: {what} at {host} cannot be reached ({reason}; "
                         f"{self.failures} attempt(s) failed to connect and none reached it: "
-                        f"{self.setting}); nothing was recorded for those clips: rerun the same "
-                        "command when the network is back, it resumes")
+                        f"{self.setting}); nothing was recorded for those clips: run it again when "
+                        "the network is back, it resumes where it stopped")
