@@ -72,11 +72,13 @@ AUTHORS = {
                    ()),
     # phi4_mm1_process: max_new_tokens=512, do_sample=False (L257-262)
     "phi-4-multimodal": ("L257-262", {"max_new_tokens": 512, "do_sample": False}, ("temperature",)),
-    # mimo_audio_process: audio_understanding_sft(audio, prompt, thinking) and nothing else (L392-399)
-    "mimo-audio": ("L392-399, L885", {"seed": 42}, ("temperature", "max_tokens", "top_p")),
-    "mimo-audio-think": ("L392-399, L1166", {"seed": 42, "extra_body": {"chat_template_kwargs":
-                                                            {"enable_thinking": True}}},
-                         ("temperature", "max_tokens", "top_p")),
+    # mimo_audio_process: audio_understanding_sft(audio, prompt, thinking) and nothing else
+    # (L392-399): the MiMo-Audio library's audio_understanding sampler decides, temperature 0.3,
+    # top_p 0.95 (its task_sampler_configs), not the server's defaults
+    "mimo-audio": ("L392-399, L885", {"seed": 42, "temperature": 0.3, "top_p": 0.95}, ("max_tokens",)),
+    "mimo-audio-think": ("L392-399, L1166", {"seed": 42, "temperature": 0.3, "top_p": 0.95,
+                                             "extra_body": {"chat_template_kwargs": {"enable_thinking": True}}},
+                         ("max_tokens",)),
 }
 
 
@@ -94,6 +96,10 @@ def test_the_paper_protocol_is_the_authors_runner_family_by_family():
         if name in GATEWAY_IDS:
             assert (spec.backend, spec.model) == ("openai-compatible", GATEWAY_IDS[name]), name
             assert spec.settings["base_url_env"] == "AGL_GATEWAY_URL"
+        # The local families run one clip at a time under paper, as the authors did; batching
+        # stays a controlled choice.
+        if spec.backend == "transformers":
+            assert spec.settings["batch_size"] == 1 and controlled[name].settings["batch_size"] > 1, name
         # The controlled protocol stays today's: greedy, 512 tokens where the roster sets a limit.
         c = controlled[name].settings
         assert c.get("temperature") == 0 or c.get("max_new_tokens") == 512, name
