@@ -59,7 +59,7 @@ def test_board_is_ranked_with_cis_and_paper_values(tmp_path):
     written = leaderboard.write(board, tmp_path / "out", protocol="paper")
     md = (tmp_path / "out" / "leaderboard.md").read_text()
     # ‡: beside a paper value, run under no stated protocol (issue 32: not the paper's)
-    assert "| 1 | a ‡ | a | 10 | 5476.83 [5376.83, 5576.83] | 5476.83 |" in md
+    assert "| 1 | a ‡ | a | 10 | 5476.83 [5377, 5577] | 5476.83 |" in md
     assert len(written) == 3 and "<table id='leaderboard'" in (tmp_path / "out" / "leaderboard.html").read_text()
 
 

@@ -70,4 +70,4 @@ def test_leaderboard_shows_a_dash_for_not_applicable():
     head, (cells,) = render_rows(pd.DataFrame([row]))
     cell = dict(zip(head, cells, strict=True))
     assert cell["continent"] == cell["country"] == cell["city"] == "—"
-    assert cell["distance km [95% CI]"] == "9000.00 [8000.00, 10000.00]"
+    assert cell["distance km [95% CI]"] == "9000.00 [8000, 10000]"

@@ -276,7 +276,9 @@ def _cell(v: Any, digits: int) -> str:
 
 def _with_ci(row: pd.Series, c: str, digits: int) -> str:
     v = _cell(row[c], digits)
-    lo, hi = _cell(row[f"{c}_lo"], digits), _cell(row[f"{c}_hi"], digits)
+    # bounds in the digits their Monte-Carlo noise supports: whole km (docs/metrics.md#resamples)
+    bound = 0 if c.endswith("_km") else digits
+    lo, hi = _cell(row[f"{c}_lo"], bound), _cell(row[f"{c}_hi"], bound)
     return f"{v} [{lo}, {hi}]" if v != NOT_APPLICABLE and lo != NOT_APPLICABLE else v
 
 
