@@ -131,11 +131,27 @@ def test_rewrite_is_byte_identical_and_touches_nothing(demo_dir, capsys):
     assert after == before
 
 
+def test_the_tag_audit_finds_exactly_the_planted_tags(demo_dir, truth):
+    from agl.dataset.tag_audit import audit, summary_line
+
+    rows = audit(clips(load_manifest(demo_dir / "manifest.csv")), demo_dir / "audio")
+    assert {r.key for r in rows if r.tags} == set(demo.PLANTED_TAGS)
+    assert {r.key for r in rows if r.places("tags")} == set(demo.PLANTED_TAGS)
+    assert not any(r.places("name") for r in rows)
+    assert {k for k, t in truth.items() if t.get("planted_tags")} == set(demo.PLANTED_TAGS)
+    by_key = {r.key: {f.what for f in r.places("tags")} for r in rows}
+    assert by_key[demo.key_of(13)] == {"city", "country", "coordinates"}
+    assert by_key[demo.key_of(1)] == {"city"} and by_key[demo.key_of(25)] == {"country"}
+    assert summary_line(rows).startswith(f"3 of {len(rows)} clips carry their place in their "
+                                         "tags; 0 in their file name")
+
+
 def test_download_on_an_unchanged_demo_set_is_a_quick_no_op(demo_dir, tmp_path, capsys, monkeypatch):
     from agl.dataset.croissant import write_card
-    from agl.dataset.prepare import _demo_matches_lock
+    from agl.dataset.prepare import _audit_tags, _demo_matches_lock
 
     write_card(demo_dir)  # as `agl download` left it: an unchanged card is not written again
+    _audit_tags(demo_dir, 25.0)  # and its tag audit, not written again either
     files = sorted(p for p in demo_dir.rglob("*") if p.is_file())
     before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
     argv = ["download", "--params", str(tmp_path / "none.yaml"), "--dataset", "demo",
@@ -197,6 +213,9 @@ def test_the_checked_in_data_dvc_pins_exactly_a_fresh_demo(demo_dir, tmp_path):
     from agl.dataset.croissant import write_card
 
     write_card(tmp_path / "data")  # `agl download` writes the card beside the demo (data/croissant.json)
+    from agl.dataset.prepare import _audit_tags
+
+    _audit_tags(tmp_path / "data", 25.0)  # and the tag audit (data/tag_audit.csv)
     env = subprocess_env()
     for cmd in (["init", "--no-scm", "-q"], ["add", "-q", "data"]):
         subprocess.run([sys.executable, "-m", "dvc", *cmd], cwd=tmp_path, env=env, check=True,

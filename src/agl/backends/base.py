@@ -174,6 +174,46 @@ SERVICE_SETTINGS: dict[str, str | None] = {
     "base_url": None, "json_schema": "bool", "audio_tokens_per_s": "nonnegative",
     "est_output_tokens": "count0"}
 
+# --- what leaves the process: the sound, never the file's tags or name ---------------------
+
+
+def sent_audio(request: Request) -> bytes:
+    """The bytes of `request`'s audio as every backend sends them (inline, uploaded, in a
+    batch file): the file without its container metadata (agl.core.container.strip: ID3v1/v2,
+    APEv2, Lyrics3, RIFF INFO, FLAC and Vorbis comments; an MP3's frames byte-identical),
+    or the file as published where `request.tags` (the paper protocol, the `tags`
+    intervention). A container whose tags cannot be removed without re-encoding is a
+    failure for that clip, never sent with its tags."""
+    from agl.core.container import ContainerError, strip
+
+    path = Path(request.audio_path)  # type: ignore[arg-type]
+    data = path.read_bytes()
+    if request.tags:
+        return data
+    try:
+        return strip(data, path.suffix)
+    except ContainerError as exc:
+        raise BackendError(f"clip {request.sample_id}: {exc}", retryable=False) from None
+
+
+async def sent_audio_async(request: Request) -> bytes:
+    """`sent_audio`, read in a thread for a file of 1 MiB or more (a thread hop costs more
+    than reading a small file)."""
+    import asyncio
+
+    if Path(request.audio_path).stat().st_size < 1 << 20:  # type: ignore[arg-type]
+        return sent_audio(request)
+    return await asyncio.to_thread(sent_audio, request)
+
+
+def opaque_name(data: bytes) -> str:
+    """A name for an upload that says nothing of the clip (its file name can hold the city:
+    `PrestonStation.mp3`): `audio-` and the first 16 hex digits of the bytes' SHA-256."""
+    import hashlib
+
+    return "audio-" + hashlib.sha256(data).hexdigest()[:16]
+
+
 _BACKENDS: Registry[type[Backend]] = Registry("backend", "agl.backends", skip=frozenset({"base"}))
 register = _BACKENDS.register  # class decorator: `@register("name")`; duplicate names are refused
 

@@ -21,11 +21,18 @@ failure to retry, never an answer to cache.
 from __future__ import annotations
 
 import asyncio
+import io
 import re
-from pathlib import Path
 from typing import Any, ClassVar
 
-from agl.backends.base import SERVICE_SETTINGS, Backend, BackendError, register
+from agl.backends.base import (
+    SERVICE_SETTINGS,
+    Backend,
+    BackendError,
+    opaque_name,
+    register,
+    sent_audio_async,
+)
 from agl.backends.service import (
     api_key,
     client_args,
@@ -99,24 +106,26 @@ class Gemini(Backend):
             kw["system_instruction"] = request.system
         return types.GenerateContentConfig(**kw)
 
-    async def _audio_part(self, path: Path):
+    async def _audio_part(self, request: Request):
         from google.genai import types
 
-        mime = mime_type(path)
-        size = path.stat().st_size
-        if size <= self.upload_above:
-            data = (path.read_bytes() if size < 1 << 20
-                    else await asyncio.to_thread(path.read_bytes))
+        mime = mime_type(request.audio_path)
+        data = await sent_audio_async(request)  # no tags, unless the protocol sends them
+        if len(data) <= self.upload_above:
             return types.Part.from_bytes(data=data, mime_type=mime), None
         client = self.get_client()
-        f = await client.aio.files.upload(file=str(path), config={"mime_type": mime})
+        # The bytes, not the path: given a path the SDK sends its base name
+        # (X-Goog-Upload-File-Name), and a file name can hold the city.
+        f = await client.aio.files.upload(file=io.BytesIO(data), config={
+            "mime_type": mime, "display_name": opaque_name(data)})
         for _ in range(120):  # audio is usually ACTIVE within seconds
             if f.state is None or f.state.name != "PROCESSING":
                 break
             await asyncio.sleep(1)
             f = await client.aio.files.get(name=f.name)
         if f.state is not None and f.state.name == "FAILED":
-            raise BackendError(f"file upload of {path.name} failed on the server", retryable=True)
+            raise BackendError(f"file upload of clip {request.sample_id} failed on the server",
+                               retryable=True)
         return types.Part.from_uri(file_uri=f.uri, mime_type=f.mime_type or mime), f.name
 
     async def generate(self, request: Request) -> Reply:
@@ -127,7 +136,7 @@ class Gemini(Backend):
         try:
             contents: list[Any] = []
             if request.audio_path is not None:
-                part, uploaded = await self._audio_part(Path(request.audio_path))
+                part, uploaded = await self._audio_part(request)
                 contents.append(part)
             contents.append(request.prompt)
             resp = await client.aio.models.generate_content(

@@ -218,9 +218,11 @@ class LocalTransformers(Backend):
         content: list[dict[str, Any]] = []
         if request.audio_path is not None:
             # Both template styles: `content.type == 'audio'` and `'audio' in content`; one
-            # entry per part of a multi_part request.
+            # entry per part of a multi_part request. The samples go to the processor apart (no
+            # container tags); the entry holds an opaque word, never the path, which a template
+            # could render into the prompt.
             for _ in range(max(1, len(request.parts))):
-                content.append({"type": "audio", "audio": str(request.audio_path)})
+                content.append({"type": "audio", "audio": "clip"})
         content.append({"type": "text", "text": request.prompt})
         messages = []
         if request.system:

@@ -37,7 +37,6 @@ a failure to retry, never an answer to cache.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import os
@@ -45,7 +44,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from agl.backends.base import SERVICE_SETTINGS, Backend, BackendError, register
+from agl.backends.base import SERVICE_SETTINGS, Backend, BackendError, register, sent_audio_async
 from agl.backends.endpoints import pooled_client
 from agl.backends.service import (
     UnreadableReply,
@@ -101,14 +100,13 @@ class OpenAIChat(Backend):
                                        **client_url(self._base_url))
         return self._client
 
-    async def _audio_content(self, path: Path) -> dict[str, Any]:
+    async def _audio_content(self, request: Request) -> dict[str, Any]:
+        path = Path(request.audio_path)  # type: ignore[arg-type]
         fmt = self.settings.get("audio_format") or _FORMATS.get(path.suffix.lower())
         if fmt is None:
-            raise BackendError(f"{path.name}: chat completions take mp3 or wav audio only",
-                               retryable=False)
-        # Small files are read inline; a thread hop costs more than the read itself.
-        data = (path.read_bytes() if path.stat().st_size < 1 << 20
-                else await asyncio.to_thread(path.read_bytes))
+            raise BackendError(f"clip {request.sample_id}: chat completions take mp3 or wav "
+                               "audio only", retryable=False)
+        data = await sent_audio_async(request)  # no tags, unless the protocol sends them
         text = base64.b64encode(data).decode("ascii")
         if self.settings.get("audio_data_uri"):
             text = "data:;base64," + text
@@ -119,7 +117,7 @@ class OpenAIChat(Backend):
         path (agl.inference.batch.providers.openai) sends the same body."""
         content: list[dict[str, Any]] = [{"type": "text", "text": request.prompt}]
         if request.audio_path is not None:
-            content.append(await self._audio_content(Path(request.audio_path)))
+            content.append(await self._audio_content(request))
         messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})

@@ -1,5 +1,7 @@
 """`agl audit duplicates|overlap`: clips that share an excerpt, within the dataset or with an
-outside corpus (Chromaprint fingerprints; docs/baselines.md#duplicates-and-contamination)."""
+outside corpus (Chromaprint fingerprints; docs/baselines.md#duplicates-and-contamination).
+`agl audit tags`: what a dataset's files say beside their sound, in their container tags and
+file names (docs/data.md#what-the-files-carry)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "pair of clips sharing an excerpt, with its offset and length (duplicates), or each "
         "clip's best match in an outside folder of audio (overlap).",
     )
-    kinds = p.add_subparsers(dest="audit_kind", required=True, metavar="{duplicates,overlap}")
+    kinds = p.add_subparsers(dest="audit_kind", required=True, metavar="{duplicates,overlap,tags}")
     for name, text in (("duplicates", "every pair of the dataset's clips sharing an excerpt"),
                        ("overlap", "each clip's best match in an outside corpus (--corpus)")):
         q = kinds.add_parser(name, help=text, description=text)
@@ -36,6 +38,61 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="overlap of at least this many seconds (default 10)")
         q.add_argument("--json", action="store_true", help="print one JSON object")
         q.set_defaults(func=run)
+    _register_tags(kinds)
+
+
+def _register_tags(kinds) -> None:
+    from pathlib import Path
+
+    text = ("which tags each clip's file carries (ID3v1/v2, APEv2, Vorbis comments, RIFF INFO, "
+            "MP4 atoms), and whether a tag or the file name names the clip's true city, country "
+            "or continent, holds coordinates near the truth, or holds a date; `agl download` "
+            "writes the same table to data/tag_audit.csv")
+    q = kinds.add_parser("tags", help="tags and file names that give a clip's place away",
+                         description=text)
+    q.add_argument("folder", type=Path, help="dataset folder (manifest.csv, audio/) or audio folder")
+    q.add_argument("--manifest", type=Path, help="manifest CSV (default: FOLDER/manifest.csv)")
+    q.add_argument("--audio-root", type=Path, help="audio at <root>/<key>/<mp3name> (default: FOLDER/audio)")
+    q.add_argument("--no-manifest", action="store_true",
+                   help="any audio folder: list tags and dates, no truth to compare places with")
+    q.add_argument("--radius-km", type=float, default=25.0,
+                   help="coordinates this close to the truth give the place away (default 25)")
+    q.add_argument("--out", type=Path, help="write the table (CSV) here")
+    q.set_defaults(func=run_tags)
+
+
+def run_tags(args: argparse.Namespace) -> int:
+    import sys
+
+    from agl.core.outpaths import input_file, output_file  # lazy: `agl --help` imports every command module
+    from agl.dataset import tag_audit  # lazy, as above
+    from agl.errors import AglError  # lazy, as above
+
+    if not args.folder.is_dir():
+        raise AglError(f"{args.folder}: not a folder; give a dataset folder or a folder of audio")
+    if not (args.radius_km > 0 and args.radius_km < float("inf")):
+        raise AglError(f"--radius-km must be a positive number of km, not {args.radius_km}")
+    if args.out is not None:
+        output_file(args.out, "--out")
+    if args.no_manifest:
+        rows = tag_audit.audit_files(args.folder)
+    else:
+        from agl.dataset.manifest import clips, load_manifest
+
+        manifest = args.manifest or args.folder / "manifest.csv"
+        input_file(manifest, "--manifest", "manifest CSV (or --no-manifest for any audio folder)")
+        rows = tag_audit.audit(clips(load_manifest(manifest)), args.audio_root or args.folder / "audio",
+                               args.radius_km)
+    for r in rows:
+        if r.findings or r.tags:
+            print(f"{r.file}: {len(r.tags)} tags" + "".join(f"\n  {f}" for f in r.findings))
+    if args.out is not None:
+        tag_audit.write_table(rows, args.out)
+    sys.stdout.flush()
+    print(tag_audit.summary_line(rows) if not args.no_manifest else
+          f"{sum(bool(r.tags) for r in rows)} of {len(rows)} files carry tags; "
+          f"{sum(r.dated('tags') for r in rows)} a date in them", file=sys.stderr)
+    return 0
 
 
 AUDIO = (".mp3", ".wav", ".flac", ".ogg", ".m4a", ".opus", ".aac")

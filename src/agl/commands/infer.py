@@ -50,6 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-dir", help="response cache folder (default cache/responses; '' for none)")
     p.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
                    help="backend setting, value read as YAML (repeatable)")
+    p.add_argument("--protocol", choices=("controlled", "paper"),
+                   help="controlled (default): each clip's sound alone, no container tags and no "
+                        "file name; paper: the file as published, tags and all, as the authors "
+                        "sent it (the run is marked: docs/inference.md#what-reaches-a-model)")
     p.add_argument("--price-in", type=float, help="USD per 1M input tokens (default 0)")
     p.add_argument("--price-out", type=float, help="USD per 1M output tokens (default 0)")
     p.add_argument("--long-audio", choices=("native", "windows", "truncate", "multi_part"), default=None,
@@ -138,7 +142,7 @@ def _looks_like_key(name: str) -> bool:
 # The flags that describe the model or how to run it: --entry takes all of them from params.yaml.
 MODEL_FLAGS = ("backend", "model", "base_url", "setting", "price_in", "price_out", "prompt",
                "prompt_source", "concurrency", "timeout", "retries", "retry_after_cap", "cache_dir",
-               "batch", "max_reply_bytes", "repeats")
+               "batch", "max_reply_bytes", "repeats", "protocol")
 DEFAULTS = {"concurrency": 4, "timeout": 120.0, "retries": 5, "price_in": 0.0,
             "price_out": 0.0, "prompt": "default", "cache_dir": "cache/responses", "setting": [],
             "repeats": 1}
@@ -195,7 +199,8 @@ def _from_flags(args: argparse.Namespace):
     # No --model: the backend's default, which its params.yaml entry names too (one default
     # whatever the entrance; tests/test_backend_defaults.py).
     spec = ModelSpec(name="cli", backend=args.backend, model=model_or_default(args.backend, args.model),
-                     settings=settings, price_in_per_m=args.price_in, price_out_per_m=args.price_out)
+                     settings=settings, price_in_per_m=args.price_in, price_out_per_m=args.price_out,
+                     protocol=args.protocol)
     infer = InferSettings(prompt=args.prompt, prompt_source=args.prompt_source,
                           concurrency=args.concurrency, timeout_s=args.timeout,
                           max_retries=args.retries, cache_dir=args.cache_dir or None,

@@ -37,6 +37,10 @@ class Request:
     # Several windows (start, end) of the file as audio parts of one prompt, in order
     # (long_audio mode multi_part; a backend with `multi_part` cuts them); () for none.
     parts: tuple[tuple[float, float], ...] = ()
+    # Send the audio file as published, its container tags included (the `paper` protocol,
+    # the `tags` intervention); False, the default: the audio frames alone
+    # (agl.backends.base.sent_audio strips every tag, and no file name leaves the process).
+    tags: bool = False
 
 
 class ReplyStatus(StrEnum):

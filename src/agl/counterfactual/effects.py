@@ -103,8 +103,14 @@ def encode(x: np.ndarray, sr: int, fmt: str) -> bytes:
     return buf.getvalue()
 
 
+AS_PUBLISHED = "as-published"  # the `format` of a container intervention's files (tags, untagged)
+
+
 def file_name(mp3name: str, fmt: str) -> str:
-    """The derived file's name: the original's stem with the format's suffix."""
+    """The derived file's name: the original's stem with the format's suffix (the original's
+    own name for a container intervention)."""
+    if fmt == AS_PUBLISHED:
+        return mp3name
     if fmt == "mp3" and mp3name.lower().endswith(".mp3"):
         return mp3name
     return f"{Path(mp3name).stem}.{fmt}"
@@ -129,6 +135,8 @@ def derive_dataset(
         warnings.simplefilter("ignore", ManifestWarning)
         frame = stratified_subset(load_manifest(parent / "manifest.csv"), subset)
     remove(out)  # made again from scratch; a link there is removed, never followed
+    if KINDS[levels[0].kind].container:
+        fmt = AS_PUBLISHED  # the file itself: no format to encode to
     parent_version = content_hash(parent / "manifest.csv")
     per_level, locks, failed = _perturb_clips(parent, out, frame, levels, fmt, progress)
     iv0 = levels[0]
@@ -177,6 +185,9 @@ def _perturb_clips(parent: Path, out: Path, frame: pd.DataFrame, levels: list[In
             failed[row.key] = got
             continue
         x, sr = got
+        if KINDS[iv0.kind].container:
+            _copy_container(src, out, row, levels, x, sr, per_level, locks)
+            continue
         segments = speech_segments(x, sr, threshold=float(iv0.params["vad_threshold"])) if vad else None
         for iv in levels:
             y, rate, info = apply(iv, x, sr, key=row.key, segments=segments)
@@ -197,6 +208,26 @@ def _perturb_clips(parent: Path, out: Path, frame: pd.DataFrame, levels: list[In
                 }
             )
     return per_level, locks, failed
+
+
+def _copy_container(src: Path, out: Path, row: Any, levels: list[Intervention], x: np.ndarray,
+                    sr: int, per_level: dict[str, list[dict[str, Any]]],
+                    locks: dict[str, dict[str, Any]]) -> None:
+    """A container intervention's file: the original's bytes (`tags`: sent with its tags, the
+    listen run told so by the level's lock), or those bytes without their tags (`untagged`:
+    an MP3's frames byte-identical)."""
+    from agl.core.container import strip
+
+    data = src.read_bytes()
+    for iv in levels:
+        body = strip(data, src.suffix) if iv.kind == "untagged" else data
+        path = out / iv.level / "audio" / row.key / row.mp3name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+        locks[iv.level][f"{row.key}/{row.mp3name}"] = file_digest(path)
+        seconds = round(x.shape[0] / sr, 3)
+        per_level[iv.level].append({"key": row.key, "seconds_in": seconds, "seconds_out": seconds,
+                                    "rate_out": sr, "bytes_removed": len(data) - len(body)})
 
 
 def _write_level(folder: Path, frame: pd.DataFrame, iv: Intervention, rows: list[dict[str, Any]],

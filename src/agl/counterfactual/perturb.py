@@ -9,7 +9,14 @@ takes a number (truncate.seconds, noise.snr_db, reverb.rt60_s) makes a graded in
 one derived dataset per level, for dose-response curves.
 
 Kinds (see README "What the models listen to"):
-  none         the clip unchanged (a null intervention: the machinery's own noise floor)
+  none         the clip's samples unchanged, re-encoded (the machinery's own noise floor: the
+               re-encoding; it also drops the file's tags, which a tag-free run never sent)
+  tags         the clip's file as published, byte for byte, sent WITH its container tags:
+               against a run's tag-free audio, the paired effect of the tags alone
+  untagged     the clip's file with its tags removed, not re-encoded (agl.core.container):
+               against a `paper` protocol run (which sent the tags), the effect of removing
+               them; against a tag-free run, a zero effect by construction; `none` against
+               `untagged` is the re-encoding alone
   mask_speech  speech segments (silero-vad) replaced in place, not cut: fill `background`
                loops the clip's own non-speech parts, `noise` is noise with their spectrum
   keep_speech  the inverse: the non-speech parts silenced (fill `silence`) or noise-filled
@@ -268,6 +275,9 @@ class Kind:
     params: dict[str, Any]
     graded: str | None = None
     needs_vad: bool = False
+    # The file itself, not its samples (tags, untagged): copied as published or with its
+    # tags cut off, never decoded and re-encoded, whatever counterfactual.format says.
+    container: bool = False
 
 
 KINDS: dict[str, Kind] = {
@@ -279,6 +289,8 @@ KINDS: dict[str, Kind] = {
     "channel": Kind({"codec": "gsm", "mp3_vbr_quality": 9.0}),
     "reverb": Kind({"rt60_s": 0.8, "room_m": [8.0, 6.0, 3.0]}, graded="rt60_s"),
     "reverse": Kind({}),
+    "tags": Kind({}, container=True),
+    "untagged": Kind({}, container=True),
 }
 
 

@@ -24,7 +24,11 @@ What it exercises:
   (`speech_like`, `speech_in_foreground`), not a VAD result.
 - every continent AGL1K uses (Europe, Asia, Africa, North America, South America, Oceania);
 - every category column, filled from the components: a foreground component scores 1.0 in
-  its AudioSet root, a background one 0.5 (`COMPONENT_CATEGORIES`).
+  its AudioSet root, a background one 0.5 (`COMPONENT_CATEGORIES`);
+- container tags that give the place away, as the Archive's MP3s carry them: three clips
+  (`PLANTED_TAGS`: ID3v2.3 + ID3v1 with coordinates and a date, ID3v2.4 naming the city,
+  APEv2 naming the country); the tag audit (`data/tag_audit.csv`) finds those three alone,
+  and the `tags` intervention sends them.
 
 The bytes are a function of the seed, this module and the soundfile/libsndfile (LAME) build,
 so the pin in `data.dvc` holds wherever the same wheels are installed.
@@ -166,6 +170,59 @@ def key_of(index: int) -> str:
     return f"demo_{index + 1:04d}"
 
 
+# Container tags planted as AGL1K's MP3s carry them (the Archive's files keep the uploader's
+# ID3 tags): which tag system, and its fields. Three clips of the counterfactual subset, so
+# that the `tags` intervention measures something on the demo; every other clip has none.
+# `agl download` audits them (data/tag_audit.csv), and the tests check it finds these alone.
+PLANTED_TAGS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
+    # the Essaouira clip's shape: date, street, city, country and coordinates in COMM
+    key_of(13): ("id3v2.3+id3v1", (
+        ("TIT2", "SYNTHETIC demo: voices and music, Medina, Marrakesh, Maroc"),
+        ("TPE1", "SYNTHETIC recordist"),
+        ("COMM", "2002-02-07 16:18:00 Jemaa el-Fna, Marrakesh, Morocco 31.6295/-7.9811"))),
+    # the Berlin clip's shape: the city and a month in the title, the recordist
+    key_of(1): ("id3v2.4", (
+        ("TIT2", "SYNTHETIC demo: speech in a street, Lisbon, Junho 2009"),
+        ("TPE1", "SYNTHETIC recordist, recordist@example.org"))),
+    # an APEv2 tag (foobar2000, Monkey's Audio taggers): the country alone
+    key_of(25): ("apev2", (("Title", "SYNTHETIC demo: traffic"), ("Comment", "Argentina"))),
+}
+
+
+def demo_source(seed: int) -> dict[str, object]:
+    """What the demo set's lock.json records as its source: the generator, the seed and the
+    clips whose tags it planted (a folder written before the tags is generated again)."""
+    return {"generator": GENERATOR_LABEL, "seed": seed, "planted_tags": sorted(PLANTED_TAGS)}
+
+
+def plant_tags(mp3: bytes, how: str, fields: tuple[tuple[str, str], ...]) -> bytes:
+    """`mp3` with the container tags `how` names (`id3v2.3+id3v1`, `id3v2.4`, `apev2`) holding
+    `fields`; the MPEG frames untouched (mutagen writes in memory, no padding: same bytes
+    every time)."""
+    from mutagen.apev2 import APEv2
+    from mutagen.id3 import COMM, ID3, TIT2, TPE1
+
+    buf = io.BytesIO(mp3)
+    if how.startswith("id3"):
+        frames = {"TIT2": TIT2, "TPE1": TPE1}
+        tag = ID3()
+        for key, text in fields:
+            if key == "COMM":
+                tag.add(COMM(encoding=3, lang="eng", desc="", text=[text]))
+            else:
+                tag.add(frames[key](encoding=3, text=[text]))
+        tag.save(buf, v1=2 if "id3v1" in how else 0, v2_version=3 if "2.3" in how else 4,
+                 padding=lambda info: 0)
+    elif how == "apev2":
+        tag = APEv2()
+        for key, text in fields:
+            tag[key] = text
+        tag.save(buf)
+    else:
+        raise ValueError(f"unknown tag kind {how}")
+    return buf.getvalue()
+
+
 EXPECTED_FILTER_FAILURES: dict[str, str] = {
     key_of(i): r.expected_filter_failure
     for i, r in enumerate(RECIPES)
@@ -298,6 +355,8 @@ def _make_clip(i: int, recipe: Recipe, child_seed: int, seed: int) -> DemoClip:
     mp3 = _encode(_mix(recipe, rng, n))
     measured = _measure(mp3)
     key = key_of(i)
+    if key in PLANTED_TAGS:  # after measuring: the tags change no sample
+        mp3 = plant_tags(mp3, *PLANTED_TAGS[key])
     parts = recipe.foreground + recipe.background
     place = recipe.place
     what = " + ".join(recipe.foreground) + (
@@ -329,6 +388,7 @@ def _make_clip(i: int, recipe: Recipe, child_seed: int, seed: int) -> DemoClip:
         "speech_in_foreground": "speech" in recipe.foreground,
         "expected_filter_failure": recipe.expected_filter_failure,
         "measured": measured,
+        **({"planted_tags": PLANTED_TAGS[key][0]} if key in PLANTED_TAGS else {}),
     }
     return DemoClip(row=row, mp3=mp3, truth=truth)
 
@@ -376,7 +436,7 @@ def write_demo(out: str | Path, seed: int = DEFAULT_SEED) -> list[DemoClip]:
     write_lock(
         out / "lock.json",
         {c.relpath: Entry(size=len(c.mp3), sha256=_sha256(c.mp3)) for c in clips},
-        source={"generator": GENERATOR_LABEL, "seed": seed},
+        source=demo_source(seed),
     )
     truth = {
         "synthetic": True,

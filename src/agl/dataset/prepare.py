@@ -29,7 +29,7 @@ from agl.core.reach import Reach, archive_or_server
 from agl.core.single_writer import exclusive
 from agl.dataset.checksums import file_digest, read_lock, read_source, write_lock
 from agl.dataset.croissant import write_card
-from agl.dataset.demo import DEFAULT_SEED, GENERATOR_LABEL, RECIPES, key_of, write_demo
+from agl.dataset.demo import DEFAULT_SEED, RECIPES, demo_source, key_of, write_demo
 from agl.dataset.download import download_clips
 from agl.dataset.fetch import Policy, fetch_document, sha256_hex
 from agl.dataset.manifest import ManifestWarning, clips, load_manifest, parse_manifest, write_manifest
@@ -58,6 +58,8 @@ class DatasetSpec:
     manifest_sha256: str | None = AGL1K_MANIFEST_SHA256  # None: accept whatever is served
     demo_seed: int | None = None  # None: agl.dataset.demo.DEFAULT_SEED
     prune: bool = True  # remove audio the manifest does not name (DVC's cache keeps it)
+    # coordinates in a tag this close to the truth give the place away (agl.dataset.tag_audit)
+    tag_audit_km: float = 25.0
 
 
 def prepare(
@@ -78,6 +80,7 @@ def _prepare(spec: DatasetSpec, policy: Policy, client: httpx.Client | None,
     out = Path(spec.out)
     if spec.dataset == "demo":
         result = _prepare_demo(spec, out)
+        _audit_tags(out, spec.tag_audit_km)
         write_card(out)  # data/croissant.json: the folder's Croissant card (agl.dataset.croissant)
         if summary_path:
             write_summary(summary_path, result)
@@ -91,6 +94,7 @@ def _prepare(spec: DatasetSpec, policy: Policy, client: httpx.Client | None,
     write_lock(out / "lock.json", read_lock(out / "lock.json"), source=source)
     summary = download_clips(rows, out, policy, client=client, check=False)
     _write_manifest(_dated(frame, out, policy, client, known), out / "manifest.csv")
+    _audit_tags(out, spec.tag_audit_km, rows)
     write_card(out)  # from the manifest and the lock as downloaded: the same data, the same card
     print(f"agl download: {out}: {summary.line()}", file=sys.stderr)
     for r in summary.failed:
@@ -167,7 +171,7 @@ def _demo_matches_lock(out: Path, seed: int, keys: set[str]) -> bool:
     would write; after editing agl.dataset.demo itself, delete data/ to regenerate."""
 
     lock_path = out / "lock.json"
-    if read_source(lock_path) != {"generator": GENERATOR_LABEL, "seed": seed}:
+    if read_source(lock_path) != demo_source(seed):
         return False
     if not all((out / name).is_file() for name in ("manifest.csv", "demo_truth.json")):
         return False
@@ -240,6 +244,18 @@ def _write_manifest(frame, target: Path) -> None:
         staged.replace(target)
 
 
+def _audit_tags(out: Path, radius_km: float, rows=None) -> None:
+    """`data/tag_audit.csv`: what each clip's tags and file name give away (pinned with the
+    data by data.dvc; agl.dataset.tag_audit), and its count in one line."""
+    from agl.dataset.tag_audit import TABLE, audit, summary_line, write_table
+
+    if rows is None:
+        rows = clips(load_manifest(out / "manifest.csv"))
+    audited = audit(rows, out / "audio", radius_km)
+    write_table(audited, out / TABLE)
+    print(f"agl download: {out / TABLE}: {summary_line(audited)}", file=sys.stderr)
+
+
 def _prune(out: Path, keys: set[str], relpaths: set[str] | None, prune: bool) -> None:
     """Make the folder hold only the manifest's clips (and their .part files)."""
     audio = out / "audio"
@@ -292,6 +308,7 @@ DOWNLOAD_KEYS = {
     "duration_tolerance": (int, float, type(None)),
     "prune": bool,
     "demo_seed": (int, type(None)),
+    "tag_audit_km": (int, float),
     "summary": (str, type(None)),
 }
 
@@ -321,6 +338,7 @@ def from_params(
         manifest_sha256=section.get("manifest_sha256", AGL1K_MANIFEST_SHA256),
         demo_seed=section.get("demo_seed"),
         prune=section.get("prune", True),
+        tag_audit_km=float(section.get("tag_audit_km", 25.0)),
     )
     summary = section.get("summary")
     return spec, _policy(section, progress), Path(summary) if summary else None
@@ -338,7 +356,7 @@ def _checked_download(download: dict | None, overrides: dict, source: str) -> di
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise AglError(f"{source}: download.{key}: {value!r} has the wrong type")
     for key in ("jobs", "timeout_s", "deadline_s", "max_document_bytes", "max_clip_bytes",
-                "min_rate_bps", "stall_window_s"):
+                "min_rate_bps", "stall_window_s", "tag_audit_km"):
         if key in section and not 0 < section[key] < float("inf"):
             raise AglError(f"{source}: download.{key} must be positive, not {section[key]}")
     check_params("download", section, source)  # demo_seed

@@ -71,6 +71,13 @@ def run_fingerprint(backend_name: str, model: str, settings: dict[str, Any],
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def sends_tags(spec: ModelSpec, options: RunOptions) -> bool:
+    """Whether a run sends each clip's file as published, tags and all: a `paper` protocol
+    entry (the authors base64-encoded the raw file, openllm.py L666-715, L773-790) or the
+    `tags` intervention (`options.send_tags`). Every other run sends the sound alone."""
+    return spec.protocol == "paper" or options.send_tags
+
+
 def run_inference(
     spec: ModelSpec,
     prompt: Prompt,
@@ -199,7 +206,10 @@ def _plan(spec: ModelSpec, prompt: Prompt, all_clips: list[Any], out_dir: Path,
         fingerprint = hashlib.sha256(f"{fingerprint}:inputs{inputs}".encode()).hexdigest()[:16]
     if options.repeat:  # a repeat's records never stand in for another repeat's
         fingerprint = hashlib.sha256(f"{fingerprint}:repeat{options.repeat}".encode()).hexdigest()[:16]
-    ctx = RunContext(spec, prompt, fingerprint, pred_path, options.progress)
+    tags = backend_cls.needs_audio and sends_tags(spec, options)
+    if tags:  # answers to the file with its tags never stand in for answers to the sound alone
+        fingerprint = hashlib.sha256(f"{fingerprint}:tags".encode()).hexdigest()[:16]
+    ctx = RunContext(spec, prompt, fingerprint, pred_path, options.progress, tags_sent=tags)
 
     same = [p for p in records if p.meta.get("run_fingerprint") == fingerprint]
     if len(same) != len(records):
@@ -267,7 +277,8 @@ def _cached(plan: _Plan, records: dict[str, Any], backend: Backend, cache: Respo
         request = backend.compose(Request(
             sample_id=c.key, prompt=plan.ctx.prompt.text,
             audio_path=Path(c.relpath) if backend.needs_audio else None,
-            audio_sha256=sha if backend.needs_audio else None, system=system, repeat=repeat), c)
+            audio_sha256=sha if backend.needs_audio else None, system=system, repeat=repeat,
+            tags=plan.ctx.tags_sent), c)
         if cache.get(cache_key(backend.name, backend.model, backend.settings, request)) is not None:
             out.add(c.key)
     return out
@@ -301,7 +312,8 @@ def _work(plan: _Plan, spec: ModelSpec, options: RunOptions, out_dir: Path,
     system = spec.settings.get("system_prompt") if spec.settings else None
     requests = tuple(backend.compose(Request(sample_id=c.key, prompt=plan.ctx.prompt.text,
                                              audio_path=path, audio_sha256=h, system=system,
-                                             repeat=options.repeat), c)
+                                             repeat=options.repeat,
+                                             tags=plan.ctx.tags_sent), c)
                      for c, path, h in zip(plan.pending, paths, hashes, strict=True))
     work = Work(requests=requests, spec=spec, options=options, out_dir=out_dir,
                 fingerprint=plan.ctx.fingerprint, finished=plan.finished,
@@ -429,6 +441,7 @@ def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit:
         max_reply_bytes=int(infer.max_reply_bytes), max_batch_bytes=int(infer.max_batch_bytes),
         offline_after=int(infer.offline_after),
         transport=(transport or ExecutorConfig()).for_model(spec.name),
+        send_tags=tags_intervention(target.manifest.parent),
     )
     try:
         summary = run_inference(spec, prompt, manifest_clips(frame), out_dir=target.out_dir,
@@ -447,6 +460,19 @@ def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit:
                                                                      "endpoints": summary["endpoints"]}),
                                                               indent=2) + "\n")
     return summary
+
+
+def tags_intervention(data: Path) -> bool:
+    """Whether `data` is the `tags` intervention's derived dataset (its lock says so): its
+    files go out as published, tags and all (agl.counterfactual.perturb)."""
+    from agl.dataset.checksums import read_source
+
+    try:
+        source = read_source(data / "lock.json") or {}
+    except AglError:
+        return False
+    iv = source.get("intervention") if isinstance(source, dict) else None
+    return isinstance(iv, dict) and iv.get("kind") == "tags"
 
 
 REPEATS = "repeats"  # <run>/repeats/<k>/: repeat k's run folder (a DVC output, empty for one run)

@@ -29,6 +29,9 @@ class RunContext:
     fingerprint: str
     pred_path: Path
     progress: bool
+    # Whether each clip went out as published, container tags included (agl.inference.
+    # model_run.sends_tags): marked on every record and in the run's summary.
+    tags_sent: bool = False
 
 
 def make_prediction(sid: str, reply: Reply, backend: Backend, ctx: RunContext,
@@ -66,6 +69,8 @@ def raw_prediction(sid: str, reply: Reply, backend: Backend, ctx: RunContext) ->
     reported = heard_reported(reply, backend)
     if reported is not None:
         meta["heard_s_reported"] = reported
+    if ctx.tags_sent:
+        meta["audio_tags_sent"] = True
     meta["attempts"] = reply.extra.get("attempts", 1)
     meta["cached"] = bool(reply.extra.get("cached", False))
     served = meta.pop("prediction", None)

@@ -96,6 +96,9 @@ class RunOptions:
     # Failures to connect, none reaching the server, that stop the run (params.yaml
     # infer.offline_after; agl.core.reach).
     offline_after: int = OFFLINE_AFTER
+    # Send each clip's file with its container tags (the `tags` intervention; a `paper`
+    # protocol entry always does): in every request, its cache key and the run's fingerprint.
+    send_tags: bool = False
 
     def bound(self, backend: Backend) -> Backend:
         """`backend` with these reply caps (read when its SDK client is first made)."""

@@ -47,6 +47,8 @@ def run_summary(chosen: list[Prediction], n_selected: int, ctx: RunContext, wall
         "settings": public_settings(dict(spec.settings or {})),
         # The roster protocol the entry says it runs (paper / controlled): a param, tracked.
         **({"run_protocol": spec.protocol} if spec.protocol else {}),
+        # Marked only where it happened: the clips went out with their files' tags.
+        **({"audio_tags_sent": True} if ctx.tags_sent else {}),
         "prompt": prompt.name,
         "prompt_sha256": prompt.sha256,
         "prompt_source": str(prompt.source),

@@ -16,10 +16,12 @@ deleted (best effort; they expire on their own).
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import time
 from typing import Any
 
+from agl.backends.base import BackendError, opaque_name, sent_audio
 from agl.backends.gemini import to_reply
 from agl.backends.service import retryable_status
 from agl.contracts.calls import Request
@@ -64,14 +66,14 @@ class GeminiBatch(BatchProvider):
             up = self.state.uploads.get(r.audio_sha256 or "")
             if r.audio_path is not None and (up is None
                                              or up["expires_at"] - now < REUSE_MIN_LEFT_S):
-                need[r.audio_sha256] = r.audio_path
+                need[r.audio_sha256] = r
         semaphore = asyncio.Semaphore(self.concurrency)
         refused: dict[str, str] = {}
 
-        async def one(sha: str, path) -> None:
+        async def one(sha: str, request: Request) -> None:
             async with semaphore:
                 try:
-                    self.state.uploads[sha] = await self._upload_audio(path)
+                    self.state.uploads[sha] = await self._upload_audio(request)
                 except SubmitError as exc:
                     if not exc.rejected:
                         raise
@@ -86,14 +88,22 @@ class GeminiBatch(BatchProvider):
         return {r.sample_id: refused[r.audio_sha256] for r in requests
                 if r.audio_sha256 in refused}
 
-    async def _upload_audio(self, path) -> dict[str, Any]:
+    async def _upload_audio(self, request: Request) -> dict[str, Any]:
         from google.genai import errors
 
         client = self._client()
-        mime = mime_type(path)
+        mime = mime_type(request.audio_path)
+        what = f"clip {request.sample_id}"
+        try:
+            # The audio as the synchronous call sends it (no tags unless the protocol sends
+            # them), as bytes under an opaque name: given a path, the SDK sends its base name.
+            data = sent_audio(request)
+        except BackendError as exc:
+            raise SubmitError(f"audio of {what}: {exc}", rejected=True) from None
         try:
             async with asyncio.timeout(max(self.timeout_s, UPLOAD_TIMEOUT_S)):
-                f = await client.aio.files.upload(file=str(path), config={"mime_type": mime})
+                f = await client.aio.files.upload(file=io.BytesIO(data), config={
+                    "mime_type": mime, "display_name": opaque_name(data)})
                 for _ in range(120):  # audio is usually ACTIVE within seconds
                     if f.state is None or f.state.name != "PROCESSING":
                         break
@@ -101,12 +111,12 @@ class GeminiBatch(BatchProvider):
                     f = await client.aio.files.get(name=f.name)
         except errors.APIError as exc:
             code = exc.code if isinstance(exc.code, int) else None
-            raise SubmitError(f"audio upload of {path.name}: gemini {code}: {exc.message}",
+            raise SubmitError(f"audio upload of {what}: gemini {code}: {exc.message}",
                               rejected=code is not None and not retryable_status(code)) from None
         except Exception as exc:  # network, timeout: the next pass uploads it again
-            raise SubmitError(f"audio upload of {path.name}: {type(exc).__name__}: {exc}") from None
+            raise SubmitError(f"audio upload of {what}: {type(exc).__name__}: {exc}") from None
         if f.state is not None and f.state.name == "FAILED":
-            raise SubmitError(f"audio upload of {path.name} failed on the server", rejected=True)
+            raise SubmitError(f"audio upload of {what} failed on the server", rejected=True)
         expires = f.expiration_time.timestamp() if f.expiration_time else None
         return {"name": f.name, "uri": f.uri, "mime": f.mime_type or mime,
                 "expires_at": expires or time.time() + FILE_LIFETIME_S}
