@@ -95,6 +95,8 @@ class FakeBatchService:
         self.files: dict[str, dict[str, Any]] = {}  # id -> {data, mime, purpose}
         self.billed: Counter = Counter()
         self.calls: list[tuple[str, str]] = []
+        # Everything that arrived, as it arrived: (method, path, headers, body bytes).
+        self.wire: list[tuple[str, str, dict[str, str], bytes]] = []
         self.sync_requests: list[BatchRequest] = []  # the synchronous calls, as received
         self.reject_create: tuple[int, str] | None = None
         self.tamper: Callable[[FakeJob, list], list] | None = None
@@ -118,6 +120,7 @@ class FakeBatchService:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with service._lock:
                     service.calls.append((self.command, self.path))
+                    service.wire.append((self.command, self.path, dict(self.headers), raw))
                 status, body, headers = service._route(self.command, self.path,
                                                        dict(self.headers), raw)
                 if status is None:  # held: the client waits until the service stops

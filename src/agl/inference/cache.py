@@ -103,7 +103,7 @@ def cache_key(backend: str, model: str, settings: dict[str, Any], request: Reque
     if request.audio_path is not None and not request.audio_sha256:
         raise ValueError("a request with audio needs audio_sha256 for its cache key")
     return _key(backend, model, settings, sha256_text(request.prompt), sha256_text(request.system),
-                request.audio_sha256, request.sample_id, request.repeat, request.tags)
+                request.audio_sha256, request.sample_id, _marks(request.repeat, request.tags))
 
 
 def record_key(backend: str, model: str, settings: dict[str, Any], sample_id: str,
@@ -112,13 +112,13 @@ def record_key(backend: str, model: str, settings: dict[str, Any], sample_id: st
     summary keep (the prompt's hash, the audio's, the settings): `cache_key` without the
     request, for checking a record against its cached reply (agl.inference.audit)."""
     return _key(backend, model, settings, meta.get("prompt_sha256"),
-                sha256_text(settings.get("system_prompt")), meta.get("audio_sha256"), sample_id, repeat,
-                bool(meta.get("audio_tags_sent")))
+                sha256_text(settings.get("system_prompt")), meta.get("audio_sha256"), sample_id,
+                _marks(repeat, bool(meta.get("audio_tags_sent"))))
 
 
 def _key(backend: str, model: str, settings: dict[str, Any], prompt_sha256: str | None,
-         system_sha256: str | None, audio_sha256: str | None, sample_id: str, repeat: int,
-         tags: bool = False) -> str:
+         system_sha256: str | None, audio_sha256: str | None, sample_id: str,
+         marks: dict[str, Any]) -> str:
     """The one place an address is made, from a request's or a record's hashes."""
     material = {
         "v": CACHE_VERSION,
@@ -132,11 +132,15 @@ def _key(backend: str, model: str, settings: dict[str, Any], prompt_sha256: str 
         # baselines draw per clip), so the clip id is part of the address.
         "sample_id": sample_id if audio_sha256 is None else None,
     }
-    if repeat:  # repeat 0 keeps the address every earlier run cached under
-        material["repeat"] = int(repeat)
-    if tags and audio_sha256 is not None:  # the file sent with its tags: other bytes, another reply
-        material["tags"] = True
-    return _address(material)
+    if audio_sha256 is None:
+        marks = {k: v for k, v in marks.items() if k != "tags"}  # no audio, no tags
+    return _address({**material, **marks})
+
+
+def _marks(repeat: int, tags: bool) -> dict[str, Any]:
+    """What sets a call apart only where it is set, so an address made before either existed
+    stays the same: a repeat past 0, and the audio file sent with its tags (other bytes)."""
+    return {**({"repeat": int(repeat)} if repeat else {}), **({"tags": True} if tags else {})}
 
 
 def _address(material: dict[str, Any]) -> str:
