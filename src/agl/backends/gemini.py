@@ -41,7 +41,7 @@ from agl.backends.service import (
     retry_after_s,
     retryable_status,
 )
-from agl.contracts.calls import Reply, ReplyStatus, Request
+from agl.contracts.calls import OUTPUT_LIMIT_REASONS, Reply, ReplyStatus, Request
 from agl.core.audio import mime_type
 from agl.core.checks import number_setting
 from agl.prompts import ANSWER_SCHEMA
@@ -252,6 +252,11 @@ def to_reply(resp: Any) -> Reply:
     if not text and finish in _BLOCKED:
         return Reply(ReplyStatus.REFUSED, text=f"answer withheld: {finish}",
                      input_tokens=tokens_in, output_tokens=tokens_out, extra=extra)
+    if finish in OUTPUT_LIMIT_REASONS:
+        # Cut at max_output_tokens, thinking included (googleapis/python-genai#2062): an
+        # answer cut short, with or without text, never retried as a transport error is.
+        return Reply(ReplyStatus.TRUNCATED, text=text, input_tokens=tokens_in,
+                     output_tokens=tokens_out, extra=extra)
     if not text.strip():  # no text is no answer: retried, never cached as unparseable
         raise BackendError(f"gemini reply empty (finish_reason {finish}); not an answer",
                            retryable=True)

@@ -55,7 +55,7 @@ from agl.backends.service import (
     retry_after_s,
     retryable_status,
 )
-from agl.contracts.calls import Reply, ReplyStatus, Request
+from agl.contracts.calls import OUTPUT_LIMIT_REASONS, Reply, ReplyStatus, Request
 from agl.core.http import Refused
 from agl.errors import AglError
 from agl.prompts import ANSWER_SCHEMA
@@ -292,6 +292,10 @@ def to_reply(resp: Any, name: str) -> Reply:
     tokens_out = getattr(usage, "completion_tokens", None) if usage else None
     msg = choice.message
     extra = {"finish_reason": choice.finish_reason} if choice.finish_reason else {}
+    details = getattr(usage, "completion_tokens_details", None) if usage else None
+    thinking = getattr(details, "reasoning_tokens", None) if details else None
+    if thinking:  # counted in completion_tokens, and against the output limit
+        extra["thinking_tokens"] = thinking
     extra.update(served(resp))
     details = getattr(usage, "prompt_tokens_details", None) if usage else None
     audio = getattr(details, "audio_tokens", None) if details is not None else None
@@ -301,6 +305,11 @@ def to_reply(resp: Any, name: str) -> Reply:
     if refusal or (choice.finish_reason == "content_filter" and not msg.content):
         return Reply(ReplyStatus.REFUSED, text=refusal or "answer withheld: content_filter",
                      input_tokens=tokens_in, output_tokens=tokens_out, extra=extra)
+    if choice.finish_reason in OUTPUT_LIMIT_REASONS:
+        # Cut at the output limit: an answer of its own kind, with or without text; asking
+        # again with the same limit would cut it again (and cost as much).
+        return Reply(ReplyStatus.TRUNCATED, text=msg.content or "", input_tokens=tokens_in,
+                     output_tokens=tokens_out, extra=extra)
     if not (msg.content or "").strip():
         # No text is no answer: retried, and never cached as an unparseable one.
         raise BackendError(f"{name} reply empty (content {msg.content!r}, finish_reason "

@@ -52,6 +52,15 @@ class ReplyStatus(StrEnum):
     # recognises it.
     REFUSED = "refused"
     FAILED = "failed"
+    # The reply stopped at the output limit (`finish_reason: length`, Gemini `MAX_TOKENS`):
+    # an answer cut short, text or none; never retried as a transport error is, and counted
+    # apart from refusals and unparseable replies (thinking tokens count against the limit).
+    TRUNCATED = "truncated"
+
+
+# The stop reasons that mean the output limit cut the reply (OpenAI and OpenAI-compatible
+# servers `length`, Gemini `MAX_TOKENS`, Anthropic-style `max_tokens`).
+OUTPUT_LIMIT_REASONS = frozenset({"length", "MAX_TOKENS", "max_tokens"})
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,7 @@ RULES: dict[str, Rule] = {
 # checks that every statistical-looking key of params.yaml is listed.
 PARAMS: dict[str, tuple[str, str]] = {
     "download.demo_seed": ("seed", "1444"),
+    "download.tag_audit_km": ("positive", "25"),
     "localizability.seed": ("seed", "0"),
     "localizability.holdout_fraction": ("share_open", "0.3"),
     "localizability.speech_share": ("share_closed", "0.5"),
@@ -106,6 +107,7 @@ PARAMS: dict[str, tuple[str, str]] = {
     "leaderboard.refusal_note": ("share_closed", "0.5"),
     "leaderboard.max_refused": ("share_closed", "0.5"),
     "leaderboard.rank_bootstrap": ("count0", "1000"),
+    "leaderboard.truncated_note": ("share_closed", "0.01"),
     "report.group_bootstrap": ("count", "1000"),
     "report.seed": ("seed", "0"),
     "report.min_country_clips": ("count", "10"),

@@ -532,7 +532,10 @@ def summary_line(summary: dict[str, Any], *,
     s = summary
     line = (f"{s['backend']}:{s['model'] or '-'}: {s['n_recorded']}/{s['n']} clips "
             f"(ok {s['n_ok']}, partial {s['n_partial']}, refused {s['n_refused']}, "
-            f"unparseable {s['n_unparseable']}, failed {s['n_failed']}); "
+            f"unparseable {s['n_unparseable']}, failed {s['n_failed']}"
+            + (f", truncated {s['n_truncated']} (cut at the output limit: raise the model's "
+               "max tokens, or its thinking budget's headroom)" if s.get("n_truncated") else "")
+            + "); "
             f"{s['session_requests']} request(s) this time, {s['session_cache_hits']} from cache, "
             f"${s.get('session_cost_usd', 0.0):.4f} spent; the run's answers cost ${s['cost_usd']:.4f}")
     if s["n_failed"]:

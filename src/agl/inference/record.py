@@ -57,6 +57,27 @@ def heard_reported(reply: Reply, backend: Backend) -> float | None:
     return round(float(tokens) / float(rate), 3)
 
 
+_PLACE = ("latitude", "longitude", "city", "country", "continent")
+
+
+def truncated(sid: str, reply: Reply, meta: dict) -> Prediction:
+    """A reply cut at the output limit: the fields its text holds (what the authors' parser
+    would have read), under status `truncated` with the stop reason in words."""
+    from dataclasses import replace
+
+    why = f"reply cut at the output limit (finish_reason {reply.extra.get('finish_reason')})"
+    if not (reply.text or "").strip():
+        return Prediction(sid, Status.TRUNCATED, raw_reply=reply.text, error=why,
+                          missing=_PLACE, meta=meta)
+    try:
+        read = parse_reply(sid, reply.text, **meta)
+    except Exception:  # as for an answer: a parser bug costs one clip's fields, not the run
+        return Prediction(sid, Status.TRUNCATED, raw_reply=reply.text, error=why,
+                          missing=_PLACE, meta=meta)
+    return replace(read, status=Status.TRUNCATED, error=why,
+                   missing=read.missing if read.status is not Status.UNPARSEABLE else _PLACE)
+
+
 def raw_prediction(sid: str, reply: Reply, backend: Backend, ctx: RunContext) -> Prediction:
     meta = {
         "backend": backend.name, "model": backend.model,
@@ -85,6 +106,8 @@ def raw_prediction(sid: str, reply: Reply, backend: Backend, ctx: RunContext) ->
                                     f"{str(exc)[:200]})",
                               missing=("latitude", "longitude", "city", "country", "continent"),
                               meta=meta)
+    if reply.status is ReplyStatus.TRUNCATED:
+        return truncated(sid, reply, meta)
     if reply.status is ReplyStatus.REFUSED:
         return Prediction(sid, Status.REFUSED, raw_reply=reply.text, refused=True,
                           missing=("latitude", "longitude", "city", "country", "continent"),

@@ -58,7 +58,8 @@ def run_summary(chosen: list[Prediction], n_selected: int, ctx: RunContext, wall
         "n": n_selected,
         "n_recorded": len(chosen),
         "complete": len(chosen) == n_selected and counts["failed"] == 0,
-        **{f"n_{k}": v for k, v in counts.items()},
+        # `n_truncated` only where a reply was cut: a run without one keeps its summary's bytes.
+        **{f"n_{k}": v for k, v in counts.items() if v or k != Status.TRUNCATED.value},
         "input_tokens": int(total("input_tokens")),
         "output_tokens": int(total("output_tokens")),
         "cost_usd": total("cost_usd"),

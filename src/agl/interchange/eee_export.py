@@ -169,7 +169,8 @@ def _generation(summary: dict[str, Any], timings: dict[str, Any], doc: dict[str,
     if doc.get("prompt"):
         args["prompt_template"] = f"{doc['prompt']} (sha256 {doc.get('prompt_sha256', 'unknown')})"
     extra = {k: str(doc[k]) for k in ("cost_usd", "input_tokens", "output_tokens", "price_in_per_m",
-                                      "price_out_per_m", "n_refused", "n_failed") if k in doc}
+                                      "price_out_per_m", "n_refused", "n_failed", "n_truncated",
+                                      "audio_tags_sent") if k in doc}
     for q, v in (timings.get("latency_s") or {}).items():
         extra[f"latency_s_{q}"] = str(v)
     if "wall_s" in timings:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte-order mark (Windows editors write one): not part of line 1
-STATUSES = ("ok", "partial", "refused", "unparseable", "failed")  # agl.predictions.records.Status
+STATUSES = ("ok", "partial", "refused", "unparseable", "failed", "truncated")  # agl.predictions.records.Status
 NUMBER_FIELDS = ("latitude", "longitude", "confidence")
 TEXT_FIELDS = ("city", "country", "continent")
 _SPACE = np.zeros(256, dtype=bool)

@@ -59,6 +59,10 @@ class Status(StrEnum):
     REFUSED = "refused"  # the model declined to answer
     UNPARSEABLE = "unparseable"  # a reply came back but no prediction could be read from it
     FAILED = "failed"  # no reply: the call failed (network, quota, timeout, server error)
+    # The reply was cut at the output limit (finish_reason length / MAX_TOKENS): whatever
+    # fields its text holds are kept; the strict protocol counts it a failure, the paper's
+    # scores what the authors' parser would have read from it (docs/metrics.md).
+    TRUNCATED = "truncated"
 
 
 @dataclass(frozen=True)

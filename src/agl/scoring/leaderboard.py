@@ -70,6 +70,10 @@ REFUSAL_NOTE_SHARE = 0.1
 # once ranked second). The paper is silent; the authors' published runs refuse far less (the
 # Qwen2.5-Omni file: under a third), so no paper row leaves the ranking.
 MAX_REFUSED_SHARE = 0.5
+# A run with more than this share of its replies cut at the output limit (status `truncated`)
+# gets a note naming it and how many (params leaderboard.truncated_note; the paper is silent).
+# One clip in a hundred: a budget that cuts more is part of what is being ranked.
+TRUNCATED_NOTE_SHARE = 0.01
 UNRANKED = "unranked"
 
 
@@ -78,7 +82,8 @@ RANK_BOOTSTRAP = 1000  # params leaderboard.rank_bootstrap: cluster resamples be
 
 def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 1.0,
             refusal_note: float = REFUSAL_NOTE_SHARE, max_refused: float = MAX_REFUSED_SHARE,
-            rank_bootstrap: int = RANK_BOOTSTRAP) -> pd.DataFrame:
+            rank_bootstrap: int = RANK_BOOTSTRAP,
+            truncated_note: float = TRUNCATED_NOTE_SHARE) -> pd.DataFrame:
     """One row per run from `metrics.json` files written by the evaluate stages, grouped by data
     version (largest dataset first), full runs before subset runs, then by mean distance.
     `refusal_heavy`: the run refused at least `refusal_note` of its clips; `unranked`: more
@@ -102,6 +107,11 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
                                # agl.scoring.metrics.counts (absent from a record imported
                                # with its stated numbers only: left empty, never guessed)
                                **{k: res.get(k) for k in COUNTS}}
+        # Only where they happened, so a board without either keeps its columns.
+        if res.get("n_truncated"):
+            row["n_truncated"] = int(res["n_truncated"])
+        if doc.get("audio_tags_sent"):
+            row["audio_tags_sent"] = True
         flags = run_flags(Path(path))
         if flags:  # agl.predictions.served: only then a column (offline runs name no model)
             row["served_flags"] = "; ".join(flags)
@@ -141,6 +151,9 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
     reject = pd.to_numeric(frame["reject_rate"], errors="coerce")
     frame["unranked"] = (reject > max_refused).fillna(False).astype(bool)
     frame["refusal_heavy"] = (reject >= refusal_note).fillna(False).astype(bool)
+    if "n_truncated" in frame:
+        cut = pd.to_numeric(frame["n_truncated"], errors="coerce").fillna(0)
+        frame["truncated_heavy"] = (cut / frame["n"] > truncated_note).astype(bool)
     size = n_all.groupby(frame["data_version"]).transform("max").fillna(0)
     frame = frame.assign(_size=-size).sort_values(
         ["_size", "data_version", "unranked", "subset", "distance_error_km", "run"], kind="stable"
@@ -391,6 +404,30 @@ def _rejected_count(row: pd.Series) -> str:
     return text if none is None else f"{text}, {none} of them without coordinates"
 
 
+def _cut_and_tagged_notes(rows: pd.DataFrame) -> list[str]:
+    """Runs whose replies were often cut at the output limit, and runs whose audio went out
+    with the files' container tags (a tag can name the place: docs/inference.md)."""
+    notes = []
+    if "truncated_heavy" in rows:
+        cut = [f"{r['run']} ({int(r['n_truncated'])} of {int(r['n'])})" for _, r in rows.iterrows()
+               if _flag(r, "truncated_heavy")]
+        if cut:
+            rule = ("scored from what the cut reply holds, as the authors' parser read it"
+                    if str(rows["protocol"].iloc[0]) == "paper" else "each a failure")
+            notes.append(f"Replies cut at the output limit (status truncated; more than the share "
+                         f"leaderboard.truncated_note of the run's clips): {'; '.join(cut)}: "
+                         f"{rule}. A larger output limit (or a thinking budget below it) may "
+                         "change these runs' numbers.")
+    if "audio_tags_sent" in rows:
+        tagged = [str(r["run"]) for _, r in rows.iterrows() if _flag(r, "audio_tags_sent")]
+        if tagged:
+            notes.append(f"Audio sent with its files' container tags (ID3 and the like, which "
+                         f"can name the place, the date and the coordinates): {', '.join(tagged)}; "
+                         "every other run received the sound alone (docs/inference.md#what-"
+                         "reaches-a-model).")
+    return notes
+
+
 def table_notes(rows: pd.DataFrame) -> list[str]:
     """The notes under one dataset's ranked table: subset runs, refusal-heavy runs, runs off
     the paper's protocol or served by another model than asked, "—"."""
@@ -419,6 +456,7 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
            for _, r in rows.iterrows() if off_protocol(r)]
     if off:
         notes.append(PROTOCOL_NOTE.format(runs="; ".join(off)))
+    notes += _cut_and_tagged_notes(rows)
     served = {r["run"]: served_flags(r) for _, r in rows.iterrows() if served_flags(r)}
     if served:
         notes.append(served_note(served))
@@ -537,7 +575,8 @@ def build(files: list[Path], cfg: dict[str, Any], *, base_url: str, cache_dir: s
     board = collect(files, cfg["protocol"], full_coverage=float(cfg.get("full_coverage", 1.0)),
                     refusal_note=float(cfg.get("refusal_note", REFUSAL_NOTE_SHARE)),
                     max_refused=float(cfg.get("max_refused", MAX_REFUSED_SHARE)),
-                    rank_bootstrap=int(cfg.get("rank_bootstrap", RANK_BOOTSTRAP)))
+                    rank_bootstrap=int(cfg.get("rank_bootstrap", RANK_BOOTSTRAP)),
+                    truncated_note=float(cfg.get("truncated_note", TRUNCATED_NOTE_SHARE)))
     if board.empty or not (board["paper_name"] != "").any():
         return attach_paper(board, None), ""
     try:

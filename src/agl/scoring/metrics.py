@@ -207,9 +207,13 @@ def no_coordinates(scored: pd.DataFrame) -> np.ndarray:
 def counts(scored: pd.DataFrame) -> dict[str, int]:
     """The three counts of the module docstring: refused (status), no coordinates (the fixed
     distance), rejected (any field refused, the reject rate's numerator)."""
+    cut = int((scored["status"] == "truncated").sum())
     return {"n_refused": int((scored["status"] == "refused").sum()),
             "n_no_coordinates": int(no_coordinates(scored).sum()),
-            "n_rejected": int(scored["refused"].to_numpy(dtype=bool).sum())}
+            "n_rejected": int(scored["refused"].to_numpy(dtype=bool).sum()),
+            # Replies cut at the output limit, apart from refusals and failures (present only
+            # where there are some: a run without any keeps its metrics.json bytes).
+            **({"n_truncated": cut} if cut else {})}
 
 
 def design_effect(cluster: list[float], clip: list[float]) -> float:

@@ -239,7 +239,7 @@ def _not_attempted(status: Distinct, has_original: np.ndarray,
     """Text fields that this project's run gave in none of its answered (ok/partial) rows,
     while it answered some: the run does not attempt them. A run that refuses everything
     attempts every field (its refusals count); an authors' file always has all five."""
-    answered = status.test(lambda s: s in ("ok", "partial")) & ~has_original
+    answered = status.test(lambda s: s in ("ok", "partial", "truncated")) & ~has_original
     if not answered.any():
         return set()
     return {name for name in TEXT_FIELDS if absent[name][answered].all()}

@@ -105,7 +105,8 @@ def score_strict(
     scored, nothing left out of the denominator; the score table and its notes."""
     f = join_truth(manifest, preds, how="left_manifest")
     notes = {"protocol": "strict", "n_without_prediction": int((f["status"] == "missing").sum())}
-    answered = ~f["status"].isin(("refused", *FAILED_STATUSES)).to_numpy()
+    # A reply cut at the output limit is no answer here: a failure, whatever it got to say.
+    answered = ~f["status"].isin(("refused", *FAILED_STATUSES, "truncated")).to_numpy()
     lat, lon = f["pred_lat"].to_numpy(float), f["pred_lon"].to_numpy(float)
     # An answer whose coordinate is off the globe (latitude 91 or 1e300, longitude 540) is
     # a failure at the refusal distance: never left out of the mean, never wrapped.
@@ -135,7 +136,7 @@ def score_strict(
         pred_lat=np.where(has_xy, lat, np.nan), pred_lon=np.where(has_xy, lon, np.nan),
         distance_km=dist,
         refused=(f["refused"].to_numpy(bool) | (f["status"] == "refused").to_numpy()),
-        failed=f["status"].isin(FAILED_STATUSES).to_numpy() | invalid_xy,
+        failed=f["status"].isin((*FAILED_STATUSES, "truncated")).to_numpy() | invalid_xy,
         true_country=true_iso, pred_country=pred_iso, true_continent=true_cont,
         pred_continent=pred_cont, true_city=true_city, pred_city=pred_city,
     )

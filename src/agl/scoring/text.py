@@ -75,7 +75,8 @@ def metrics_table(result: dict[str, Any], title: str = "") -> str:
     return "\n".join(line for line in lines if line is not None)
 
 
-COUNTS = (("n_refused", "refused"), ("n_no_coordinates", "no coordinates"), ("n_rejected", "rejected"))
+COUNTS = (("n_refused", "refused"), ("n_no_coordinates", "no coordinates"), ("n_rejected", "rejected"),
+          ("n_truncated", "truncated"))
 
 
 def count_text(res: dict[str, Any]) -> str:
@@ -90,7 +91,10 @@ def _counts_line(result: dict[str, Any]) -> str | None:
     km = "10,000 km" if result.get("notes", {}).get("protocol") == "paper" else "the refusal distance"
     return (f"clips refused {result['n_refused']} (the model declined), no coordinates "
             f"{result['n_no_coordinates']} (scored {km}), rejected {result['n_rejected']} "
-            "(any field refused: the reject rate)")
+            "(any field refused: the reject rate)"
+            + (f", truncated {result['n_truncated']} (cut at the output limit; "
+               + ("scored from what they hold" if km == "10,000 km" else "failures") + ")"
+               if result.get("n_truncated") else ""))
 
 
 def _value(res: dict[str, Any], key: str, pattern: str) -> str:

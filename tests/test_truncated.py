@@ -1,0 +1,117 @@
+"""A reply cut at the output limit is a status of its own: `truncated`, with its stop reason,
+never retried, never a refusal, counted in the run summary, `agl evaluate --json` and the
+leaderboard (the real openai and google-genai SDKs against a fake server on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from fake_llm import Answer, FakeServer
+from test_inference_api import FAST, backend_settings, body_for
+
+from agl.cli import main
+from agl.contracts.models import ModelSpec
+from agl.dataset.manifest import CATEGORY_COLUMNS, clips, load_manifest, write_manifest
+from agl.inference.model_run import run_inference, summary_line
+from agl.inference.runner import RunOptions
+from agl.predictions.records import Status, read_predictions
+from agl.prompts import load_prompt
+
+HALF = '{"reasoning": "surf, gulls and a muezzin at dusk", "city": "Essaouira", "country": "Moro'
+N = 6
+
+
+@pytest.fixture(autouse=True)
+def keys(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-CUT-0123456789abcdef")
+    monkeypatch.setenv("GEMINI_API_KEY", "gm-test-CUT-0123456789abcdef")
+
+
+def _clips(root: Path) -> tuple[Path, Path]:
+    import numpy as np
+    import soundfile as sf
+
+    rows = []
+    for i in range(N):
+        key = f"clip_{i:03d}"
+        (root / "audio" / key).mkdir(parents=True)
+        sf.write(root / "audio" / key / "a.wav", 0.1 * np.sin(np.arange(1600) * (0.1 + i / 50)), 16000)
+        rows.append({"key": key, "longitude": -9.77, "latitude": 31.5, "mp3name": "a.wav",
+                     "mp3seconds": 0.1, "city": "Essaouira", "country": "Morocco",
+                     "continent": "Africa", **{c: 1.0 for c in CATEGORY_COLUMNS}})
+    write_manifest(pd.DataFrame(rows), root / "manifest.csv")
+    return root / "manifest.csv", root / "audio"
+
+
+@pytest.mark.parametrize("api", ["openai", "gemini"])
+def test_half_a_json_object_at_the_limit_is_truncated_never_retried(tmp_path, api, capsys):
+    manifest, audio = _clips(tmp_path)
+    finish = "length" if api == "openai" else "MAX_TOKENS"
+
+    def answer(call):  # the last clip's reply is cut before any text
+        empty = call.n == N
+        if api == "gemini":
+            return Answer(200, body_for(api, None if empty else HALF, finish=finish, thoughts=478))
+        return Answer(200, body_for(api, "" if empty else HALF, finish=finish))
+
+    with FakeServer(answer) as server:
+        spec = ModelSpec("run", api, "fake", settings=backend_settings(api, server.url))
+        options = RunOptions(cache_dir=tmp_path / "cache", concurrency=1, timeout_s=10,
+                             max_retries=3, progress=False, backoff=FAST)
+        summary = run_inference(spec, load_prompt(), clips(load_manifest(manifest)),
+                                out_dir=tmp_path / "run", audio_root=audio, options=options)
+        assert len(server.calls) == N  # not one retried, the empty one included
+    records = list(read_predictions(tmp_path / "run" / "predictions.jsonl").values())
+    assert {p.status for p in records} == {Status.TRUNCATED}
+    assert all(p.meta["finish_reason"] == finish and not p.refused for p in records)
+    assert all("output limit" in p.error for p in records)
+    if api == "gemini":
+        assert all(p.meta["thinking_tokens"] == 478 for p in records)
+    cut = [p for p in records if p.raw_reply]
+    # What the cut text holds, read as the parser reads any reply (the country cut to "Moro").
+    assert len(cut) == N - 1 and all(p.city == "Essaouira" and p.latitude is None for p in cut)
+    assert summary["n_truncated"] == N and summary["n_refused"] == 0
+    assert summary["n_partial"] == summary["n_unparseable"] == summary["n_failed"] == 0
+    assert "truncated 6" in summary_line(summary)
+
+    # agl evaluate --json counts them; strict counts each a failure, paper scores the fields.
+    for protocol in ("paper", "strict"):
+        capsys.readouterr()
+        assert main(["evaluate", str(tmp_path / "run" / "predictions.jsonl"), "--manifest",
+                     str(manifest), "--protocol", protocol, "--json", "--bootstrap", "0"]) == 0
+        res = json.loads(capsys.readouterr().out)
+        res = res.get("protocols", {}).get(protocol, res)
+        assert res["n_truncated"] == N and res["n_refused"] == 0, res
+        if protocol == "strict":
+            assert res["failure_rate"] == 1.0
+        else:
+            # scored from what the cut replies hold: five name the city, the empty one none
+            assert res["city_acc"] == pytest.approx(5 / 6) and res["failure_rate"] == 0.0
+
+
+def test_a_run_without_cut_replies_keeps_its_files_bytes(tmp_path):
+    """No `n_truncated` key where nothing was cut (the demo's outputs stay as they were)."""
+    from agl.scoring.metrics import counts
+
+    frame = pd.DataFrame({"status": ["ok"], "refused": [False], "pred_lat": [1.0],
+                          "pred_lon": [1.0], "distance_km": [1.0]})
+    assert "n_truncated" not in counts(frame)
+
+
+def test_the_leaderboard_notes_a_run_with_many_cut_replies(tmp_path):
+    from agl.scoring.leaderboard import collect, table_notes
+
+    base = {"n": 100, "distance_error_km": 1000.0, "reject_rate": 0.0, "ci95": {}}
+    for run, cut in (("cut", 5), ("fine", 1)):
+        doc = {"run": run, "data_version": "v", "dataset_clips": 100, "clips_predicted": 100,
+               "audio_tags_sent": run == "cut",
+               "protocols": {"paper": {**base, **({"n_truncated": cut} if cut else {})}}}
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "metrics.json").write_text(json.dumps(doc))
+    board = collect(sorted(tmp_path.glob("*/metrics.json")), "paper", truncated_note=0.01)
+    notes = " ".join(table_notes(board))
+    assert "cut (5 of 100)" in notes and "fine (" not in notes
+    assert "container tags" in notes and "cut" in notes.split("container tags")[1][:200]
