@@ -115,3 +115,35 @@ def test_the_leaderboard_notes_a_run_with_many_cut_replies(tmp_path):
     notes = " ".join(table_notes(board))
     assert "cut (5 of 100)" in notes and "fine (" not in notes
     assert "container tags" in notes and "cut" in notes.split("container tags")[1][:200]
+
+
+def test_a_spend_cap_of_two_requests_asks_two_clips_and_a_higher_one_the_rest(tmp_path):
+    """infer.max_spend_usd: a fake priced server, a cap of two requests' worth: exactly two
+    clips asked, the rest recorded as not asked; a rerun with a higher cap asks only those."""
+    from agl.contracts.calls import Request
+    from agl.inference.spend import SpendCap
+
+    manifest, audio = _clips(tmp_path)
+    good = json.dumps({"reasoning": "r", "city": "Essaouira", "country": "Morocco",
+                       "continent": "Africa", "latitude": 31.5, "longitude": -9.77})
+    settings_extra = {"max_tokens": 100, "audio_tokens_per_s": 32}
+    prices = {"price_in_per_m": 2.0, "price_out_per_m": 10.0}
+    with FakeServer(lambda call: Answer(200, body_for("openai", good, tokens=(200, 100)))) as server:
+        spec = ModelSpec("run", "openai", "fake", settings={**backend_settings("openai", server.url),
+                                                            **settings_extra}, **prices)
+        one = SpendCap(1.0, 2.0, 10.0, spec.settings).estimate_usd(
+            Request("clip_000", load_prompt().text, audio / "clip_000" / "a.wav"))
+        asked = []
+        for cap, expect in ((2 * one, 2), (100 * one, N - 2)):
+            options = RunOptions(cache_dir=None, concurrency=1, timeout_s=10, max_retries=0,
+                                 progress=False, backoff=FAST, max_spend_usd=cap)
+            before = len(server.calls)
+            summary = run_inference(spec, load_prompt(), clips(load_manifest(manifest)),
+                                    out_dir=tmp_path / "run", audio_root=audio, options=options)
+            assert len(server.calls) - before == expect
+            asked.append(summary)
+    first, second = asked
+    assert first["n_ok"] == 2 and first["n_not_asked"] == N - 2 and first["n_failed"] == N - 2
+    assert "not asked" in summary_line(first) and "infer.max_spend_usd" in summary_line(first)
+    assert second["n_ok"] == N and "n_not_asked" not in second
+    assert second["session_requests"] == N - 2

@@ -54,6 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="controlled (default): each clip's sound alone, no container tags and no "
                         "file name; paper: the file as published, tags and all, as the authors "
                         "sent it (the run is marked: docs/inference.md#what-reaches-a-model)")
+    p.add_argument("--max-spend-usd", type=float,
+                   help="stop sending before this run's estimated spend passes this many USD "
+                        "(at --price-in/--price-out); the clips not asked are recorded, and a "
+                        "rerun with a higher cap asks only them")
     p.add_argument("--price-in", type=float, help="USD per 1M input tokens (default 0)")
     p.add_argument("--price-out", type=float, help="USD per 1M output tokens (default 0)")
     p.add_argument("--long-audio", choices=("native", "windows", "truncate", "multi_part"), default=None,
@@ -142,7 +146,7 @@ def _looks_like_key(name: str) -> bool:
 # The flags that describe the model or how to run it: --entry takes all of them from params.yaml.
 MODEL_FLAGS = ("backend", "model", "base_url", "setting", "price_in", "price_out", "prompt",
                "prompt_source", "concurrency", "timeout", "retries", "retry_after_cap", "cache_dir",
-               "batch", "max_reply_bytes", "repeats", "protocol")
+               "batch", "max_reply_bytes", "repeats", "protocol", "max_spend_usd")
 DEFAULTS = {"concurrency": 4, "timeout": 120.0, "retries": 5, "price_in": 0.0,
             "price_out": 0.0, "prompt": "default", "cache_dir": "cache/responses", "setting": [],
             "repeats": 1}
@@ -167,6 +171,9 @@ def _check_numbers(args: argparse.Namespace) -> None:
     cap = args.retry_after_cap
     if cap is not None and not (math.isfinite(cap) and cap >= 0):
         raise AglError(f"--retry-after-cap must be 0 or more seconds, got {cap:g}")
+    spend = args.max_spend_usd
+    if spend is not None and not (math.isfinite(spend) and spend > 0):
+        raise AglError(f"--max-spend-usd must be a positive number of USD, got {spend:g}")
     for name in ("price_in", "price_out"):
         v = getattr(args, name)
         if not (math.isfinite(v) and v >= 0):
@@ -204,7 +211,7 @@ def _from_flags(args: argparse.Namespace):
     infer = InferSettings(prompt=args.prompt, prompt_source=args.prompt_source,
                           concurrency=args.concurrency, timeout_s=args.timeout,
                           max_retries=args.retries, cache_dir=args.cache_dir or None,
-                          repeats=args.repeats,
+                          repeats=args.repeats, max_spend_usd=args.max_spend_usd,
                           **({} if args.retry_after_cap is None
                              else {"retry_after_cap_s": args.retry_after_cap}),
                           **({} if args.max_reply_bytes is None

@@ -442,6 +442,7 @@ def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit:
         offline_after=int(infer.offline_after),
         transport=(transport or ExecutorConfig()).for_model(spec.name),
         send_tags=tags_intervention(target.manifest.parent),
+        max_spend_usd=infer.max_spend_usd,
     )
     try:
         summary = run_inference(spec, prompt, manifest_clips(frame), out_dir=target.out_dir,
@@ -538,7 +539,10 @@ def summary_line(summary: dict[str, Any], *,
             + "); "
             f"{s['session_requests']} request(s) this time, {s['session_cache_hits']} from cache, "
             f"${s.get('session_cost_usd', 0.0):.4f} spent; the run's answers cost ${s['cost_usd']:.4f}")
-    if s["n_failed"]:
+    if s.get("n_not_asked"):
+        line += (f"; {s['n_not_asked']} clip(s) not asked: the next request would have passed "
+                 "the spend cap (infer.max_spend_usd); rerun with a higher cap to ask only them")
+    elif s["n_failed"]:
         line += f"; {retry}"
     line += summary_text(s)
     if s.get("served_models"):  # the served-model ledger (agl.predictions.served)

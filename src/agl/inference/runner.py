@@ -43,6 +43,7 @@ from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import known_secrets, scrub
 from agl.errors import AglError, ModelGone
 from agl.inference.cache import ResponseCache, cache_key
+from agl.inference.spend import SPEND
 from agl.inference.transport import ExecutorConfig
 
 PROBE_SECONDS = 1.0  # how much of each clip must decode before it is sent
@@ -99,6 +100,9 @@ class RunOptions:
     # Send each clip's file with its container tags (the `tags` intervention; a `paper`
     # protocol entry always does): in every request, its cache key and the run's fingerprint.
     send_tags: bool = False
+    # params.yaml infer.max_spend_usd: stop sending before this run's spend would pass it
+    # (agl.inference.spend); None: no cap.
+    max_spend_usd: float | None = None
 
     def bound(self, backend: Backend) -> Backend:
         """`backend` with these reply caps (read when its SDK client is first made)."""
@@ -131,7 +135,9 @@ async def _call(
     max_retries: int,
     backoff: Backoff,
 ) -> Reply:
-    """One request to its final reply. `extra` gains `attempts` and `cached`.
+    """One request to its final reply. `extra` gains `attempts` and `cached`. Under a spend
+    cap (agl.inference.spend.SPEND), a request that would pass it is not sent (a not-asked
+    FAILED reply).
 
     Every reply is scrubbed of the secrets the process knows before anything stores it
     (cache, predictions): a server may echo a key in its reply text as well as its errors."""
@@ -152,6 +158,27 @@ async def _call(
         if not got.ok:
             return Reply(ReplyStatus.FAILED, error=f"unusable audio, not requested: {got.reason}",
                          extra={"attempts": 0, "cached": False})
+    held, spend = 0.0, SPEND.get()
+    if spend is not None:
+        got = spend.hold(request)
+        if isinstance(got, Reply):
+            return got
+        held = got
+    reply = Reply(ReplyStatus.FAILED)  # cancelled before a reply: no cost known
+    try:
+        reply = await _attempts(backend, request, semaphore, timeout_s, max_retries, backoff,
+                                (cache, key, secrets))
+        return reply
+    finally:
+        if spend is not None:
+            spend.settle(held, reply)
+
+
+async def _attempts(backend: Backend, request: Request, semaphore: asyncio.Semaphore,
+                    timeout_s: float, max_retries: int, backoff: Backoff,
+                    store: tuple[ResponseCache | None, str | None, list[str]]) -> Reply:
+    """The attempts at one request until a reply, or the retries are spent."""
+    cache, key, secrets = store
     attempt = sent = 0  # the runner's attempts; the requests they sent (a record's `attempts`)
     while True:
         attempt += 1

@@ -50,6 +50,10 @@ class InferSettings:
     # the server, after which the run stops in one line (agl.core.reach): offline, a run
     # retried every clip for hours.
     offline_after: int = OFFLINE_AFTER
+    # Stop sending before this run's spend (USD, at the entry's prices) would pass this; the
+    # clips not asked are recorded so, and a rerun with a higher cap asks only them (null: no
+    # cap; agl.inference.spend, docs/inference.md#a-spend-cap).
+    max_spend_usd: float | None = None
 
 
 def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
@@ -65,6 +69,11 @@ def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
         int(s.max_reply_bytes), int(s.max_batch_bytes)
     except (TypeError, ValueError) as exc:
         raise AglError(f"{source}: infer: {exc}") from None
+    if s.max_spend_usd is not None and not (isinstance(s.max_spend_usd, int | float)
+                                            and not isinstance(s.max_spend_usd, bool)
+                                            and 0 < float(s.max_spend_usd) < math.inf):
+        raise AglError(f"{source}: infer.max_spend_usd: {s.max_spend_usd!r} must be a positive "
+                       "number of US dollars, or null for no cap")
     if int(s.concurrency) < 1:
         raise AglError(f"{source}: infer.concurrency: must be at least 1")
     if not float(s.timeout_s) > 0 or not math.isfinite(float(s.timeout_s)):

@@ -66,6 +66,8 @@ def run_summary(chosen: list[Prediction], n_selected: int, ctx: RunContext, wall
         "latency_s": _stats([float(p.meta["latency_s"]) for p in fresh]),
         "cached": sum(1 for p in chosen if p.meta.get("cached")),
         "attempts": int(total("attempts")),
+        # Clips the spend cap kept from being sent (agl.inference.spend): only where some were.
+        **({"n_not_asked": n} if (n := sum(1 for p in chosen if p.meta.get("not_asked"))) else {}),
         **({f"local_{k}": v for k, v in local.items()} if local["decode_s"]["mean"] else {}),
         **heard_figures(chosen, spec.long_audio.heard_tolerance),
         **({"long_audio": spec.long_audio.protocol()} if spec.long_audio.windowed else {}),

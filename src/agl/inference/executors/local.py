@@ -13,6 +13,7 @@ from agl.backends.base import Backend
 from agl.inference.cache import ResponseCache
 from agl.inference.executors import Executor, register_executor
 from agl.inference.runner import stream
+from agl.inference.spend import SPEND, SpendCap
 from agl.inference.work import Answer, Sink, Work
 
 
@@ -25,12 +26,20 @@ class LocalExecutor(Executor):
         o = work.options
         cache = ResponseCache(o.cache_dir) if o.cache_dir is not None else None
         requests = list(work.requests)
-        replies = stream(backend, requests, cache=cache, concurrency=o.concurrency,
-                         timeout_s=o.timeout_s, max_retries=o.max_retries, backoff=o.backoff,
-                         offline_after=o.offline_after)
-        # Closed at once when the sink fails (a write error stops the run): the requests
-        # still in flight are cancelled, not left running.
-        async with contextlib.aclosing(replies):
-            async for i, reply in replies:
-                await sink.put(Answer(requests[i], reply))
+        spend = None
+        if o.max_spend_usd is not None:  # params.yaml infer.max_spend_usd (agl.inference.spend)
+            spend = SpendCap(float(o.max_spend_usd), work.spec.price_in_per_m,
+                             work.spec.price_out_per_m, dict(work.spec.settings or {}))
+        token = SPEND.set(spend)  # each request's task inherits it
+        try:
+            replies = stream(backend, requests, cache=cache, concurrency=o.concurrency,
+                             timeout_s=o.timeout_s, max_retries=o.max_retries,
+                             backoff=o.backoff, offline_after=o.offline_after)
+            # Closed at once when the sink fails (a write error stops the run): the requests
+            # still in flight are cancelled, not left running.
+            async with contextlib.aclosing(replies):
+                async for i, reply in replies:
+                    await sink.put(Answer(requests[i], reply))
+        finally:
+            SPEND.reset(token)
         return None

@@ -1,0 +1,99 @@
+"""A run's spend cap (params.yaml `infer.max_spend_usd`): stop sending before it is passed.
+
+Before each request leaves (after a cache miss: a cached reply costs nothing), the runner
+holds that request's estimated cost; the request goes only while what this run has spent,
+plus what is held for requests in flight, plus it, stays within the cap. A request that
+would pass it is not sent: its clip is recorded as not asked (status `failed`, meta
+`not_asked: spend cap`), so a rerun with a higher cap asks exactly those clips (failed
+clips are what a rerun retries). Once the reply is in, its held estimate gives way to what
+it really cost at the entry's prices.
+
+The estimate is the dry run's (agl.inference.estimate): audio seconds x `audio_tokens_per_s`
+(default 32, Gemini's documented rate) plus the prompt's characters / 4 in; out,
+`est_output_tokens` (default 400), or the model's own output limit where one is set
+(`max_tokens`, `max_completion_tokens`, `max_output_tokens`, `max_new_tokens`): the most one
+reply can bill. The synchronous executors hold it (local); a batch job is priced whole by
+the provider and is not capped here.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agl.contracts.calls import Reply, ReplyStatus, Request
+from agl.core.checks import number_setting
+
+DEFAULT_AUDIO_TOKENS_PER_S = 32.0
+DEFAULT_OUTPUT_TOKENS = 400
+OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "max_new_tokens")
+NOT_ASKED = "spend cap"  # a record's meta `not_asked`
+
+
+def tokens_for(seconds: float, prompt_text: str, settings: dict[str, Any]) -> tuple[int, int]:
+    """(input, output) tokens a request is estimated to bill."""
+    rate = float(number_setting(settings, "audio_tokens_per_s", DEFAULT_AUDIO_TOKENS_PER_S,
+                                "nonnegative", "model setting"))
+    out = int(number_setting(settings, "est_output_tokens", DEFAULT_OUTPUT_TOKENS, "count0",
+                             "model setting"))
+    return int(round(seconds * rate + len(prompt_text) / 4)), out
+
+
+def reply_cost(reply: Reply, price_in_per_m: float, price_out_per_m: float) -> float:
+    return ((reply.input_tokens or 0) * price_in_per_m
+            + (reply.output_tokens or 0) * price_out_per_m) / 1e6
+
+
+@dataclass
+class SpendCap:
+    """The cap, the entry's prices and settings, and this run's spent and held dollars."""
+
+    cap_usd: float
+    price_in_per_m: float
+    price_out_per_m: float
+    settings: dict[str, Any] = field(default_factory=dict)
+    spent_usd: float = 0.0
+    held_usd: float = 0.0
+    not_asked: int = 0
+
+    def estimate_usd(self, request: Request) -> float:
+        seconds = 0.0
+        if request.audio_path is not None:
+            from agl.core.audio import clip_seconds
+
+            try:
+                seconds = clip_seconds(Path(request.audio_path))
+            except Exception:  # noqa: BLE001 - soundfile's errors; the probe names the file
+                seconds = 0.0
+        tokens_in, tokens_out = tokens_for(seconds, (request.system or "") + request.prompt,
+                                           self.settings)
+        limits = [int(self.settings[k]) for k in OUTPUT_LIMITS
+                  if isinstance(self.settings.get(k), int | float) and self.settings[k] > 0]
+        if limits:
+            tokens_out = max(limits)
+        return (tokens_in * self.price_in_per_m + tokens_out * self.price_out_per_m) / 1e6
+
+    def hold(self, request: Request) -> float | Reply:
+        """The estimate held for `request`, or the not-asked reply when it would pass the cap."""
+        est = self.estimate_usd(request)
+        if self.spent_usd + self.held_usd + est > self.cap_usd:
+            self.not_asked += 1
+            return Reply(ReplyStatus.FAILED, error=(
+                f"not asked: its estimated ${est:.4f} would pass infer.max_spend_usd "
+                f"${self.cap_usd:g} (spent ${self.spent_usd:.4f}, ${self.held_usd:.4f} in "
+                "flight); rerun with a higher cap to ask it"),
+                extra={"attempts": 0, "cached": False, "not_asked": NOT_ASKED})
+        self.held_usd += est
+        return est
+
+    def settle(self, held: float, reply: Reply) -> None:
+        """`reply` is in: its held estimate gives way to what it cost."""
+        self.held_usd = max(0.0, self.held_usd - held)
+        self.spent_usd += reply_cost(reply, self.price_in_per_m, self.price_out_per_m)
+
+
+# The cap of the run under way in this task (the local executor sets it around the runner's
+# stream; each request's task inherits it), as agl.core.reach.REACH: None, no cap.
+SPEND: contextvars.ContextVar[SpendCap | None] = contextvars.ContextVar("agl_spend", default=None)
