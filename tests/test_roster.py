@@ -37,3 +37,26 @@ def test_agl_models_lists_and_prints_entries(capsys):
     assert "paper_name: Phi-4-MM1" in capsys.readouterr().out
     assert main(["models", "--yaml", "nope"]) == 2
     assert "known:" in capsys.readouterr().err
+
+
+def test_thinking_models_have_their_thinking_pinned_and_room_above_it(capsys):
+    """Controlled protocol: a Gemini 2.5 / 3 model pins its thinking (budget or level) and an
+    output limit above the budget (thinking counts against it); `agl models` shows both."""
+    import pytest
+
+    from agl.cli import main
+    from agl.errors import AglError
+    from agl.inference.roster import load_roster, room_to_think
+
+    by_name = {r.spec.name: r.spec.settings for r in load_roster(protocol="controlled")}
+    for name in ("gemini-25-pro", "gemini-25-flash"):
+        s = by_name[name]
+        assert s["max_output_tokens"] > s["thinking_budget"] > 0, name
+    assert by_name["gemini-3-pro"]["thinking_level"] == "high"
+    assert all(s.get("max_output_tokens") or s.get("max_tokens") or s.get("max_new_tokens")
+               for s in by_name.values() if s.get("temperature") == 0)
+    with pytest.raises(AglError, match="not above thinking_budget 512"):
+        room_to_think({"thinking_budget": 512, "max_output_tokens": 512}, "roster")
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "max_output_tokens 2560, thinking_budget 2048" in out and "thinking_level high" in out

@@ -74,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-_DECODING = ("temperature", "top_p", "max_tokens", "max_new_tokens", "do_sample", "seed",
-             "stream")
+_DECODING = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "max_output_tokens",
+             "max_new_tokens", "thinking_level", "thinking_budget", "reasoning_effort",
+             "do_sample", "seed", "stream")
 
 
 def sampled(settings: dict) -> bool:

@@ -89,9 +89,20 @@ def load_roster(path: Path | None = None, protocol: str = "controlled", *,
         n = needs[spec.name]
         if spec.paper_name is None and not baselines:
             raise AglError(f"{label}: models.{spec.name}.paper_name: required in the roster")
+        room_to_think(spec.settings, f"{label}: models.{spec.name}.settings")
         out.append(RosterEntry(spec, n.get("key"), n.get("gpu_gb"), n.get("server"),
                                *marks[spec.name]))
     return out
+
+
+def room_to_think(settings: dict[str, Any], where: str) -> None:
+    """A thinking budget inside the output limit it counts against leaves no room for the
+    answer: the limit must exceed the budget (Gemini counts thoughts in max_output_tokens)."""
+    budget, limit = settings.get("thinking_budget"), settings.get("max_output_tokens")
+    if isinstance(budget, int) and budget > 0 and isinstance(limit, int) and limit <= budget:
+        raise AglError(f"{where}: max_output_tokens {limit} is not above thinking_budget "
+                       f"{budget}; thinking counts against the limit, so the answer would be "
+                       "cut (status truncated): raise max_output_tokens")
 
 
 def with_protocol(e: dict[str, Any], protocol: str, where: str) -> dict[str, Any]:
