@@ -72,13 +72,13 @@ def test_dvc_repro_on_the_demo_set_end_to_end(built_demo):
     # The track stage logged them in one process, after the stages that scored them, each
     # listen level nested under its model's run; its receipt names them by key, not run id.
     assert out.count("Running stage 'track'") == 1, out
-    assert "track: 5 run(s) and 3 listen level(s) logged to MLflow" in out, out
+    assert "track: 5 run(s) and 4 listen level(s) logged to MLflow" in out, out
     levels = [r for r in runs if r.data.tags.get("intervention")]
-    assert len(levels) == 3 and {r.data.tags["mlflow.parentRunId"] for r in levels} == {by_name["knn"].info.run_id}
+    assert len(levels) == 4 and {r.data.tags["mlflow.parentRunId"] for r in levels} == {by_name["knn"].info.run_id}
     receipt = json.loads((work / "build" / "mlflow_runs.json").read_text())
     assert receipt["runs"]["knn"] == by_name["knn"].data.tags["agl.run_key"]
-    assert sorted(receipt["listen"]["knn-truncate"] + receipt["listen"]["knn-mask_speech"]) == sorted(
-        r.data.tags["agl.run_key"] for r in levels)
+    assert sorted(receipt["listen"]["knn-truncate"] + receipt["listen"]["knn-mask_speech"]
+                  + receipt["listen"]["knn-tags"]) == sorted(r.data.tags["agl.run_key"] for r in levels)
     assert "localizability" in by_name and "holdout_spearman_rho" in by_name["localizability"].data.metrics
 
     report = (work / "build" / "report" / "report.html").read_text()
@@ -91,6 +91,13 @@ def test_dvc_repro_on_the_demo_set_end_to_end(built_demo):
     effects = json.loads((work / "build" / "counterfactual" / "summary.json").read_text())
     assert effects["knn/mask_speech/default/all"]["n"] == 16 and "delta_km" in effects["knn/mask_speech/default/all"]
     assert effects["knn/mask_speech/default/speech"] == {"n": 7, "insufficient": "insufficient data (n = 7, needs 10)"}
+    # The tags intervention: the 16 subset clips as published (3 with planted tags), paired
+    # with the original run (knn's effect there is its own: its neighbours are the subset's).
+    tags = effects["knn/tags/default/all"]
+    assert tags["n"] == 16 and "delta_km" in tags, tags
+    lock = json.loads((work / "build" / "perturb" / "tags" / "default" / "lock.json").read_text())
+    assert lock["source"]["intervention"]["kind"] == "tags"
+    assert "What the files carry" in report and "3 of 32 clips carry their place in their tags" in report
 
     # MLflow's UI opens the experiment on its runs, not on the GenAI view.
     assert mlflow.MlflowClient().get_experiment_by_name("agl1k").tags["mlflow.experimentKind"] == (

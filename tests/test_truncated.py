@@ -107,14 +107,22 @@ def test_the_leaderboard_notes_a_run_with_many_cut_replies(tmp_path):
     base = {"n": 100, "distance_error_km": 1000.0, "reject_rate": 0.0, "ci95": {}}
     for run, cut in (("cut", 5), ("fine", 1)):
         doc = {"run": run, "data_version": "v", "dataset_clips": 100, "clips_predicted": 100,
-               "audio_tags_sent": run == "cut",
-               "protocols": {"paper": {**base, **({"n_truncated": cut} if cut else {})}}}
+               "audio_tags_sent": run == "cut", "cost_usd": 2.0 if run == "cut" else 0.0,
+               "protocols": {"paper": {**base, "country_acc": 0.4,
+                                       **({"n_truncated": cut} if cut else {})}}}
         (tmp_path / run).mkdir()
         (tmp_path / run / "metrics.json").write_text(json.dumps(doc))
     board = collect(sorted(tmp_path.glob("*/metrics.json")), "paper", truncated_note=0.01)
     notes = " ".join(table_notes(board))
     assert "cut (5 of 100)" in notes and "fine (" not in notes
     assert "container tags" in notes and "cut" in notes.split("container tags")[1][:200]
+    # A priced run: what one correct country cost ($2 over 40 correct countries).
+    from agl.scoring.leaderboard import render_rows
+
+    head, rows = render_rows(board)
+    assert head[-1] == "USD per correct country"
+    cells = {r[1]: r[-1] for r in rows}
+    assert cells["cut"] == "0.0500" and cells["fine"] == ""
 
 
 def test_a_spend_cap_of_two_requests_asks_two_clips_and_a_higher_one_the_rest(tmp_path):

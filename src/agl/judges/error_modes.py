@@ -137,6 +137,11 @@ def _judge(rows: list[dict], pending: list[tuple[int, pd.Series]], predictions: 
     replies = complete_sync(judge.backend, judge.model, requests, settings=judge.settings,
                             options=options)
     for (i, _), reply in zip(pending, replies, strict=True):
+        if reply.status is ReplyStatus.TRUNCATED:  # its limit cut it (thinking counts): not a verdict
+            rows[i].update(source="judge", why=(
+                f"judge reply cut at the output limit (finish_reason "
+                f"{reply.extra.get('finish_reason')}); raise the judge's max output tokens"))
+            continue
         if reply.status is not ReplyStatus.OK:
             rows[i].update(source="judge", why=f"judge call {reply.status}: {reply.error or ''}")
             continue

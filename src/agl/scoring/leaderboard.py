@@ -112,6 +112,11 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
             row["n_truncated"] = int(res["n_truncated"])
         if doc.get("audio_tags_sent"):
             row["audio_tags_sent"] = True
+        cost = doc.get("cost_usd")
+        if isinstance(cost, int | float) and not isinstance(cost, bool) and cost > 0:
+            # What a correct country cost at the run's prices (a priced run only).
+            correct = (res.get("country_acc") or 0) * res["n"]
+            row["usd_per_correct_country"] = cost / correct if correct else None
         flags = run_flags(Path(path))
         if flags:  # agl.predictions.served: only then a column (offline runs name no model)
             row["served_flags"] = "; ".join(flags)
@@ -352,6 +357,11 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     if not any_paper:
         keep = [k for k in range(len(head)) if k not in paper_at]
         head, rows = [head[k] for k in keep], [[row[k] for k in keep] for row in rows]
+    if "usd_per_correct_country" in board and board["usd_per_correct_country"].notna().any():
+        head = [*head, "USD per correct country"]
+        rows = [[*row, _cell(r.get("usd_per_correct_country"), 4)
+                 if pd.notna(r.get("usd_per_correct_country")) else ""]
+                for row, (_, r) in zip(rows, board.iterrows(), strict=True)]
     if "repeats" in board and board["repeats"].notna().any():
         head = [*head, "repeats: km, country (mean ± std); flips"]
         rows = [[*row, _repeat_cell(r)] for row, (_, r) in zip(rows, board.iterrows(), strict=True)]
