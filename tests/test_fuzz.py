@@ -470,3 +470,109 @@ def test_params_file_readers_on_generated_and_mutated_files(tmp_path_factory, da
         _params_readers(path)
     except AglError as exc:
         assert "\n" not in str(exc), str(exc)
+
+
+# --- an Every Eval Ever record (agl import) -------------------------------------------------
+
+_LEAF = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**30, 10**30), st.booleans(),
+    st.none(), st.text(max_size=12), st.sampled_from([-500.0, 1e308, 7.5, 99999, -1, 2.0, 0.5, 20003.94]),
+)
+_VALUE = st.recursive(_LEAF, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+    st.text(max_size=6), inner, max_size=3), max_leaves=8)
+
+
+def _paths(node, prefix=()):
+    yield prefix
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _paths(v, (*prefix, i))
+
+
+@pytest.fixture(scope="module")
+def eee_record(tmp_path_factory):
+    """A valid AGL1K record without instance rows (the stated-numbers path, the cheap one) and
+    the manifest it was written against."""
+    import pandas as pd
+    from factories import manifest, prediction
+
+    from agl.interchange.eee_export import ExportConfig, export_runs
+    from agl.predictions.records import write_predictions
+    from agl.scoring.config import EvaluateConfig
+    from agl.scoring.evaluate import evaluate_run
+
+    root = tmp_path_factory.mktemp("eee-fuzz")
+    frame = manifest([{"key": f"s{i}", "title": f"SYNTHETIC clip {i}", "latitude": 10.0 * i,
+                       "longitude": 5.0 * i, "city": "Lyon"} for i in range(6)])
+    assert isinstance(frame, pd.DataFrame)
+    frame.to_csv(root / "manifest.csv", index=False)
+    run = root / "runs" / "knn"
+    write_predictions(run / "predictions.jsonl",
+                      [prediction(f"s{i}", 10.0 * i + 1, 5.0 * i, "Lyon", "France", "Europe") for i in range(6)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        evaluate_run("knn", run / "predictions.jsonl", root / "manifest.csv", run,
+                     EvaluateConfig(metric_bootstrap=20, track=False), info={"model": "m", "backend": "knn"})
+        (written,), _ = export_runs([root / "runs"], root / "manifest.csv", root / "out", ExportConfig(resamples=20))
+    doc = json.loads(written.read_text())
+    del doc["detailed_evaluation_results"]
+    return doc, root / "manifest.csv"
+
+
+# ~0.2 s an example (an import, a leaderboard): a third of the profile's count in the suite;
+# AGL_FUZZ_PROFILE=agl-long runs the full 2,000 (docs/testing.md).
+@settings(FUZZ, max_examples=FUZZ.max_examples if FUZZ.max_examples > 100 else 15)
+@given(st.data())
+def test_eee_import_on_mutated_records(tmp_path_factory, eee_record, data):
+    """Values, types, sizes, encodings and nesting of an EEE record: `agl import` takes it or
+    refuses it in one line, and nothing it puts on the leaderboard is a number no run can
+    have (issue 49)."""
+    import copy
+
+    from agl.interchange.eee_import import ImportConfig, import_records
+    from agl.interchange.eee_metrics import METRICS
+    from agl.scoring import leaderboard
+
+    base, manifest = eee_record
+    doc = copy.deepcopy(base)
+    for _ in range(data.draw(st.integers(1, 3), label="edits")):
+        paths = [p for p in _paths(doc) if p]
+        at = data.draw(st.sampled_from(paths), label="at")
+        parent = doc
+        for k in at[:-1]:
+            parent = parent[k]
+        if data.draw(st.booleans(), label="delete") and isinstance(parent, dict):
+            del parent[at[-1]]
+        else:
+            parent[at[-1]] = data.draw(_VALUE, label="value")
+    if data.draw(st.booleans(), label="deep"):
+        depth = data.draw(st.sampled_from([40, 2_000, 100_000]), label="depth")
+        doc["model_info"]["additional_details"]["x"] = "__DEEP__"
+        text = json.dumps(doc).replace('"__DEEP__"', "[" * depth + "]" * depth)
+    else:
+        text = json.dumps(doc)  # NaN and Infinity written as Python writes them
+    raw = text.encode(data.draw(st.sampled_from(["utf-8", "utf-16", "latin-1"]), label="encoding"),
+                      errors="replace")
+    if data.draw(st.booleans(), label="cut"):
+        raw = raw[:data.draw(st.integers(0, len(raw)), label="cut at")]
+    folder = tmp_path_factory.mktemp("rec")
+    (folder / "r.json").write_bytes(raw)
+    out = folder / "imported"
+    try:
+        import_records(folder / "r.json", manifest, out, ImportConfig(resamples=20))
+    except AglError as exc:
+        _one_line(exc)
+        return
+    files = sorted(out.glob("*/metrics.json"))
+    assert files
+    for f in files:
+        json.loads(f.read_text(), parse_constant=_no_constants)
+    board = leaderboard.collect(files, "paper")
+    for metric, (_, (_, _, _, lo, hi), _, _) in METRICS.items():
+        for col in (metric, f"{metric}_lo", f"{metric}_hi"):
+            if col in board:
+                values = [v for v in board[col] if v is not None and not (isinstance(v, float) and math.isnan(v))]
+                assert all(lo <= float(v) <= hi for v in values), (col, values)

@@ -69,7 +69,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds per window for --long-audio (default 30)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", action="store_true",
-                   help="print the requests, audio minutes and estimated cost; send nothing")
+                   help="print how many requests, their audio minutes, estimated tokens and cost "
+                        "(counts, not the request bodies); send nothing")
     r = p.add_argument_group("executor (transport: never part of a record or a cache key; "
                              "docs/cluster.md)")
     r.add_argument("--executor", choices=("local", "ray"), default=None,
