@@ -73,6 +73,7 @@ class Blind(Backend):
         self.model = self.inner.model
         self.deterministic = self.inner.deterministic
         self.probe_first = cls.probe_first
+        self.over_http = cls.over_http
         self.default_key_envs = cls.default_key_envs
 
     def compose(self, request: Request, clip: Any) -> Request:

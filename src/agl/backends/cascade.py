@@ -80,6 +80,7 @@ class Cascade(Backend):
         self.model = self.text.model
         self.deterministic = self.text.deterministic
         self.probe_first = cls.probe_first
+        self.over_http = cls.over_http
         self.default_key_envs = cls.default_key_envs
         self._tables: _perception.Perception | None = None
         self._reports: dict[str, dict[str, Any]] = {}

@@ -54,6 +54,7 @@ _BLOCKED = {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION",
 
 @register("gemini")
 class Gemini(Backend):
+    over_http = True
     default_key_envs: tuple[str, ...] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     key_required = True
     probe_first = True

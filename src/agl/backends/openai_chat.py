@@ -70,6 +70,7 @@ class OpenAIChat(Backend):
     default_key_envs: tuple[str, ...] = ("OPENAI_API_KEY",)
     key_required = True
     probe_first = True
+    over_http = True
     # OpenAI's audio models count 10 audio tokens per second (1 per 100 ms); a server that
     # counts otherwise (vLLM: the encoder's rate) sets `audio_tokens_per_s`.
     audio_tokens_per_s = 10.0

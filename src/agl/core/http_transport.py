@@ -36,6 +36,33 @@ DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("agl_dea
 PACE: contextvars.ContextVar[http.Pace | None] = contextvars.ContextVar("agl_pace", default=None)
 
 
+# Requests whose first byte left for a server, counted for whoever set a counter (the model
+# runner, per attempt: agl.inference.runner): an attempt that timed out before any byte left
+# (connecting, or building the request under load) sent nothing, whatever the SDK says.
+WIRE: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("agl_wire", default=None)
+# The running request's own flag: has its first byte been written?
+_WROTE: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar("agl_wrote", default=None)
+
+
+def _on_wire() -> None:
+    wrote = _WROTE.get()
+    if wrote is None or wrote[0]:
+        return
+    wrote[0] = True
+    counter = WIRE.get()
+    if counter is not None:
+        counter[0] += 1
+
+
+@contextlib.contextmanager
+def _one_request():
+    token = _WROTE.set([False])
+    try:
+        yield
+    finally:
+        _WROTE.reset(token)
+
+
 def _paced(data: bytes, timeout: type[Exception]) -> bytes:
     pace = PACE.get()
     if pace is not None:
@@ -81,6 +108,7 @@ def _sync_network(hc, left):
             return _paced(self._inner.read(max_bytes, left(timeout)), hc.ReadTimeout)
 
         def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            _on_wire()  # before: a write cut half-way may still have reached the server
             self._inner.write(buffer, left(timeout))
 
         def close(self) -> None:
@@ -120,6 +148,7 @@ def _async_network(hc, left):
             return _paced(await self._inner.read(max_bytes, left(timeout)), hc.ReadTimeout)
 
         async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            _on_wire()  # before: a write cut half-way may still have reached the server
             await self._inner.write(buffer, left(timeout))
 
         async def aclose(self) -> None:
@@ -219,7 +248,7 @@ def _sync_transport(name: str, hx, backend):
 
         def handle_request(self, request):
             checks = http.Checks(self, request)
-            with _reading(hx, checks, request):
+            with _reading(hx, checks, request), _one_request():
                 response = self.inner.handle_request(request)
             try:
                 meter = checks.head(response.status_code, response.headers)
@@ -264,7 +293,7 @@ def _async_transport(name: str, hx, backend):
 
         async def handle_async_request(self, request):
             checks = http.Checks(self, request)
-            with _reading(hx, checks, request):
+            with _reading(hx, checks, request), _one_request():
                 response = await self.inner.handle_async_request(request)
             try:
                 meter = checks.head(response.status_code, response.headers)

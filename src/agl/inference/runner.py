@@ -38,6 +38,7 @@ from typing import Any
 from agl.backends.base import Backend, BackendError, get_backend
 from agl.contracts.calls import ATTEMPT, Attempt, Reply, ReplyStatus, Request
 from agl.core.audio import probe
+from agl.core.http_transport import WIRE
 from agl.core.reach import OFFLINE_AFTER, Reach
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import known_secrets, scrub
@@ -179,30 +180,37 @@ async def _attempts(backend: Backend, request: Request, semaphore: asyncio.Semap
                     store: tuple[ResponseCache | None, str | None, list[str]]) -> Reply:
     """The attempts at one request until a reply, or the retries are spent."""
     cache, key, secrets = store
-    attempt = sent = 0  # the runner's attempts; the requests they sent (a record's `attempts`)
+    attempt = sent = unsent = 0  # the runner's attempts; the requests they sent (a record's
+    # `attempts`); the attempts whose request never left this machine (never a request)
     while True:
         attempt += 1
         reply, error, retryable, retry_after, latency, requests = await _attempt(
             backend, request, semaphore, timeout_s)
         sent += requests
+        if reply is None and backend.over_http and requests == 0:
+            # A timeout while connecting or building the request (at load): not the server's
+            # 429, 500 or timeout, and no request to it.
+            unsent += 1
+            error = f"{error}, before the request left this machine (never sent; not the server's answer)"
         if reply is not None:
             reply = scrub_reply(reply, secrets)
         error = scrub(error, secrets)
+        extra = {"attempts": sent, "cached": False, **({"unsent_attempts": unsent} if unsent else {})}
         if reply is not None and reply.status is not ReplyStatus.FAILED:
             return await _answered(reply, sent, latency, cache, key)
         if reply is not None:  # the backend returned FAILED itself: not retried
-            return replace(reply, extra={**reply.extra, "attempts": sent, "cached": False})
+            return replace(reply, extra={**reply.extra, **extra})
         if not retryable or attempt > max_retries:
             if retryable:
-                error = f"{error} (gave up after {attempt} attempts)"
-            return Reply(ReplyStatus.FAILED, error=error, latency_s=latency,
-                         extra={"attempts": sent, "cached": False})
+                error = (f"{error} (gave up after {attempt} attempts"
+                         + (f"; {unsent} never sent, {sent} request(s) sent)" if unsent else ")"))
+            return Reply(ReplyStatus.FAILED, error=error, latency_s=latency, extra=extra)
         if retry_after is not None and retry_after > backoff.retry_after_cap_s:
             return Reply(ReplyStatus.FAILED, latency_s=latency,
                          error=f"{error}; the server asked to wait {retry_after:g} s "
                                f"(Retry-After), more than retry_after_cap_s "
                                f"{backoff.retry_after_cap_s:g} s; rerun later to retry",
-                         extra={"attempts": sent, "cached": False})
+                         extra=extra)
         await asyncio.sleep(backoff.delay(attempt - 1, retry_after))
 
 
@@ -252,9 +260,10 @@ async def _attempt(backend: Backend, request: Request, semaphore: asyncio.Semaph
     counts the requests it sends (agl.contracts.calls.Attempt); any other sends one."""
     retry_after: float | None = None
     state = Attempt()
+    wire = [0]  # requests whose first byte left for a server (agl.core.http_transport.WIRE)
     async with semaphore:
         t0 = time.perf_counter()
-        token = ATTEMPT.set(state)
+        token, wire_token = ATTEMPT.set(state), WIRE.set(wire)
         try:
             # A long clip's window is cut here, under the semaphore: at most `concurrency`
             # window files exist at once, each only for its call (agl.inference.windowed).
@@ -277,7 +286,10 @@ async def _attempt(backend: Backend, request: Request, semaphore: asyncio.Semaph
             reply, error, retryable = None, f"{type(exc).__name__}: {exc}", False
         finally:
             ATTEMPT.reset(token)
+            WIRE.reset(wire_token)
         latency = time.perf_counter() - t0
+    if backend.over_http:  # what left for a server, not what the backend or SDK was handed
+        return reply, error, retryable, retry_after, latency, wire[0] if reply is None else max(wire[0], 1)
     return reply, error, retryable, retry_after, latency, 1 if state.sent is None else state.sent
 
 
