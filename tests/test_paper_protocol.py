@@ -485,3 +485,33 @@ def test_which_gemini_errors_mean_the_model_is_gone(code, status, message, gone)
     from agl.backends.gemini import model_gone
 
     assert model_gone(code, status, message) is gone
+
+
+def test_a_retired_model_stops_after_one_request_when_the_first_clip_is_cached(tmp_path, monkeypatch, capsys):
+    """The first clip answered from the reply cache told nothing of the model, yet it was the
+    run's probe: a retired model got every pending clip at once (7 requests at concurrency 16).
+    And a rerun after such a stop writes no clip twice (issue 49)."""
+    import json as _json
+
+    from fake_llm import openai_completion
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdef")
+    good = openai_completion('{"city": "Berlin", "country": "Germany", "continent": "Europe", '
+                             '"latitude": 52.5, "longitude": 13.4}')
+    args = ["--backend", "openai", "--model", "gpt-4o-audio-preview", "--setting", "temperature=0"]
+    with FakeServer(lambda call: Answer(200, good)) as server:  # clip 0 into the reply cache
+        rc, err = _infer(tmp_path, [*args, "--setting", f"base_url={server.url}/v1", "--limit", "1"], capsys)
+    assert rc == 0, err
+    import shutil
+
+    shutil.rmtree(tmp_path / "out")  # a new run of the same model: its clip 0 in the cache
+    with FakeServer(lambda call: Answer(404, OPENAI_GONE)) as server:
+        rc, err = _infer(tmp_path, [*args, "--setting", f"base_url={server.url}/v1"], capsys)
+        sent = len(server.calls)
+    assert rc != 0 and sent == 1, (rc, sent, err)
+    with FakeServer(lambda call: Answer(200, good)) as server:  # the model back: a rerun
+        rc, err = _infer(tmp_path, [*args, "--setting", f"base_url={server.url}/v1"], capsys)
+    assert rc == 0, err
+    keys = [_json.loads(line)["sample_id"] for line in
+            (tmp_path / "out" / "predictions.jsonl").read_text().splitlines() if line.strip()]
+    assert len(keys) == 6 and len(set(keys)) == 6, keys

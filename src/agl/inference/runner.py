@@ -364,9 +364,16 @@ async def stream(
 
     # An API model's first request goes alone: a retired model (ModelGone) is known after
     # one request (a local model's first batch stays whole: Backend.probe_first).
-    first = 1 if requests and getattr(backend, "probe_first", False) else 0
-    if first:
-        yield await one(0, requests[0])
+    # A reply from the cache (or a clip never sent) tells nothing of the model: the probe is
+    # the first request that reached a server (with the first clip cached, a retired model
+    # used to get every pending clip at once).
+    first = 0
+    while getattr(backend, "probe_first", False) and first < len(requests):
+        got = await one(first, requests[first])
+        first += 1
+        yield got
+        if int(got[1].extra.get("attempts", 1) or 0) >= 1:
+            break
     # Tasks beyond the semaphore wait cheaply; creating them all keeps the pipe full.
     tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(requests) if i >= first]
     try:
