@@ -36,6 +36,7 @@ SUMMARY = "run_summary.json"
 VOLATILE_META = (
     "latency_s",
     "attempts",
+    "unsent_attempts",  # attempts whose request never left this machine (agl.inference.runner)
     "cached",
     "load_s",
     "prefill_s",
