@@ -169,6 +169,9 @@ def test_a_synthetic_baseline_run(tmp_path, synthetic, validators):
     assert doc["source_metadata"] == {**doc["source_metadata"], "source_type": "evaluation_run",
                                       "evaluator_relationship": "first_party"}
     assert doc["evaluation_results"][0]["source_data"]["additional_details"]["synthetic"] == "true"
+    # the country by recording place and the levels from the predicted point (agl.scoring.labels)
+    ids = {r["evaluation_result_id"] for r in doc["evaluation_results"]}
+    assert {"paper.country_point_acc", "paper.admin1_acc", "paper.city_point_acc"} <= ids
     rows = [json.loads(x) for x in (written.parent / f"{written.stem}_samples.jsonl").read_text().splitlines()]
     assert {r["sample_id"] for r in rows} == {f"s{i}" for i in range(8)}
     assert rows[0]["token_usage"] == {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}

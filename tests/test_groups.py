@@ -179,3 +179,24 @@ def test_groups_that_all_score_the_same_name_no_worst_or_best():
     table = by_group(frame, GroupSpec("income", bootstrap=20))
     d = table["disparity"]["city_acc"]
     assert d["worst"] is None and d["best"] is None and d["gap"] == 0 and d["gap_ci95"] == [0.0, 0.0]
+
+
+def test_the_fairness_section_withholds_what_lacks_support(tmp_path):
+    """24 clips (one per capital): both income groups are shown, the regression is withheld
+    in one row, and France, named 24 times and never the truth, has no ratio."""
+    from agl.report import sections
+    from agl.report.inputs import ReportInputs, ReportOptions, RunInput
+    from agl.report.sections import fairness
+
+    frame = _table(0.5, 0.5, seed=7, per_country=1)
+    frame = frame.assign(sample_id=[f"c{i}" for i in range(len(frame))], true_country="Germany",
+                         pred_country="France", pred_lat=48.86, pred_lon=2.35)
+    run = RunInput("r", frame)
+    ctx = sections.SectionContext(runs=[run], pipeline_runs=[run], inputs=ReportInputs(run_dirs=()),
+                                  options=ReportOptions(group_bootstrap=20, factor_bootstrap=5),
+                                  figs=tmp_path, tables=tmp_path)
+    page = fairness.section(ctx)
+    assert "<h2>Who the models fail</h2>" in page and "id='fairness-income-r'" in page
+    assert page.count("needs 30 of each") == 1  # the regression: one row for its 3 covariates
+    assert "<td>France</td><td>24</td><td>0</td><td>+24</td><td class='insufficient'>never the truth" in page
+    assert "id='magnets-map-r'" in page and (tmp_path / "covariates-r.csv").exists()

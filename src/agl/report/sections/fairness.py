@@ -207,15 +207,18 @@ def _model_html(run, ctx: SectionContext, s: str) -> str:
                             min_events=o.factor_min_events)
     canonical.write_csv(model, ctx.tables / f"covariates-{s}.csv")
     a = model.attrs
-    rows = [[r.term, gap_cell(r.note, 2) if a["insufficient"] else
-             (_ci(r.odds_ratio, [r.lo, r.hi], 2) if r.odds_ratio == r.odds_ratio else "—"),
-             *([] if a["insufficient"] else [r.note])] for r in model.itertuples(index=False)]
-    head = ["covariate", "odds ratio [95% CI]"] + ([] if a["insufficient"] else ["note"])
+    head = ["covariate", "odds ratio [95% CI]", "note"]
+    if a["insufficient"]:  # one row says it for every covariate
+        rows = [[", ".join(model["term"]), gap_cell(a["insufficient"], 2)]]
+    else:
+        rows = [[r.term, _ci(r.odds_ratio, [r.lo, r.hi], 2) if r.odds_ratio == r.odds_ratio else "—", r.note]
+                for r in model.itertuples(index=False)]
     caption = (f"Country-correct on the recording place's covariates: {a['n']:,} clips"
                + (f" in {a['countries']} countries" if "countries" in a else "")
-               + f", {a['left_out']} left out (a covariate unknown for their country); intervals from "
-               f"{a['bootstrap']} resamples of whole countries ({a['bootstrap_failed']} failed fits "
-               f"counted); the model needs {o.factor_min_events} correct and wrong answers per covariate.")
+               + f", {a['left_out']} left out (a covariate unknown for their country); "
+               + ("" if a["insufficient"] else f"intervals from {a['bootstrap']} resamples of whole "
+                  f"countries ({a['bootstrap_failed']} failed fits counted); ")
+               + f"the model needs {o.factor_min_events} correct and wrong answers per covariate.")
     return (f"<h4>covariate regression</h4><p>{html.escape(caption)}</p>"
             + table(head, rows, f"covariates-{s}"))
 
