@@ -211,3 +211,20 @@ def test_the_page_keeps_a_laptops_width_and_names_read_left(tmp_path):
     assert box["page"] <= box["window"], box
     assert box["table"] > box["box"], box  # wider than the window: it scrolls in its box
     assert (box["run"], box["km"]) == ("left", "right"), box
+
+
+def test_a_median_at_the_refusal_distance_reads_refused(tmp_path):
+    """A run whose median is the paper's 10,000 km (most clips without coordinates) shows
+    "refused" in the leaderboard's median column, not a distance."""
+    from agl.scoring.leaderboard import collect, render_rows
+
+    paths = []
+    for name, median, flag in (("a", 800.0, False), ("b", 10_000.0, True)):
+        res = {"n": 10, "distance_error_km": median, "median_km": median, "median_refused": flag,
+               "reject_rate": 0.0, "ci95": {}}
+        path = tmp_path / name / "metrics.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps({"run": name, "protocols": {"paper": res}}))
+        paths.append(path)
+    head, rows = render_rows(collect(paths, "paper"))
+    assert [r[head.index("median km")] for r in rows] == ["800.00", "refused"]

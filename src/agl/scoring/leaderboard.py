@@ -123,6 +123,7 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
         # The interval is the run's resampling unit's (agl.scoring.clusters); the clip one
         # and Kish's design effect (variance ratio, agl.scoring.design) stand beside it.
         row["n_clusters"] = res.get("n_clusters", res["n"])
+        row["median_refused"] = bool(res.get("median_refused", False))  # at the refusal distance
         row["resampling_unit"] = res.get("resampling_unit", "clip")
         for c in COLUMNS:
             row[c] = res.get(c)
@@ -186,6 +187,7 @@ def _post_cutoff_row(row: dict[str, Any], late: dict[str, Any]) -> dict[str, Any
            "clips_predicted": late["n"], "post_cutoff": late["cutoff"],
            **{k: late.get(k) for k in COUNTS}}
     out["n_clusters"] = late.get("n_clusters", late["n"])
+    out["median_refused"] = bool(late.get("median_refused", False))
     for c in COLUMNS:
         out[c] = late.get(c)
         lo, hi = late.get("ci95", {}).get(c, (None, None))
@@ -346,7 +348,7 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         paper = {c: _cell(r.get(f"paper_{c}"), 2) if in_paper else "" for c in PAPER_COLUMNS}
         rows.append([
             rank, run, r["model"], coverage, _with_ci(r, "distance_error_km", 2),
-            paper["distance_error_km"], _cell(r["median_km"], 2),
+            paper["distance_error_km"], "refused" if _flag(r, "median_refused") else _cell(r["median_km"], 2),
             _cell(r["geoscore"], 1), _with_ci(r, "continent_acc", 2),
             paper["continent_acc"], _with_ci(r, "country_acc", 2),
             paper["country_acc"], _with_ci(r, "city_acc", 2),
