@@ -90,3 +90,22 @@ def test_the_median_at_the_refusal_distance_reads_refused():
     got["median_refused"] = got["median_km"] == 10_000.0
     line = next(x for x in metrics_table(got).splitlines() if x.startswith("median"))
     assert "refused" in line and "10000" not in line.split("[")[0]
+
+
+def test_a_breakdown_median_at_the_fixed_distance_reads_refused():
+    """The report's breakdowns: a group whose median is the distance its clips without
+    coordinates are scored at (10,000 km under paper) prints "refused", not 10000.0."""
+    from agl.report.analysis import group_row
+    from agl.report.tables import breakdown_table
+
+    nan = float("nan")
+    frame = pd.DataFrame({"distance_km": [10_000.0, 10_000.0, 10_000.0, 50.0],
+                          "pred_lat": [nan, nan, nan, 1.0], "pred_lon": [nan, nan, nan, 1.0],
+                          "continent_correct": [0, 0, 0, 1.0], "country_correct": [0, 0, 0, 1.0],
+                          "city_correct": [0, 0, 0, 1.0], "refused": [True, True, True, False],
+                          "failed": [False] * 4})
+    row = group_row(frame, bootstrap=50)
+    assert row["median_refused"] and row["median_km"] == 10_000.0
+    page = breakdown_table(pd.DataFrame([{**row, "group": "all", "breakdown": "all"}]))
+    assert "<td>refused</td>" in page and "10000.0" not in page
+    assert not group_row(frame.iloc[[0, 3, 3]], bootstrap=50)["median_refused"]

@@ -22,7 +22,7 @@ from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.scoring.clusters import subset
 from agl.scoring.design import effective_clusters
 from agl.scoring.labels import recorded_in
-from agl.scoring.metrics import cluster_ci
+from agl.scoring.metrics import cluster_ci, no_coordinates
 from agl.scoring.paired import paired_test
 from agl.scoring.wording import insufficient
 
@@ -64,6 +64,9 @@ def group_row(frame: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0) -> d
     row["mean_km"] = float(np.nanmean(d)) if row["n_km"] else math.nan
     row["mean_km_lo"], row["mean_km_hi"] = bootstrap_ci(d, "mean", bootstrap, seed)
     row["median_km"] = float(np.nanmedian(d)) if row["n_km"] else math.nan
+    # a median at the protocol's fixed distance for clips without coordinates is a refusal
+    fixed = d[no_coordinates(frame)] if {"pred_lat", "pred_lon"} <= set(frame.columns) else d[:0]
+    row["median_refused"] = bool(fixed.size and row["median_km"] == fixed[0])
     for i, level in enumerate(("continent", "country", "city"), start=1):
         v = frame[f"{level}_correct"].to_numpy(dtype=float)
         scored = np.isfinite(v)

@@ -150,6 +150,8 @@ def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
                 cells.append(gap_cell(gap))
                 continue
             value = with_ci(r, col, digits) if ci else number(r.get(col), digits)
+            if col == "median_km" and str(r.get("median_refused")).lower() == "true":
+                value = "refused"  # the protocol's fixed distance, not a distance the run gave
             if where[col] == "cell" and n != row_n[i]:
                 value += f" (n = {n:,})"
             cells.append(value)
