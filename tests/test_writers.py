@@ -73,6 +73,8 @@ def _safe_names(tree: ast.AST) -> set[str]:
 
 
 def _target(node: ast.Call, attr: str, base: str | None) -> ast.AST | None:
+    if attr == "write_table" and base not in ("pq", "parquet", "feather", "orc", "pacsv", "csv"):
+        return None  # the project's own write_table functions (they write through diskwrite)
     if attr == "dump" and base == "json" or attr in ("write_feather", "write_table"):
         return node.args[1] if len(node.args) > 1 else None
     if attr == "save" and base not in ("np", "numpy"):
@@ -113,7 +115,8 @@ def writes(path: Path):
                 flags = ast.unparse(node.args[1]) if len(node.args) > 1 else ""
                 if any(x in flags for x in ("O_WRONLY", "O_RDWR", "O_CREAT", "O_APPEND", "O_TRUNC")):
                     what = "os.open for writing"
-            elif f.attr in ("rename", "touch", "symlink_to", "hardlink_to"):
+            elif f.attr in ("touch", "symlink_to", "hardlink_to") or (
+                    f.attr == "rename" and len(node.args) == 1 and not node.keywords):  # not a DataFrame's
                 what = f".{f.attr}"
             elif f.attr in LIB_WRITERS:
                 target = _target(node, f.attr, base)

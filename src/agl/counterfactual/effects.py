@@ -222,8 +222,7 @@ def _copy_container(src: Path, out: Path, row: Any, levels: list[Intervention], 
     for iv in levels:
         body = strip(data, src.suffix) if iv.kind == "untagged" else data
         path = out / iv.level / "audio" / row.key / row.mp3name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(body)
+        diskwrite.write_bytes(path, body)
         locks[iv.level][f"{row.key}/{row.mp3name}"] = file_digest(path)
         seconds = round(x.shape[0] / sr, 3)
         per_level[iv.level].append({"key": row.key, "seconds_in": seconds, "seconds_out": seconds,
