@@ -100,6 +100,33 @@ def test_the_pairs_are_one_cluster_and_knn_no_longer_finds_the_twin(testset, tmp
     assert before["a_clip"].country in ("France", "Chile")  # its own twin's place
     after = knn({"k": 1, "leave_out": "site:25", "duplicates": str(table)})
     assert {p.country for k, p in after.items() if k != "c_unrelated"} == {"Japan"}
+    # evaluate's intervals resample the joined clusters: 4 sites, 2 recordings
+    from agl.scoring.config import EvaluateConfig
+    from agl.scoring.evaluate import evaluate_run
+
+    config = EvaluateConfig(protocols=("paper",), metric_bootstrap=10, track=False)
+    run = tmp_path / f"knn{3}" / "predictions.jsonl"
+    plain = evaluate_run("knn", run, manifest, tmp_path / "plain", config)
+    joined = evaluate_run("knn", run, manifest, tmp_path / "joined", config,
+                          links=tuple(fp.read_pairs(table)))
+    assert plain["protocols"]["paper"]["n_clusters"] == 4
+    assert joined["protocols"]["paper"]["n_clusters"] == 2
+    assert joined["protocols"]["paper"]["resampling_unit"] == "site:25"
+
+
+def test_the_pipeline_table_is_empty_when_off_and_the_audits_pairs_when_on(testset):
+    from agl.dataset.manifest import clips, load_manifest
+    from agl.errors import AglError
+
+    manifest, audio = testset
+    rows = clips(load_manifest(manifest))
+    off = fp.duplicates_table(rows, audio, fp.DuplicatesConfig.from_params({}))
+    assert off.empty and list(off) == list(fp.TABLE_COLUMNS)
+    on = fp.duplicates_table(rows, audio, fp.DuplicatesConfig.from_params({"enabled": True}))
+    assert [tuple(r) for r in on[["a", "b"]].to_numpy()] == [
+        ("a_clip", "b_excerpt"), ("a_clip", "d_reencode"), ("b_excerpt", "d_reencode")]
+    with pytest.raises(AglError, match="max_ber"):
+        fp.DuplicatesConfig.from_params({"max_ber": 1.5})
 
 
 def test_fpcalc_missing_is_one_line(testset, monkeypatch, capsys):

@@ -215,3 +215,46 @@ def cached_fingerprint(path: Path, cache_dir: Path | None) -> np.ndarray:
     words = fingerprint(path)
     replace_atomically(entry, words.astype("<u4").tobytes())
     return words
+
+
+TABLE_COLUMNS = ("a", "b", "offset_s", "start_a_s", "start_b_s", "length_s", "ber")
+
+
+@dataclass(frozen=True)
+class DuplicatesConfig:
+    """params.yaml `duplicates:` (the pipeline's tracked table, stage `duplicates`)."""
+
+    enabled: bool = False  # false: an empty table, nothing fingerprinted (no fpcalc needed)
+    max_ber: float = MAX_BER
+    min_overlap_s: float = MIN_OVERLAP_S
+
+    @classmethod
+    def from_params(cls, params: dict | None, source: str = "params.yaml duplicates") -> DuplicatesConfig:
+        from agl.core.checks import check_field_types, check_value
+        from agl.errors import reject_unknown_keys
+
+        params = dict(params or {})
+        reject_unknown_keys(params, {"enabled", "max_ber", "min_overlap_s"}, source)
+        cfg = cls(**params)
+        check_field_types(cfg, source)
+        check_value("max_ber", cfg.max_ber, source, rule="share_open", example=str(MAX_BER))
+        check_value("min_overlap_s", cfg.min_overlap_s, source, rule="positive", example=str(MIN_OVERLAP_S))
+        return cfg
+
+
+def duplicates_table(clips: Sequence, audio_root: str | Path, cfg: DuplicatesConfig):
+    """The pipeline's duplicates table (one row per pair, `TABLE_COLUMNS`, sorted by a, b):
+    empty when `cfg.enabled` is false. A clip whose file is missing is one line."""
+    import pandas as pd
+
+    if not cfg.enabled:
+        return pd.DataFrame(columns=list(TABLE_COLUMNS))
+    fpcalc_path()
+    prints = {}
+    for c in clips:
+        path = Path(audio_root) / c.relpath
+        if not path.is_file():
+            raise AglError(f"{path}: missing (clip {c.key}); run agl download")
+        prints[c.key] = fingerprint(path)
+    pairs = duplicates(prints, max_ber=cfg.max_ber, min_overlap_s=cfg.min_overlap_s)
+    return pd.DataFrame([m.as_dict() for m in pairs], columns=list(TABLE_COLUMNS))

@@ -42,14 +42,21 @@ class Unit:
 
     kind: str  # clip | cell | city | site
     size: float = 0.0  # degrees (cell) or km (site)
+    # Pairs of clip keys that are one recording (the duplicates audit's table,
+    # agl.dataset.fingerprints): their clusters are joined under any kind. Not in `name`:
+    # a table without pairs changes nothing, and the unit reads the same.
+    links: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:
         return self.kind if self.kind in ("clip", "city") else f"{self.kind}:{self.size:g}"
 
 
-def parse_unit(text: str, where: str = "resampling.unit") -> Unit:
-    """`clip`, `city`, `cell:<degrees>` or `site:<km>`; anything else is one line naming `where`."""
+def parse_unit(text: str | Unit, where: str = "resampling.unit") -> Unit:
+    """`clip`, `city`, `cell:<degrees>` or `site:<km>`; anything else is one line naming `where`.
+    A `Unit` (one carrying `links`) is returned as it is."""
+    if isinstance(text, Unit):
+        return text
     text = str(text).strip()
     kind, _, arg = text.partition(":")
     if kind in ("clip", "city") and not arg:
@@ -161,12 +168,15 @@ def cluster_labels(frame: pd.DataFrame, unit: str | Unit) -> np.ndarray:
     `unit`, numbered in order of first appearance (0, 1, ...)."""
     unit = unit if isinstance(unit, Unit) else parse_unit(unit)
     if unit.kind == "clip" or len(frame) == 0:
-        return np.arange(len(frame), dtype=np.int64)
-    if unit.kind == "cell":
-        return _cells(frame, unit.size)
-    if unit.kind == "city":
-        return _cities(frame)
-    return _sites(frame, unit.size)
+        labels = np.arange(len(frame), dtype=np.int64)
+    elif unit.kind == "cell":
+        labels = _cells(frame, unit.size)
+    elif unit.kind == "city":
+        labels = _cities(frame)
+    else:
+        labels = _sites(frame, unit.size)
+    keys = _column(frame, "sample_id", "key")
+    return join(labels, keys, unit.links) if unit.links and keys is not None else labels
 
 
 def join(labels: np.ndarray, keys, pairs) -> np.ndarray:

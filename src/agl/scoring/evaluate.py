@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,7 @@ def evaluate_frames(
     if labelling.labels == "point":
         scored = relabel(scored, by_point, predictions)
     # Clusters over every scored clip (a `site` chain may cross the speech split), then split.
-    labels = None if parsed.kind == "clip" else cluster_labels(scored, parsed)
+    labels = None if parsed.kind == "clip" and not parsed.links else cluster_labels(scored, parsed)
     # The three summaries' bootstrap draws run at once (threads, for large tables).
     whole = summarize_later(scored, bootstrap=bootstrap, seed=seed, clusters=labels, **summary)
     speech = scored["has_speech"].to_numpy(dtype=bool)
@@ -166,15 +167,16 @@ def evaluate_frames(
     return result, scored
 
 
-def post_cutoff(manifest: pd.DataFrame, scored: pd.DataFrame, cutoff: str, config: EvaluateConfig) -> dict[str, Any]:
+def post_cutoff(manifest: pd.DataFrame, scored: pd.DataFrame, cutoff: str, config: EvaluateConfig,
+                unit: Any) -> dict[str, Any]:
     """A model's training cutoff (ISO date) against a manifest holding `upload_date`
     (agl.dataset.dates): the metrics on the scored clips uploaded after it, clusters under the
     run's unit (over every scored clip, then the subset: as the speech split), with the counts
     of clips on or before it and of clips without a known upload date (docs/baselines.md#dates)."""
     from agl.dataset.dates import after
 
-    unit = parse_unit(config.resampling_unit)
-    labels = None if unit.kind == "clip" else cluster_labels(scored, unit)
+    unit = parse_unit(unit)
+    labels = None if unit.kind == "clip" and not unit.links else cluster_labels(scored, unit)
     bootstrap, seed = config.metric_bootstrap, config.seed
 
     uploaded = dict(zip(manifest["key"].astype(str), manifest["upload_date"], strict=True))
@@ -240,8 +242,12 @@ def evaluate_run(
     *,
     info: dict[str, Any] | None = None,
     retry: str = "rerun the inference to retry them",
+    links: tuple[tuple[str, str], ...] = (),
 ) -> dict[str, Any]:
     """Score one run under each protocol, write metrics.json + scores, log one MLflow run.
+
+    `links`: pairs of clips that are one recording (the duplicates audit's table): joined into
+    one cluster under the resampling unit, whatever it is.
 
     `info` carries what is known about the run (model, backend, source, paper_name,
     prompt_hash, ...); a `run_summary.json` beside the predictions (written by inference)
@@ -269,14 +275,15 @@ def evaluate_run(
                            "clips_predicted": cover.predicted, "protocols": {}}
     artifacts = [Path(predictions_path)]
     repeats = _repeat_predictions(Path(predictions_path))
+    unit = replace(parse_unit(config.resampling_unit), links=tuple(links)) if links else config.resampling_unit
     for protocol in config.protocols:
         result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=config.metric_bootstrap,
                                          seed=config.seed, strict_refusal_km=config.strict_refusal_km,
-                                         unit=config.resampling_unit, labelling=config.labelling,
+                                         unit=unit, labelling=config.labelling,
                                          geoscore_km=config.geoscore_km,
                                          influence_share=config.influence_share)
         if info.get("training_cutoff") and "upload_date" in manifest:
-            result["post_cutoff"] = post_cutoff(manifest, scored, info["training_cutoff"], config)
+            result["post_cutoff"] = post_cutoff(manifest, scored, info["training_cutoff"], config, unit)
         if repeats:  # infer.repeats > 1: how stable the answers are over the repeats
             tables = [scored] + [score_with_notes(manifest, r, protocol,
                                                   strict_refusal_km=config.strict_refusal_km)[0]
