@@ -6,9 +6,9 @@ Both become manifest columns (`DATE_COLUMNS`), each with its source, blank where
   most specific date the file's tags give. A full date (`2002-02-07 16:18:00` in the
   Essaouira clip's COMM frame) wins over a year alone (the same file's TDRC says `2015`, the
   year it was tagged, not recorded); among equally specific ones the first in `FRAMES` order.
-  A month and year (`Juni 2003` in a title) gives `2003-06`. Only ID3-, Vorbis- and MP4-style
-  text frames are read (mutagen); the file's name is not (a name is not metadata the file
-  carries, and `20020207Essaouira...` is read by the tag audit where issue 44 keeps it).
+  A month and year (`Juni 2003` in a title) gives `2003-06`. The tags are read as the tag
+  audit reads them (`agl.core.container.tags`); the file's name is not (a name is not what
+  the file carries; the tag audit reports dates in names).
 * `upload_date` and `upload_date_source`: the item's `publicdate` in the Archive's metadata
   (`<download.metadata_url>/<key>`; else `addeddate`), the day the recording became public:
   a clip uploaded after a model's training cutoff cannot be in its training data.
@@ -38,20 +38,6 @@ _MONTHS = {m: i + 1 for i, names in enumerate((
 _MONTH_YEAR = re.compile(r"\b([a-zäéû]+)\s+((?:19|20)\d\d)\b", re.I)
 
 
-def _texts(tags: Any) -> list[tuple[str, str]]:
-    """(frame id, text) pairs of a mutagen tag object, in `FRAMES` order."""
-    out = []
-    for key in list(tags.keys()):
-        frame = str(key).split(":")[0]
-        if frame not in FRAMES:
-            continue
-        value = tags[key]
-        texts = getattr(value, "text", value)
-        for t in texts if isinstance(texts, list | tuple) else [texts]:
-            out.append((frame, str(t)))
-    return sorted(out, key=lambda ft: FRAMES.index(ft[0]))
-
-
 def from_texts(texts: Iterable[tuple[str, str]]) -> tuple[str, str]:
     """(date, source) from tag texts: full date, else month and year, else year; ('', '')."""
     texts = list(texts)
@@ -73,16 +59,16 @@ def from_texts(texts: Iterable[tuple[str, str]]) -> tuple[str, str]:
 
 def recorded_on(path: str | Path) -> tuple[str, str]:
     """The recording date its tags give a file, and which frame; ('', '') when none does or the
-    file has no tags mutagen can read."""
-    import mutagen
+    file has no tags. The tags are read as the tag audit reads them (`agl.core.container.tags`:
+    ID3v2, ID3v1, APEv2, Vorbis comments, RIFF INFO, MP4 atoms)."""
+    from agl.core.container import tags
 
     try:
-        f = mutagen.File(str(path))
-    except Exception:  # mutagen raises its own errors for a damaged file: no date, never a crash
+        found = tags(path)
+    except OSError:
         return "", ""
-    if f is None or not f.tags:
-        return "", ""
-    return from_texts(_texts(f.tags))
+    texts = [(t.key.split(":")[0], t.text) for t in found if t.key.split(":")[0] in FRAMES]
+    return from_texts(sorted(texts, key=lambda ft: FRAMES.index(ft[0])))
 
 
 def uploaded_on(doc: Any) -> tuple[str, str]:
