@@ -509,9 +509,28 @@ def test_a_retired_model_stops_after_one_request_when_the_first_clip_is_cached(t
         rc, err = _infer(tmp_path, [*args, "--setting", f"base_url={server.url}/v1"], capsys)
         sent = len(server.calls)
     assert rc != 0 and sent == 1, (rc, sent, err)
+
+    def lines_per_clip() -> list[str]:
+        path = tmp_path / "out" / "predictions.jsonl"
+        return [_json.loads(x)["sample_id"] for x in path.read_text().splitlines() if x.strip()] \
+            if path.exists() else []
+
+    import socket
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    nobody = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"  # bound, never listening: refused
+    for stop in ("gone", "gone", "no network"):  # each rerun served clip 0 from the cache again
+        if stop == "gone":
+            with FakeServer(lambda call: Answer(404, OPENAI_GONE)) as server:
+                rc, err = _infer(tmp_path, [*args, "--setting", f"base_url={server.url}/v1"], capsys)
+        else:
+            rc, err = _infer(tmp_path, [*args, "--setting", f"base_url={nobody}", "--retries", "0"], capsys)
+        keys = lines_per_clip()
+        assert rc != 0 and keys and len(keys) == len(set(keys)), (stop, keys, err[-500:])
+    closed.close()
     with FakeServer(lambda call: Answer(200, good)) as server:  # the model back: a rerun
         rc, err = _infer(tmp_path, [*args, "--setting", f"base_url={server.url}/v1"], capsys)
     assert rc == 0, err
-    keys = [_json.loads(line)["sample_id"] for line in
-            (tmp_path / "out" / "predictions.jsonl").read_text().splitlines() if line.strip()]
+    keys = lines_per_clip()
     assert len(keys) == 6 and len(set(keys)) == 6, keys

@@ -16,6 +16,7 @@ the records the run's summary (`agl.inference.summary`). Executors only answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import sys
@@ -144,7 +145,11 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
         backend = options.bound(backend or backend_cls(spec.model, **settings))
         job = _work(plan, spec, options, out_dir, audio_root, backend)
         executor.check(out_dir)
-        report = asyncio.run(_drive(executor, job, backend, plan.ctx, session))
+        try:
+            report = asyncio.run(_drive(executor, job, backend, plan.ctx, session))
+        except BaseException:
+            _one_line_per_clip(plan.ctx.pred_path)
+            raise
     wall = time.perf_counter() - t0
 
     pred_path = plan.ctx.pred_path
@@ -160,6 +165,22 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
     served = write_canonical_run(out_dir, pred_path, latest, [c.key for c in plan.all_clips],
                                  summary)
     return {**summary, **served}
+
+
+def _one_line_per_clip(pred_path: Path) -> None:
+    """After a run that stopped (a retired model, no network, the spend cap, Ctrl-C), the
+    predictions file with one line per clip, its newest: a rerun serves its kept records from
+    the cache again (_rederive), and the canonical rewrite at the end, which drops the older
+    line, is never reached when the run stops. A file that cannot be read is left as it is;
+    the stop's own error is what the user must see."""
+    import warnings
+
+    with contextlib.suppress(Exception), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lines = sum(1 for x in pred_path.read_bytes().splitlines() if x.strip())
+        latest = {p.sample_id: p for p in iter_records(pred_path)}
+        if lines != len(latest):
+            write_predictions(pred_path, list(latest.values()))
 
 
 def _check_long_audio(spec: ModelSpec, backend_cls: type[Backend], executor: Executor) -> None:
