@@ -130,3 +130,31 @@ def test_file_names_are_read_as_words_run_together():
     assert places("norwichmarket.mp3", "Norwich") == {"city"}
     assert places("refrathlustheide.mp3", "Rath", "Germany") == set()  # not at a word's start
     assert places("SanJoseduskbirds.mp3", "San Jose", "Costa Rica") == {"city"}
+
+
+def test_the_tags_and_untagged_interventions_copy_the_file_not_its_samples(tmp_path):
+    """`tags`: each clip's file as published (the listen run then sends it with its tags);
+    `untagged`: the same file without them, not re-encoded."""
+    import pandas as pd
+
+    from agl.counterfactual.effects import derive_dataset
+    from agl.counterfactual.perturb import parse_perturb
+    from agl.dataset.manifest import CATEGORY_COLUMNS, write_manifest
+    from agl.inference.model_run import tags_intervention
+
+    raw = demo._encode(np.sin(np.arange(16000) / 9) * 0.2)
+    tagged = demo.plant_tags(raw, "id3v2.3+id3v1", (("TIT2", "Rue Mellah, Essaouira"),))
+    data = tmp_path / "data"
+    (data / "audio" / "k").mkdir(parents=True)
+    (data / "audio" / "k" / "EssaouiraMuezzin.mp3").write_bytes(tagged)
+    write_manifest(pd.DataFrame([{"key": "k", "mp3name": "EssaouiraMuezzin.mp3", "mp3seconds": 1.0,
+                                  "city": "Essaouira", "country": "Morocco", "continent": "Africa",
+                                  "latitude": 31.5, "longitude": -9.77,
+                                  **{c: 1.0 for c in CATEGORY_COLUMNS}}]), data / "manifest.csv")
+    for kind, expect in (("tags", tagged), ("untagged", raw)):
+        out = tmp_path / kind
+        summary = derive_dataset(data, out, parse_perturb({kind: {"kind": kind}})[kind])
+        assert summary["format"] == "as-published"
+        assert (out / "default" / "audio" / "k" / "EssaouiraMuezzin.mp3").read_bytes() == expect
+        assert tags_intervention(out / "default") is (kind == "tags")
+    assert not tags_intervention(data)
