@@ -156,3 +156,18 @@ def test_a_spend_cap_of_two_requests_asks_two_clips_and_a_higher_one_the_rest(tm
     assert "not asked" in summary_line(first) and "infer.max_spend_usd" in summary_line(first)
     assert second["n_ok"] == N and "n_not_asked" not in second
     assert second["session_requests"] == N - 2
+
+
+def test_audio_tokens_are_priced_apart_where_the_provider_bills_them_apart():
+    from agl.contracts.calls import Reply, ReplyStatus
+    from agl.contracts.models import parse_models
+    from agl.inference.runner import cost_usd
+
+    reply = Reply(ReplyStatus.OK, text="x", input_tokens=1000, output_tokens=100,
+                  extra={"audio_tokens": 800})
+    # 200 text tokens at $0.30, 800 audio tokens at $1.00, 100 out at $2.50 (Gemini 2.5 Flash)
+    assert cost_usd(reply, 0.3, 2.5, 1.0) == pytest.approx((200 * 0.3 + 800 * 1.0 + 100 * 2.5) / 1e6)
+    assert cost_usd(reply, 0.3, 2.5) == pytest.approx((1000 * 0.3 + 100 * 2.5) / 1e6)
+    (spec,) = parse_models({"m": {"backend": "gemini", "model": "x", "price_in_per_m": 0.3,
+                                  "price_audio_in_per_m": 1.0, "price_out_per_m": 2.5}})
+    assert spec.price_audio_in_per_m == 1.0

@@ -138,6 +138,12 @@ def entry_yaml(r) -> str:
              "price_in_per_m": s.price_in_per_m, "price_out_per_m": s.price_out_per_m,
              "paper_name": s.paper_name, "prompt": s.prompt, "prompt_source": s.prompt_source,
              "protocol": s.protocol}
+    if s.price_audio_in_per_m is not None:  # audio billed apart (after the input price)
+        entry = {**{k: v for k, v in entry.items() if k != "price_out_per_m"},
+                 "price_audio_in_per_m": s.price_audio_in_per_m, "price_out_per_m": s.price_out_per_m}
+        entry = {k: entry[k] for k in ("backend", "model", "settings", "price_in_per_m",
+                                       "price_audio_in_per_m", "price_out_per_m", "paper_name",
+                                       "prompt", "prompt_source", "protocol")}
     if s.concurrency is not None:
         entry["concurrency"] = s.concurrency
     body = yaml.safe_dump({s.name: entry}, sort_keys=False, width=88)

@@ -26,6 +26,10 @@ class ModelSpec:
     settings: dict[str, Any] = field(default_factory=dict)
     price_in_per_m: float = 0.0  # USD per million input tokens
     price_out_per_m: float = 0.0  # USD per million output tokens
+    # USD per million audio input tokens where the provider bills audio apart from text
+    # (Gemini 2.x Flash, GPT-4o audio): the reply's `audio_tokens` at this price, its other
+    # input tokens at price_in_per_m; None: every input token at price_in_per_m.
+    price_audio_in_per_m: float | None = None
     prompt: str | None = None  # overrides infer.prompt for this model
     # overrides infer.prompt_source: the published file `agl1k-paper` reads its text from
     # (a path, an http(s)/file URL or `paper:<name>`, see agl.dataset.sources)
@@ -88,12 +92,15 @@ def parse_models(entries: Any, source: str = "params.yaml") -> list[ModelSpec]:
         check_config(e, source, label)
         try:
             prices = [float(e.get(k, 0) or 0) for k in ("price_in_per_m", "price_out_per_m")]
+            audio_price = (None if e.get("price_audio_in_per_m") is None
+                           else float(e["price_audio_in_per_m"]))
             concurrency = None if e.get("concurrency") is None else int(e["concurrency"])
         except (TypeError, ValueError) as exc:
             raise AglError(f"{where}: prices and concurrency must be numbers ({exc})") from None
         out.append(ModelSpec(name=name, backend=e["backend"], model=str(e.get("model") or ""),
                              settings=dict(settings), price_in_per_m=prices[0],
-                             price_out_per_m=prices[1], prompt=e.get("prompt"),
+                             price_out_per_m=prices[1], price_audio_in_per_m=audio_price,
+                             prompt=e.get("prompt"),
                              prompt_source=_text_or_none(e.get("prompt_source"), f"{where}.prompt_source"),
                              concurrency=concurrency, paper_name=e.get("paper_name"),
                              protocol=_protocol(e.get("protocol"), f"{where}.protocol"),

@@ -103,7 +103,11 @@ def estimate(
     out_each = int(number_setting(settings, "est_output_tokens", DEFAULT_OUTPUT_TOKENS, "count0", "model setting"))
     tokens_in = int(round(seconds * rate + requests * len(prompt_text) / 4))
     tokens_out = out_each * requests
-    cost = (tokens_in * spec.price_in_per_m + tokens_out * spec.price_out_per_m) / 1e6
+    audio_in = int(round(seconds * rate))
+    audio_price = getattr(spec, "price_audio_in_per_m", None)  # audio billed apart (Flash, GPT-4o)
+    audio_price = spec.price_in_per_m if audio_price is None else audio_price
+    cost = ((tokens_in - audio_in) * spec.price_in_per_m + audio_in * audio_price
+            + tokens_out * spec.price_out_per_m) / 1e6
     return Estimate(requests, seconds / 60, tokens_in, tokens_out, cost)
 
 

@@ -83,7 +83,8 @@ def raw_prediction(sid: str, reply: Reply, backend: Backend, ctx: RunContext) ->
         "backend": backend.name, "model": backend.model,
         "latency_s": reply.latency_s, "input_tokens": reply.input_tokens,
         "output_tokens": reply.output_tokens,
-        "cost_usd": cost_usd(reply, ctx.spec.price_in_per_m, ctx.spec.price_out_per_m),
+        "cost_usd": cost_usd(reply, ctx.spec.price_in_per_m, ctx.spec.price_out_per_m,
+                             ctx.spec.price_audio_in_per_m),
         "prompt": ctx.prompt.name, "prompt_sha256": ctx.prompt.sha256,
         "run_fingerprint": ctx.fingerprint, **reply.extra,
     }

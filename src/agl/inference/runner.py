@@ -44,7 +44,7 @@ from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import known_secrets, scrub
 from agl.errors import AglError, ModelGone
 from agl.inference.cache import ResponseCache, cache_key
-from agl.inference.spend import SPEND
+from agl.inference.spend import SPEND, reply_cost
 from agl.inference.transport import ExecutorConfig
 
 PROBE_SECONDS = 1.0  # how much of each clip must decode before it is sent
@@ -436,11 +436,13 @@ def complete_sync(
     return asyncio.run(go())
 
 
-def cost_usd(reply: Reply, price_in_per_m: float, price_out_per_m: float) -> float:
+def cost_usd(reply: Reply, price_in_per_m: float, price_out_per_m: float,
+             price_audio_in_per_m: float | None = None) -> float:
     """What a reply costs at the given prices per million tokens, cached or not: a record
-    must not depend on run history (what this session paid is `session_cost_usd`)."""
-    return ((reply.input_tokens or 0) * price_in_per_m
-            + (reply.output_tokens or 0) * price_out_per_m) / 1e6
+    must not depend on run history (what this session paid is `session_cost_usd`). With an
+    audio price, the reply's `audio_tokens` (the provider's own count) are billed at it and
+    the rest of its input at `price_in_per_m`."""
+    return reply_cost(reply, price_in_per_m, price_out_per_m, price_audio_in_per_m)
 
 
 def progress_bar(total: int, backend: Backend, *, enabled: bool):

@@ -41,9 +41,17 @@ def tokens_for(seconds: float, prompt_text: str, settings: dict[str, Any]) -> tu
     return int(round(seconds * rate + len(prompt_text) / 4)), out
 
 
-def reply_cost(reply: Reply, price_in_per_m: float, price_out_per_m: float) -> float:
-    return ((reply.input_tokens or 0) * price_in_per_m
-            + (reply.output_tokens or 0) * price_out_per_m) / 1e6
+def reply_cost(reply: Reply, price_in_per_m: float, price_out_per_m: float,
+               price_audio_in_per_m: float | None = None) -> float:
+    """What a reply cost (agl.inference.runner.cost_usd, a record's `cost_usd`): its audio
+    tokens (the provider's count) at the audio price where one is set, the rest of its input
+    at the input price, its output at the output price."""
+    tokens_in = reply.input_tokens or 0
+    audio = reply.extra.get("audio_tokens") if price_audio_in_per_m is not None else None
+    if isinstance(audio, int) and not isinstance(audio, bool) and 0 <= audio <= tokens_in:
+        return ((tokens_in - audio) * price_in_per_m + audio * price_audio_in_per_m
+                + (reply.output_tokens or 0) * price_out_per_m) / 1e6
+    return (tokens_in * price_in_per_m + (reply.output_tokens or 0) * price_out_per_m) / 1e6
 
 
 @dataclass
@@ -54,6 +62,7 @@ class SpendCap:
     price_in_per_m: float
     price_out_per_m: float
     settings: dict[str, Any] = field(default_factory=dict)
+    price_audio_in_per_m: float | None = None
     spent_usd: float = 0.0
     held_usd: float = 0.0
     not_asked: int = 0
@@ -69,11 +78,15 @@ class SpendCap:
                 seconds = 0.0
         tokens_in, tokens_out = tokens_for(seconds, (request.system or "") + request.prompt,
                                            self.settings)
+        audio_in, _ = tokens_for(seconds, "", self.settings)
+        audio_price = (self.price_in_per_m if self.price_audio_in_per_m is None
+                       else self.price_audio_in_per_m)
         limits = [int(self.settings[k]) for k in OUTPUT_LIMITS
                   if isinstance(self.settings.get(k), int | float) and self.settings[k] > 0]
         if limits:
             tokens_out = max(limits)
-        return (tokens_in * self.price_in_per_m + tokens_out * self.price_out_per_m) / 1e6
+        return ((tokens_in - audio_in) * self.price_in_per_m + audio_in * audio_price
+                + tokens_out * self.price_out_per_m) / 1e6
 
     def hold(self, request: Request) -> float | Reply:
         """The estimate held for `request`, or the not-asked reply when it would pass the cap."""
@@ -91,7 +104,8 @@ class SpendCap:
     def settle(self, held: float, reply: Reply) -> None:
         """`reply` is in: its held estimate gives way to what it cost."""
         self.held_usd = max(0.0, self.held_usd - held)
-        self.spent_usd += reply_cost(reply, self.price_in_per_m, self.price_out_per_m)
+        self.spent_usd += reply_cost(reply, self.price_in_per_m, self.price_out_per_m,
+                                     self.price_audio_in_per_m)
 
 
 # The cap of the run under way in this task (the local executor sets it around the runner's

@@ -55,6 +55,8 @@ def run_summary(chosen: list[Prediction], n_selected: int, ctx: RunContext, wall
         "run_fingerprint": ctx.fingerprint,
         "price_in_per_m": spec.price_in_per_m,
         "price_out_per_m": spec.price_out_per_m,
+        **({"price_audio_in_per_m": spec.price_audio_in_per_m}
+           if spec.price_audio_in_per_m is not None else {}),
         "n": n_selected,
         "n_recorded": len(chosen),
         "complete": len(chosen) == n_selected and counts["failed"] == 0,

@@ -29,7 +29,8 @@ class LocalExecutor(Executor):
         spend = None
         if o.max_spend_usd is not None:  # params.yaml infer.max_spend_usd (agl.inference.spend)
             spend = SpendCap(float(o.max_spend_usd), work.spec.price_in_per_m,
-                             work.spec.price_out_per_m, dict(work.spec.settings or {}))
+                             work.spec.price_out_per_m, dict(work.spec.settings or {}),
+                             work.spec.price_audio_in_per_m)
         token = SPEND.set(spend)  # each request's task inherits it
         try:
             replies = stream(backend, requests, cache=cache, concurrency=o.concurrency,
