@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sensitivity", type=Path, default=None,
                     help="scripts/sensitivity-sweep's table: the section 'Localizability: "
                          "sensitivity to γ and θ' (skipped while the file does not exist)")
+    ap.add_argument("--duplicates", type=Path, default=None,
+                    help="the duplicates stage's table: each pair of clips is one cluster")
     ap.add_argument("--speech", type=Path, default=None,
                     help="the speech stage's table (speech.csv): the section 'What language alone tells'")
     args = ap.parse_args(argv)
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     inputs = ReportInputs(
         run_dirs=tuple(args.run_dirs), leaderboard_csv=args.leaderboard, manifest=args.manifest,
         judges_dir=args.judges, birds_csv=args.birds, counterfactual_dir=args.counterfactual,
-        sensitivity_csv=args.sensitivity, speech_csv=args.speech,
+        sensitivity_csv=args.sensitivity, speech_csv=args.speech, duplicates_csv=args.duplicates,
         extra_provenance={"params data.dataset": p["data"]["dataset"]})
     summary = make_report(inputs, args.out_dir, config)
     # Runs served by another model than asked (marked in the report's leaderboard): said here too.

@@ -112,6 +112,16 @@ def test_the_pairs_are_one_cluster_and_knn_no_longer_finds_the_twin(testset, tmp
     assert plain["protocols"]["paper"]["n_clusters"] == 4
     assert joined["protocols"]["paper"]["n_clusters"] == 2
     assert joined["protocols"]["paper"]["resampling_unit"] == "site:25"
+    # ... and so do the report's (the report stage reads the pipeline's table)
+    from agl.core import canonical
+    from agl.report.build import _unit
+    from agl.report.inputs import collect_runs, with_clusters
+
+    csv = tmp_path / "duplicates.csv"
+    canonical.write_csv(fp.duplicates_table(clips(frame), audio, fp.DuplicatesConfig(enabled=True)), csv)
+    runs = collect_runs([tmp_path], "paper")
+    assert [len(set(r.scored["cluster"])) for r in with_clusters(runs, _unit("site:25", csv))] == [2, 2]
+    assert [len(set(r.scored["cluster"])) for r in with_clusters(runs, _unit("site:25", None))] == [4, 4]
 
 
 def test_the_pipeline_table_is_empty_when_off_and_the_audits_pairs_when_on(testset):

@@ -29,6 +29,18 @@ from agl.report.tables import slug
 from agl.scoring.paired import with_holm
 
 
+def _unit(unit: str, duplicates_csv: Path | None):
+    """The resampling unit, with the duplicates table's pairs joined (one recording, one
+    cluster) where the table is given and holds any."""
+    from dataclasses import replace
+
+    from agl.dataset.fingerprints import read_pairs
+    from agl.scoring.clusters import parse_unit
+
+    pairs = tuple(read_pairs(duplicates_csv)) if duplicates_csv is not None else ()
+    return replace(parse_unit(unit), links=pairs) if pairs else unit
+
+
 def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
                  inputs: ReportInputs | None = None, judge: JudgeConfig | None = None,
                  provenance: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -40,7 +52,7 @@ def build_report(runs: list[RunInput], out_dir: Path, *, options: ReportOptions,
         raise AglError("no evaluated runs found (metrics.json + scores_<protocol>.csv); "
                        "run the evaluate stage first (dvc repro evaluate)")
     inputs = inputs or ReportInputs(run_dirs=())
-    runs = with_clusters(runs, options.resampling_unit)
+    runs = with_clusters(runs, _unit(options.resampling_unit, inputs.duplicates_csv))
     out_dir = Path(out_dir)
     figs, tables = out_dir / "plots", out_dir / "tables"
     cdf_dir = out_dir / "cdf"

@@ -171,4 +171,6 @@ class ReportInputs:
     counterfactual_dir: Path | None = None  # holds effects.csv
     sensitivity_csv: Path | None = None
     speech_csv: Path | None = None
+    # The duplicates stage's table (agl.dataset.fingerprints): each pair of clips is one cluster
+    duplicates_csv: Path | None = None
     extra_provenance: dict[str, Any] = field(default_factory=dict)
