@@ -25,6 +25,8 @@ summary's `ray` section, which the run's timings file holds (never a tracked out
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import socket
 import sys
 import time
@@ -39,7 +41,7 @@ from agl.backends.base import Backend
 from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.errors import AglError, ModelGone
 from agl.inference.cache import ResponseCache
-from agl.inference.executors import Executor, register_executor
+from agl.inference.executors import Executor, ray_leftovers, register_executor
 from agl.inference.runner import lookup, remember
 from agl.inference.shards import build_backend, plan_shards, serve_shard
 from agl.inference.transport import RayConfig
@@ -67,6 +69,9 @@ def connect(ray: Any, cfg: RayConfig) -> None:
     address = cfg.address
     if address not in (None, "auto", "local"):
         _reachable(address, cfg.connect_timeout_s)
+    local = address in (None, "local")
+    if local:  # what a killed driver's local Ray left running (ray_leftovers)
+        ray_leftovers.end_leftovers()
     try:
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
                  logging_level="ERROR", configure_logging=True)
@@ -74,6 +79,10 @@ def connect(ray: Any, cfg: RayConfig) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AglError(f"cannot reach the Ray cluster at {address}: {first}; start it (ray start "
                        "--head) or fix executor.ray.address / --ray-address") from None
+    if local:
+        with contextlib.suppress(Exception):  # a note is a courtesy to the next run, never a failure
+            ray_leftovers.note_session(ray._private.worker._global_node.get_session_dir_path())
+            atexit.register(ray_leftovers.forget_session)  # after Ray's own shutdown at exit
 
 
 def _reachable(address: str, timeout_s: float) -> None:
