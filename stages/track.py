@@ -30,13 +30,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", required=True, type=Path, help="build/runs: <run>/metrics.json")
     ap.add_argument("--listen", type=Path, help="build/listen: <model>/<intervention>.json")
     ap.add_argument("--perturb", type=Path, help="build/perturb: the derived datasets")
+    ap.add_argument("--leaderboard", type=Path,
+                    help="build/leaderboard.csv: each run's rank, logged so the runs table sorts as it")
     args = ap.parse_args(argv)
     p = _params.load("models", "evaluate", "counterfactual", "mlflow")
     cf = p["counterfactual"] or {}
     config = TrackConfig(EvaluateConfig.from_params(p["evaluate"], p["mlflow"]),
                          ListenConfig.from_params({k: cf.get(k) for k in KEYS}, p["mlflow"]))
     pairs = tuple((m, i) for m in cf.get("models") or [] for i in cf.get("interventions") or [])
-    receipt, url = track_pipeline(TrackInputs(args.manifest, args.runs, args.listen, args.perturb, pairs),
+    inputs = TrackInputs(args.manifest, args.runs, args.listen, args.perturb, pairs, args.leaderboard)
+    receipt, url = track_pipeline(inputs,
                                   parse_models(p["models"]), config)
     canonical.write_json(args.receipt, receipt)
     levels = sum(map(len, receipt["listen"].values()))

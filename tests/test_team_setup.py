@@ -113,7 +113,9 @@ def test_runs_land_in_mlflow_on_postgres(team):
     from agl.core.mlflow_view import VIEW_TAG, runs_url
 
     state = json.loads(json.loads(exp.tags[VIEW_TAG])["state"])
-    assert state["selectedColumns"][0] == "metrics.`paper.distance_error_km`"
+    # the leaderboard's rank first, sorted by it (issue 50), then the headline
+    assert state["selectedColumns"][:2] == ["metrics.`leaderboard_rank`", "metrics.`paper.distance_error_km`"]
+    assert state["orderByKey"] == "metrics.`leaderboard_rank`"
     done = agl("mlflow", cwd=team["work"], env=team["env"], ok=True)
     assert done.stdout.splitlines() == [runs_url(exp.experiment_id, team["url"])]
 

@@ -9,6 +9,7 @@ under their model's run included.)
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -94,3 +95,57 @@ def test_a_run_scored_on_another_manifest_or_not_scored_is_one_line(tmp_path, mo
     manifest.write_text(manifest.read_text().replace("k000", "k999"))  # the data moved on since
     with pytest.raises(AglError, match=r"metrics.json: scored on another manifest .*`dvc repro evaluate@synthetic`"):
         track_evaluated(run_dir, manifest, config)
+
+
+def test_the_runs_table_orders_runs_as_the_leaderboard_ranks_them(tmp_path, monkeypatch):
+    """Issue 50: MLflow's saved view sorted by mean distance, so a run that refused every clip
+    (langprior on the demo: 10,000 km a refusal) stood second, where the leaderboard lists it
+    unranked. The track stage logs the leaderboard's rank; the view sorts by it, an unranked
+    run has none and comes last."""
+    from dataclasses import replace
+
+    import mlflow
+    import pandas as pd
+
+    from agl.contracts.models import parse_models
+    from agl.core.headline import RANK_METRIC
+    from agl.core.mlflow_view import VIEW_TAG
+    from agl.counterfactual.listen import ListenConfig
+    from agl.predictions.records import Prediction, Status, write_predictions
+    from agl.scoring import leaderboard
+    from agl.scoring.config import EvaluateConfig
+    from agl.scoring.evaluate import evaluate_run
+    from agl.tracking.pipeline import TrackConfig, TrackInputs, track_pipeline
+
+    manifest, good = _run_folder(tmp_path)
+    frame = pd.read_csv(manifest)
+    far = [Prediction(k, Status.OK, latitude=-la, longitude=lo - 180 if lo > 0 else lo + 180)
+           for k, la, lo in zip(frame["key"], frame["latitude"], frame["longitude"], strict=True)]
+    refused = [Prediction(k, Status.REFUSED, refused=True) for k in frame["key"]]
+    for name, preds in (("far", far), ("refuser", refused)):
+        write_predictions(tmp_path / "runs" / name / "predictions.jsonl", preds)
+    config = EvaluateConfig(protocols=["paper"], metric_bootstrap=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        docs = {name: evaluate_run(name, tmp_path / "runs" / name / "predictions.jsonl", manifest,
+                                   tmp_path / "runs" / name, replace(config, track=False))
+                for name in ("synthetic", "far", "refuser")}
+    km = {n: d["protocols"]["paper"]["distance_error_km"] for n, d in docs.items()}
+    assert km["synthetic"] < km["refuser"] == 10000.0 < km["far"]  # by distance the refuser is 2nd
+    board = leaderboard.collect([tmp_path / "runs" / n / "metrics.json" for n in docs], "paper")
+    board.to_csv(tmp_path / "leaderboard.csv", index=False)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.delenv("AGL_MLFLOW_EXPERIMENT", raising=False)
+    specs = parse_models({n: {"backend": "knn", "model": "knn"} for n in docs})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        track_pipeline(TrackInputs(manifest, tmp_path / "runs", leaderboard=tmp_path / "leaderboard.csv"),
+                       specs, TrackConfig(config, ListenConfig(level_bootstrap=20)))
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("agl1k")
+    state = json.loads(json.loads(exp.tags[VIEW_TAG])["state"])
+    assert state["orderByKey"] == f"metrics.`{RANK_METRIC}`" and state["orderByAsc"] is True
+    assert state["selectedColumns"][0] == f"metrics.`{RANK_METRIC}`"
+    runs = client.search_runs([exp.experiment_id], order_by=[state["orderByKey"] + " ASC"])
+    assert [r.info.run_name for r in runs] == ["synthetic", "far", "refuser"]  # the leaderboard's order
+    assert [r.data.metrics.get(RANK_METRIC) for r in runs] == [1.0, 2.0, None]  # unranked: no rank

@@ -12,7 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print the link that opens MLflow on the runs table, headline metrics as columns",
         description=(
             "Print the URL that opens the MLflow experiment's runs table on agl's saved view "
-            "(the headline metrics as columns, smallest mean distance error first), saving "
+            "(the headline metrics as columns, ordered as the leaderboard ranks the runs, "
+            "unranked ones last; by mean distance error where no rank was logged), saving "
             "that view again from the metrics the evaluated runs carry. The store is "
             "MLFLOW_TRACKING_URI's, else mlflow.db in the repository; a server's URL is its "
             "own, a database is opened with `mlflow ui` on 127.0.0.1:5000."

@@ -48,6 +48,13 @@ def run_headline(doc: dict[str, Any], name: str, protocol: str = "paper") -> dic
     return {name: {short: _r(m.get(key), digits) for short, key, digits in RUN_HEADLINE}}
 
 
+# The leaderboard's rank of a run, logged to MLflow by the track stage (from
+# build/leaderboard.csv) for a ranked run only: the runs table sorts by it, so MLflow orders runs
+# as the leaderboard does and leaves an unranked run (more than leaderboard.max_refused of its
+# clips refused) without one, listed last (MLflow sorts a missing metric last).
+RANK_METRIC = "leaderboard_rank"
+
+
 def run_metric_keys(protocols: Iterable[str]) -> list[str]:
     """The MLflow metrics of the headline under each protocol, in that order: the columns of
     the runs table agl's MLflow experiment opens on (agl.core.mlflow_view)."""

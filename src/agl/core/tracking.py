@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.core import diskwrite
-from agl.core.headline import run_metric_keys
+from agl.core.headline import RANK_METRIC, run_metric_keys
 from agl.core.jsonutil import flatten
 from agl.core.mlflow_view import runs_url, save_view, ui_base
 from agl.core.nofollow import open_part
@@ -333,12 +333,15 @@ def runs_view_url(experiment: str | None = None) -> str:
         raise AglError(f"{where} has no experiment '{name}': `dvc repro` logs the evaluated runs "
                        "there (MLFLOW_TRACKING_URI picks the store, --experiment the experiment)")
     # an evaluated run logs `<protocol>.distance_error_km` for each protocol it was scored under
-    protocols = {k.split(".")[0] for run in client.search_runs([exp.experiment_id], max_results=1000)
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    protocols = {k.split(".")[0] for run in runs
                  for k in run.data.metrics if k.count(".") == 1 and k.endswith(".distance_error_km")}
     if not protocols:
         raise AglError(f"{where}: experiment '{name}' has no evaluated run yet; `dvc repro` "
                        "evaluates them")
     keys = run_metric_keys(sorted(protocols, key=lambda p: (p != "paper", p)))  # paper first
+    if any(RANK_METRIC in run.data.metrics for run in runs):  # the track stage logged ranks
+        keys = [RANK_METRIC, *keys]  # sorted as the leaderboard ranks, unranked runs last
     save_view(client, exp.experiment_id, keys, keys[0])
     return runs_url(exp.experiment_id, ui_base(tracking_uri()))
 

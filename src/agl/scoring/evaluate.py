@@ -15,7 +15,7 @@ import pandas as pd
 from agl.core import canonical
 from agl.core.checks import check_value
 from agl.core.geo import EARTH_MAX_KM
-from agl.core.headline import run_metric_keys
+from agl.core.headline import RANK_METRIC, run_metric_keys
 from agl.core.tracking import log_run, save_runs_view
 from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label
 from agl.dataset.manifest_cache import load_manifest_cached
@@ -305,14 +305,18 @@ def evaluate_run(
     return doc
 
 
-def save_view(config: EvaluateConfig) -> str:
-    """The experiment's runs table, opening on the headline metrics, smallest error first: its URL."""
+def save_view(config: EvaluateConfig, *, ranked: bool = False) -> str:
+    """The experiment's runs table, opening on the headline metrics: its URL. `ranked` (the
+    track stage logged the leaderboard's ranks): sorted by that rank, as the leaderboard
+    orders runs, an unranked run last; else smallest error first (`agl evaluate` alone)."""
     columns = run_metric_keys(config.protocols)
+    if ranked:
+        return save_runs_view([RANK_METRIC, *columns], sort_by=RANK_METRIC, experiment=config.experiment)
     return save_runs_view(columns, sort_by=columns[0], experiment=config.experiment)
 
 
 def track_evaluated(run_dir: str | Path, manifest_path: str | Path, config: EvaluateConfig,
-                    info: dict[str, Any] | None = None) -> str:
+                    info: dict[str, Any] | None = None, rank: int | None = None) -> str:
     """Log a run the evaluate stage scored (its folder: predictions.jsonl, metrics.json and the
     scores, as `evaluate_run` wrote them) as `evaluate_run` would have: the same run key,
     params, metrics, tags and artifacts, read back from the files (the track stage's call).
@@ -330,7 +334,8 @@ def track_evaluated(run_dir: str | Path, manifest_path: str | Path, config: Eval
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
         manifest = load_manifest_cached(manifest_path, columns=["title"], digest=version)
-    _log_evaluation(doc, config, info, run_summary, artifacts, (manifest, manifest_path))
+    extra = {} if rank is None else {RANK_METRIC: rank}  # the leaderboard's, for the runs table
+    _log_evaluation(doc, config, info, run_summary, artifacts, (manifest, manifest_path), extra)
     return run_key(doc)
 
 
@@ -430,7 +435,7 @@ def _served_tags(run_summary: dict[str, Any]) -> dict[str, str]:
 
 def _log_evaluation(doc: dict[str, Any], config: EvaluateConfig, info: dict[str, Any],
                     run_summary: dict[str, Any], artifacts: list[Path],
-                    data: tuple[pd.DataFrame, str | Path]) -> str:
+                    data: tuple[pd.DataFrame, str | Path], extra: dict[str, Any] | None = None) -> str:
     """One MLflow run for the scored run, keyed by its name and data version."""
     run = doc["run"]
     manifest, manifest_path = data
@@ -443,7 +448,7 @@ def _log_evaluation(doc: dict[str, Any], config: EvaluateConfig, info: dict[str,
         run_key=run_key(doc),
         run_name=run,
         params=params,
-        metrics=_run_metrics(doc, run_summary),
+        metrics={**_run_metrics(doc, run_summary), **(extra or {})},
         artifacts=artifacts,
         experiment=config.experiment,
         tags={"data_version": doc["data_version"], "dataset": doc["dataset"],
