@@ -5,6 +5,7 @@ pinned folder cannot carry a hint: it stops before any stage runs)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,30 @@ def test_a_download_matching_the_pin_leaves_nothing_to_re_pin(tmp_path):
     assert line is not None and line.startswith("data/ differs from data.dvc")
     out = sh("dvc repro", clone, env)
     assert "git add" in out and "data.dvc" in out, out
+
+
+@pytest.mark.slow
+def test_a_restored_clip_puts_the_committed_pin_back(tmp_path):
+    """Issue 50: a clip deleted by hand, `dvc repro` (it re-pins data.dvc to the smaller folder
+    before the filter stage refuses it), then `agl download` restoring the clip: the folder is
+    the committed data again, but agl blamed "another dataset or generator" and DVC asked to
+    `git add data.dvc` although it had not moved. Now the committed pin is put back and said so."""
+    env = subprocess_env()
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    (repo / "data" / "a.txt").write_text("a\n")
+    (repo / "data" / "b.txt").write_text("b\n")
+    (repo / "dvc.yaml").write_text("stages:\n  count:\n    cmd: ls data > n.txt\n    deps: [data]\n"
+                                   "    outs: [n.txt]\n")
+    sh("git init -q && dvc init -q && dvc add -q data && dvc repro -q && git add -A && "
+        "git commit -qm pinned", repo, env)
+    (repo / "data" / "b.txt").unlink()  # deleted by hand
+    sh("dvc repro -q", repo, env)  # re-pins data.dvc to the folder without b.txt
+    assert sh("git status --short data.dvc", repo, env).strip() == "M data.dvc"
+    (repo / "data" / "b.txt").write_text("b\n")  # what `agl download` restores
+    line = cache_if_pinned(repo / "data", repo)
+    assert line is not None and line.startswith("data/ holds again what data.dvc pins as committed"), line
+    assert "another dataset" not in line
+    assert sh("git status --short data.dvc", repo, env).strip() == ""  # unchanged for git
+    out = sh("dvc repro", repo, env)
+    assert "'data.dvc' didn't change" in out and not re.search(r"git add[^\n]*data\.dvc", out), out

@@ -35,7 +35,52 @@ def cache_if_pinned(folder: str | Path, root: str | Path = ".", pin: str = PIN) 
         now = {str(o.def_path): o.hash_info for o in stage.outs}
         paths = ", ".join(f"{p}/" for p in now)
         if now != pinned:
-            return (f"{paths} differs from {pin} (another dataset or generator): `dvc repro` "
-                    f"re-pins it; commit {pin} with the results")
+            committed = _committed_pin(root, pin)
+            if committed is None or {p: h.value for p, h in now.items()} != committed:
+                return (f"{paths} differs from {pin} (another dataset or generator): `dvc repro` "
+                        f"re-pins it; commit {pin} with the results")
+            # The folder is the committed data again (a clip deleted, then restored): the
+            # `dvc repro` that ran while it was missing had re-pinned the smaller folder. The
+            # committed pin is put back, so DVC neither re-pins nor asks to `git add` it.
+            _restore_pin(root, pin)
+            (stage,) = repo.stage.collect(str((root / pin).resolve()))
+            stage.save()
+            stage.commit()
+            return (f"{paths} holds again what {pin} pins as committed (restored clips); {pin} "
+                    "had been re-pinned by a `dvc repro` while they were missing and is set back "
+                    "to the committed pin, unchanged for git; stored in DVC's cache")
         stage.commit()
     return f"{paths} matches {pin}; stored in DVC's cache (`dvc push` can send it)"
+
+
+def _git_show(root: Path, pin: str) -> bytes | None:
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "show", f"HEAD:./{pin}"], cwd=root, capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _committed_pin(root: Path, pin: str) -> dict[str, str] | None:
+    """{path: md5} of the pin as the last commit holds it (None: no git, or not committed)."""
+    import yaml
+
+    text = _git_show(root, pin)
+    try:
+        doc = yaml.safe_load(text) if text is not None else None
+    except yaml.YAMLError:
+        return None
+    outs = doc.get("outs") if isinstance(doc, dict) else None
+    if not isinstance(outs, list):
+        return None
+    return {str(o.get("path")): str(o.get("md5")) for o in outs if isinstance(o, dict)}
+
+
+def _restore_pin(root: Path, pin: str) -> None:
+    from agl.core.diskwrite import write_bytes
+
+    text = _git_show(root, pin)
+    if text is not None:
+        write_bytes(root / pin, text)
