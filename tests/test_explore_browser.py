@@ -338,3 +338,41 @@ def test_the_authors_qwen_run_without_audio(browser, qwen_published, agl1k_manif
     expect(row).to_contain_text("no reasoning in this record")  # the authors' file has none
     assert float(dot(page, "qwen25-omni").get_attribute("data-lat")) == pytest.approx(pred.latitude)
     shot(page, "qwen-clip")
+
+
+FITS = """() => {
+    const v = document.querySelector('#viewport');
+    const right = v.getBoundingClientRect().right;
+    return {page: document.documentElement.scrollWidth, window: innerWidth,
+            client: v.clientWidth, scroll: v.scrollWidth,
+            runs: [...document.querySelectorAll('.thead .th.run')].map((h) => h.innerText.trim()),
+            past: [...document.querySelectorAll('.thead .th')]
+                .filter((h) => h.getBoundingClientRect().right > right + 1).length};
+}"""
+
+
+def test_the_list_and_a_clip_page_fit_a_laptops_width(browser, demo_repo):
+    """Issue 50: at 1,280 px the list's run columns ran past the right edge (it scrolled
+    sideways; 1,920 px fitted). Every run's column stays, the title shrinks and the columns
+    a clip page also shows give way in order; a clip page fits too. Checked in Chromium."""
+    from playwright.sync_api import expect
+
+    runs = sorted(p.name for p in (demo_repo / "build" / "runs").iterdir() if (p / "metrics.json").is_file())
+    server = ExploreServer(demo_repo)
+    try:
+        for width in (1280, 1024):
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            page.goto(server.url)
+            page.locator("#viewport .row").first.wait_for()
+            box = page.evaluate(FITS)
+            assert box["scroll"] <= box["client"] and box["past"] == 0, (width, box)
+            assert box["page"] <= box["window"] and sorted(box["runs"]) == runs, (width, box)
+            page.goto(f"{server.url}#clip=demo_0001")
+            expect(page.locator("body")).to_have_attribute("data-clip", "demo_0001", timeout=30_000)
+            wide = page.evaluate("""() => ({page: document.documentElement.scrollWidth, window: innerWidth,
+                table: document.querySelector('#runs-table').scrollWidth,
+                box: document.querySelector('#runs-table').parentElement.clientWidth})""")
+            assert wide["page"] <= wide["window"] and wide["table"] <= wide["box"], (width, wide)
+            page.close()
+    finally:
+        server.stop()

@@ -184,16 +184,31 @@ def test_a_server_that_heard_less_than_sent_marks_its_run(tmp_path):
 
 
 def test_the_page_keeps_a_laptops_width_and_names_read_left(tmp_path):
-    """leaderboard.html in Chromium at 1280 px: its 13 columns scroll inside their box (the page
-    itself used to widen past the window), run and model names are left-aligned like the
-    report's, and no empty paragraph stands under the title."""
+    """leaderboard.html in Chromium at 1280 px: its columns (the paper's beside ours: 18) fit the
+    window, no sideways scroll (issue 50: they scrolled in their box; before that the page
+    itself widened), each interval under its value; run and model names are left-aligned like
+    the report's, and no empty paragraph stands under the title."""
     from helpers import require_chromium
 
     chromium = require_chromium()
     from playwright.sync_api import sync_playwright
 
     files = [metrics_file(tmp_path, f"a-long-run-name-{i}", 6000.0 + i, "Qwen2.5-Omni") for i in range(3)]
-    leaderboard.write(leaderboard.collect(files, "paper"), tmp_path / "out", protocol="paper")
+    for i, path in enumerate(files):  # every column filled, at AGL1K's widths
+        doc = json.loads(path.read_text())
+        res = doc["protocols"]["paper"]
+        res.update(n=1442, median_km=13397.9, geoscore=118.6, reject_rate=0.0, n_clusters=698,
+                   resampling_unit="site:25", distance_error_km=11773.13 + i,
+                   design_effect={"distance_error_km": 1.52, "country_acc": 15.35},
+                   **{m: 0.123 for m in ("continent_acc", "country_acc", "city_acc")})
+        res["ci95"] = {"distance_error_km": [10176.72, 13259.55],
+                       **{m: [0.034, 0.256] for m in ("continent_acc", "country_acc", "city_acc")}}
+        doc.update(dataset_clips=1444, clips_predicted=1442)
+        path.write_text(json.dumps(doc))
+    paper = pd.DataFrame([{"model": "qwen2.5-omni", "distance_error_km": 5476.83, "continent_acc": 0.45,
+                           "country_acc": 0.26, "city_acc": 0.02}])
+    board = leaderboard.attach_paper(leaderboard.collect(files, "paper"), paper)
+    leaderboard.write(board, tmp_path / "out", protocol="paper")
     page_file = tmp_path / "out" / "leaderboard.html"
     assert "<p></p>" not in page_file.read_text()
     with sync_playwright() as p:
@@ -204,12 +219,15 @@ def test_the_page_keeps_a_laptops_width_and_names_read_left(tmp_path):
             box = page.evaluate("""() => { const d = document.querySelector('div.scroll');
                 return {page: document.documentElement.scrollWidth, window: window.innerWidth,
                         box: d.clientWidth, table: d.scrollWidth,
+                        cols: document.querySelectorAll('#leaderboard thead th').length,
+                        ci: getComputedStyle(document.querySelector('#leaderboard span.ci')).display,
                         run: getComputedStyle(document.querySelector('#leaderboard td:nth-child(2)')).textAlign,
                         km: getComputedStyle(document.querySelector('#leaderboard td:nth-child(5)')).textAlign}; }""")
         finally:
             browser.close()
     assert box["page"] <= box["window"], box
-    assert box["table"] > box["box"], box  # wider than the window: it scrolls in its box
+    assert box["table"] <= box["box"] and box["cols"] >= 17, box  # every column, no sideways scroll
+    assert box["ci"] == "block", box  # the interval on its own line under the value
     assert (box["run"], box["km"]) == ("left", "right"), box
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -294,6 +295,18 @@ def _cell(v: Any, digits: int) -> str:
     return f"{v:.{digits}f}"
 
 
+_WITH_CI = re.compile(r"^(\S+) (\[[^\]]*\])$")
+
+
+def html_cell(text: str) -> str:
+    """A cell of the HTML table: an estimate's interval (`8401.11 [6881.38, 9924.40]`) on its
+    own line under the value, so the column is as wide as the interval, not as both."""
+    m = _WITH_CI.match(text)
+    if m is None:  # `1442 / 1444` stays on one line
+        return html.escape(text).replace(" / ", "\u00a0/\u00a0")
+    return f"{html.escape(m.group(1))}<span class='ci'>{html.escape(m.group(2))}</span>"
+
+
 def _with_ci(row: pd.Series, c: str, digits: int) -> str:
     v = _cell(row[c], digits)
     # bounds in the digits their Monte-Carlo noise supports: whole km (docs/metrics.md#resamples)
@@ -540,9 +553,10 @@ def write(board: pd.DataFrame, out_dir: Path, *, protocol: str, note: str = "") 
             md += ["", line]
         md.append("")
         th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-        trs = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in cells)
+        trs = "".join("<tr>" + "".join(f"<td>{html_cell(c)}</td>" for c in r) + "</tr>" for r in cells)
         ident = "leaderboard" if k == 0 else f"leaderboard-{k + 1}"
-        # In a scrolling box: 13 columns pass a laptop's width, and the page must not widen.
+        # Fits a laptop's 1,280 px (intervals under their value, headers and names wrapped);
+        # in a scrolling box all the same, so the page never widens past the window.
         body.append(f"<div class='scroll'><table id='{ident}' class='leaderboard'><thead><tr>{th}</tr></thead>"
                     f"<tbody>{trs}</tbody></table></div>")
         body += [f"<p class='note'>{html.escape(line)}</p>" for line in notes]
@@ -559,6 +573,10 @@ def write(board: pd.DataFrame, out_dir: Path, *, protocol: str, note: str = "") 
         "table{border-collapse:collapse;font-size:13px}th{background:#f3f3f3}"
         "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap}"
         "td:nth-child(-n+3),th:nth-child(-n+3){text-align:left}"
+        # at a laptop's width (issue 50: 13 columns scrolled sideways at 1,280 px): headers and
+        # the names wrap, and an interval sits under its value
+        "table.leaderboard td,table.leaderboard th{white-space:normal;padding:3px 4px}th{vertical-align:bottom}"
+        "span.ci{display:block;font-size:11px;color:#555;white-space:nowrap}"
         "div.scroll{overflow-x:auto;max-width:100%}p.note{max-width:70em}</style>"
         f"<h1>Leaderboard ({html.escape(protocol)} protocol)</h1>"
         + (f"<p>{html.escape(note)}</p>" if note else "")

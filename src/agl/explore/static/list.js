@@ -14,59 +14,101 @@
       this.hrefFor = hrefFor;
       this.order = [];
       const c = idx.clips;
-      this.columns = [
-        { sort: "key", label: "Clip", width: "10.5em", cell: (i) => c.key[i] },
-        { sort: "title", label: "Title", width: "22em", cell: (i) => c.title[i] },
-        { sort: "continent", label: "Continent", width: "8em", cell: (i) => c.continent[i] },
-        { sort: "country", label: "Country", width: "9em", cell: (i) => c.country[i] },
-        { sort: "seconds", label: "Length", width: "5.2em", cell: (i) => `${Math.round(c.seconds[i] ?? 0)} s`, cls: "num" },
-        { sort: "speech", label: "Speech", width: "5.2em", cell: (i) => (c.speech[i] ? "yes" : "no") },
+      // `drop`: the order in which a column gives way when the window is too narrow for all
+      // (its values stay on the clip page and in the filters); the title shrinks first.
+      this.all = [
+        { sort: "key", label: "Clip", width: 10.5, cell: (i) => c.key[i] },
+        { sort: "title", label: "Title", width: 22, min: 7, cell: (i) => c.title[i] },
+        { sort: "continent", label: "Continent", width: 7.5, drop: 1, cell: (i) => c.continent[i] },
+        { sort: "country", label: "Country", width: 8.5, cell: (i) => c.country[i] },
+        { sort: "seconds", label: "Length", width: 4.6, drop: 2, cell: (i) => `${Math.round(c.seconds[i] ?? 0)} s`, cls: "num" },
+        { sort: "speech", label: "Speech", width: 4.8, drop: 4, cell: (i) => (c.speech[i] ? "yes" : "no") },
       ];
-      if (c.language) this.columns.push({ sort: null, label: "Language", width: "6em", cell: (i) => c.language[i] });
-      this.columns.push({ sort: "birds", label: "Birds", width: "4.2em", cls: "num",
+      if (c.language) this.all.push({ sort: null, label: "Language", width: 6, drop: 3, cell: (i) => c.language[i] });
+      this.all.push({ sort: "birds", label: "Birds", width: 4, drop: 5, cls: "num",
         cell: (i) => (c.birds[i] < 0 ? "—" : String(c.birds[i])) });
-      this.columns.push({ sort: "wrong", label: "Wrong", width: "5em", cls: "num",
+      this.all.push({ sort: "wrong", label: "Wrong", width: 4.6, cls: "num",
         cell: (i) => String(idx.wrong.reduce((s, w) => s + (w[i] === 1 ? 1 : 0), 0)) });
-      const widths = [...this.columns.map((col) => col.width), ...idx.runs.map(() => "6.4em")];
-      const template = widths.join(" ");
-      const total = widths.reduce((s, w) => s + parseFloat(w), 0);
+      this.onSort = onSort;
+      this.sorted = null;
 
       this.viewport = AGL.el("div", { class: "viewport", id: "viewport", tabindex: "0" });
-      // Fixed column widths for every row (CSS variables): a row's layout never depends on
-      // its text, so each row is laid out and painted on its own (contain: strict).
-      this.viewport.style.setProperty("--cols", template);
-      this.viewport.style.setProperty("--row-w", `${total}em`);
       this.head = AGL.el("div", { class: "thead", role: "row" });
-      for (const col of this.columns) {
-        this.head.append(AGL.el("button", { type: "button", class: `th ${col.cls || ""}`,
-          dataset: { sort: col.sort || "" }, disabled: !col.sort, onclick: () => onSort(col.sort) }, col.label));
-      }
-      idx.runs.forEach((run, r) => {
-        const th = AGL.el("button", { type: "button", class: "th run", title: `${run.name}: sort by its error`,
-          dataset: { sort: `run:${run.name}` }, onclick: () => onSort(`run:${run.name}`) },
-        AGL.el("span", { class: "swatch" }), run.name);
-        th.firstChild.style.background = AGL.runColour(r);
-        this.head.append(th);
-      });
       this.body = AGL.el("div", { class: "tbody", id: "rows" });
       this.viewport.append(this.head, this.body);
       root.replaceChildren(this.viewport);
+      this.layout();
       let queued = false;
       this.viewport.addEventListener("scroll", () => {
         if (queued) return;
         queued = true;
         requestAnimationFrame(() => { queued = false; this.render(); });
       });
-      window.addEventListener("resize", () => this.render());
+      // Laid out again whenever the list's box changes size: a resized window, and the list
+      // shown after a clip page was opened first (hidden, it had no width to fit).
+      new ResizeObserver(() => {
+        if (!this.viewport.clientWidth) return;
+        if (this.layout()) this.render(true); else this.render();
+      }).observe(this.viewport);
+    }
+
+    // The columns that fit the list's width (issue 50: at 1,280 px the demo's 5 runs were
+    // past the right edge): every run's column always, the title shrunk to its minimum, then
+    // the droppable columns dropped in their order; wider than that it scrolls. Fixed widths
+    // for every row (CSS variables): a row's layout never depends on its text, so each row is
+    // laid out and painted on its own (contain: strict). True when the columns changed.
+    layout() {
+      const em = parseFloat(getComputedStyle(this.viewport).fontSize) || 16;
+      // the box's width less a vertical scrollbar's (it comes with the rows)
+      const avail = ((this.viewport.clientWidth || window.innerWidth) - 18) / em - 0.3;
+      const RUN_W = 5.4;
+      const runs = this.idx.runs.length * RUN_W;
+      let cols = this.all.slice();
+      const width = (list, title) => list.reduce((s, col) => s + (col.sort === "title" ? title : col.width), runs);
+      const droppable = cols.filter((col) => col.drop).sort((a, b) => a.drop - b.drop);
+      while (width(cols, 7) > avail && droppable.length) {
+        const gone = droppable.shift();
+        cols = cols.filter((col) => col !== gone);
+      }
+      const fixed = width(cols, 0);
+      const title = Math.max(7, Math.min(22, avail - fixed));
+      const names = cols.map((col) => col.label).join("|");
+      if (names === this.shown && title === this.titleW) return false;
+      this.shown = names;
+      this.titleW = title;
+      this.columns = cols;
+      const widths = [...cols.map((col) => `${col.sort === "title" ? title : col.width}em`),
+        ...this.idx.runs.map(() => `${RUN_W}em`)];
+      this.viewport.style.setProperty("--cols", widths.join(" "));
+      this.viewport.style.setProperty("--row-w", `${fixed + title}em`);
+      this.head.replaceChildren();
+      for (const col of cols) {
+        this.head.append(AGL.el("button", { type: "button", class: `th ${col.cls || ""}`,
+          dataset: { sort: col.sort || "" }, disabled: !col.sort, onclick: () => this.onSort(col.sort) }, col.label));
+      }
+      this.idx.runs.forEach((run, r) => {
+        const th = AGL.el("button", { type: "button", class: "th run", title: `${run.name}: sort by its error`,
+          dataset: { sort: `run:${run.name}` }, onclick: () => this.onSort(`run:${run.name}`) },
+        AGL.el("span", { class: "swatch" }), run.name);
+        th.firstChild.style.background = AGL.runColour(r);
+        this.head.append(th);
+      });
+      if (this.sorted) this.markSorted(this.sorted);
+      return true;
+    }
+
+    markSorted(f) {
+      this.sorted = f;
+      for (const th of this.head.children) {
+        th.classList.toggle("sorted", th.dataset.sort === f.sort);
+        th.classList.toggle("desc", th.dataset.sort === f.sort && f.desc);
+      }
     }
 
     show(order, f) {
       this.order = order;
       this.body.style.height = `${order.length * ROW_H}px`;
-      for (const th of this.head.children) {
-        th.classList.toggle("sorted", th.dataset.sort === f.sort);
-        th.classList.toggle("desc", th.dataset.sort === f.sort && f.desc);
-      }
+      this.markSorted(f);
       this.render(true);
     }
 
@@ -124,7 +166,9 @@
         cell.textContent = col.cell(i);
         row.appendChild(cell);
       }
-      row.firstChild.nextSibling.title = idx.clips.title[i];  // the title, in full
+      // the title in full, and what the narrow columns left out
+      row.firstChild.nextSibling.title = [idx.clips.title[i], ...this.all.filter((col) => !this.columns.includes(col))
+        .map((col) => `${col.label}: ${col.cell(i)}`)].join(" · ");
       for (let r = 0; r < idx.runs.length; r++) row.append(this.runCell(r, i));
       return row;
     }
