@@ -321,7 +321,7 @@ def sha256_arg(text: str) -> str:
 # the ones a command alone reads, and the shipped stages'. `evalute:` used to be ignored
 # without a word while every stage ran on the defaults of `evaluate:`.
 SECTIONS = frozenset({
-    "data", "download", "filter", "tag", "birds", "speech", "localizability", "infer",
+    "data", "download", "filter", "tag", "birds", "speech", "duplicates", "localizability", "infer",
     "executor", "models", "evaluate", "mlflow", "leaderboard", "export", "paper", "report",
     "perturb", "counterfactual"})
 
