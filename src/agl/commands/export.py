@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from agl.core.checks import check_resamples  # a command's lazy load
     from agl.errors import AglError  # a command's lazy load: `agl --help` stays instant
     from agl.interchange.eee_export import ExportConfig, export_runs  # (as above)
+    from agl.scoring.config import METRIC_BOOTSTRAP  # (as above)
 
     params = read_params(args.params)
     evaluate, export = params.get("evaluate") or {}, params.get("export") or {}
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         raise AglError(f"{where}: {organization!r} is not one organization's name (text); e.g. "
                        "organization: agl")
     config = ExportConfig(organization=organization.strip(),
-                          resamples=int(evaluate.get("metric_bootstrap", 1000)),
+                          resamples=int(evaluate.get("metric_bootstrap", METRIC_BOOTSTRAP)),
                           seed=int(evaluate.get("seed", 0)),
                           wrong_km=float(report.get("wrong_km", 750.0)))
     roots = list(args.runs) if args.runs else [Path("build/runs"), Path("build/paper")]

@@ -158,6 +158,8 @@ def evaluate_frames(
     result["ci95"].update(point.pop("ci95"))
     result.update(point)
     result["resampling_unit"] = parsed.name
+    # how the intervals were drawn, with them: an export names it (agl.interchange.eee_metrics)
+    result["interval"] = {"resamples": int(bootstrap), "seed": int(seed)}
     result["by_speech"] = {name: part() for name, part in parts.items()}
     # A median at the protocol's refusal distance is a refusal, not a distance: said so.
     refusal_km = PAPER_REFUSAL_KM if protocol == "paper" else strict_refusal_km
@@ -386,7 +388,7 @@ def _run_metrics(doc: dict[str, Any], run_summary: dict[str, Any]) -> dict[str, 
     metrics: dict[str, Any] = {}
     for protocol, res in doc["protocols"].items():
         for k, v in res.items():
-            if k in (*PER_METRIC, "notes", "resampling_unit", "labels", "influential_clusters"):
+            if k in (*PER_METRIC, "notes", "resampling_unit", "labels", "influential_clusters", "interval"):
                 continue
             if k == "by_speech":
                 for part, sub in v.items():
