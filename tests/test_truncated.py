@@ -171,3 +171,12 @@ def test_audio_tokens_are_priced_apart_where_the_provider_bills_them_apart():
     (spec,) = parse_models({"m": {"backend": "gemini", "model": "x", "price_in_per_m": 0.3,
                                   "price_audio_in_per_m": 1.0, "price_out_per_m": 2.5}})
     assert spec.price_audio_in_per_m == 1.0
+
+
+def test_the_eee_record_carries_cut_replies_and_a_run_sent_with_tags():
+    from agl.interchange.eee_export import _generation
+
+    extra = _generation({}, {}, {"n_truncated": 3, "audio_tags_sent": True,
+                                 "n_refused": 0})["additional_details"]
+    assert extra["n_truncated"] == "3" and extra["audio_tags_sent"] == "True"
+    assert "audio_tags_sent" not in _generation({}, {}, {"n_refused": 0})["additional_details"]
