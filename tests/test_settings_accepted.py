@@ -120,3 +120,26 @@ def test_a_stage_refuses_an_unknown_section(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "did you mean evaluate (for evalute)?" in done.stderr, done.stderr
     assert done.stderr.strip().count("\n") == 0
+
+
+def test_retries_zero_is_one_attempt_through_the_flags_and_through_params(tmp_path, monkeypatch):
+    """`--retries 0` (flags) and `infer.max_retries: 0` (an entry) each send one request per
+    clip to a server answering 500: honoured the same way (the entry refuses the flag above)."""
+    from fake_llm import Answer, FakeServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    manifest, audio = make_clips(tmp_path, 2)
+    with FakeServer(lambda call: Answer(500, {"error": {"message": "down"}})) as server:
+        common = ["--manifest", str(manifest), "--audio-root", str(audio), "--no-progress"]
+        rc, _, err = run_agl("infer", "--backend", "openai", "--model", "m", "--base-url", server.url + "/v1",
+                             "--setting", "temperature=0", "--retries", "0", "--cache-dir",
+                             str(tmp_path / "c1"), "--out", str(tmp_path / "a"), *common)
+        assert len(server.calls) == 2, (rc, err)
+        params = yaml.safe_load((REPO / "params.yaml").read_text())
+        params["infer"].update(max_retries=0, cache_dir=str(tmp_path / "c2"))
+        params["models"] = {"o": {"backend": "openai", "model": "m",
+                                  "settings": {"base_url": server.url + "/v1", "temperature": 0}}}
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+        run_agl("infer", "--entry", "o", "--params", str(tmp_path / "params.yaml"),
+                "--out", str(tmp_path / "b"), *common)
+        assert len(server.calls) == 4
