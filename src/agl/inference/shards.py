@@ -67,7 +67,7 @@ async def _post_replies(backend: Backend, work: Work, shard: int, node: str, col
         if not requests:
             return
         replies = stream(backend, requests, cache=None, concurrency=o.concurrency, timeout_s=o.timeout_s,
-                         max_retries=o.max_retries, backoff=o.backoff)
+                         max_retries=o.max_retries, backoff=o.backoff, offline_after=o.offline_after)
         async with contextlib.aclosing(replies):
             async for i, reply in replies:
                 # Awaited: a reply counts as answered once the driver's collector holds it.

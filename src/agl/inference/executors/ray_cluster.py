@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 
 from agl.backends.base import Backend
 from agl.contracts.calls import Reply, ReplyStatus, Request
+from agl.core.reach import NoNetwork
 from agl.errors import AglError, ModelGone
 from agl.inference.cache import ResponseCache
 from agl.inference.executors import Executor, ray_leftovers, register_executor
@@ -268,6 +269,9 @@ class _ClusterRun:
             gone = _model_gone(exc)
             if gone is not None:  # the run's failure, not the shard's: stop every shard now
                 raise gone from None
+            offline = next((c for c in (getattr(exc, "cause", None), exc) if isinstance(c, NoNetwork)), None)
+            if offline is not None:  # no server reached (agl.core.reach): the run's, as locally
+                raise NoNetwork(str(offline.args[0]) if offline.args else str(offline)) from None
             text = str(exc).strip().splitlines()
             self.errors[shard] = f"{type(exc).__name__}: {text[-1] if text else ''}"[:300]
 
