@@ -143,3 +143,12 @@ def test_retries_zero_is_one_attempt_through_the_flags_and_through_params(tmp_pa
         run_agl("infer", "--entry", "o", "--params", str(tmp_path / "params.yaml"),
                 "--out", str(tmp_path / "b"), *common)
         assert len(server.calls) == 4
+
+
+@pytest.mark.parametrize("key, value", [("concurrency", 1.5), ("max_retries", 0.5), ("timeout_s", -1)])
+def test_the_judges_counts_are_whole(key, value):
+    from agl.judges.modes import judge_from_config
+
+    with pytest.raises(AglError, match=rf"params report.judge: {key}: {value!r} is not"):
+        judge_from_config({"backend": "openai", "model": "m", key: value})
+    assert judge_from_config({"backend": "openai", "model": "m", "concurrency": 2.0}).concurrency == 2

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from agl.core.checks import check_value
 from agl.errors import AglError
 
 REFUSAL = "Refusal"
@@ -69,6 +70,10 @@ def judge_from_config(cfg: dict[str, Any] | None) -> JudgeConfig | None:
     if missing:
         raise AglError(f"params report.judge: set {', '.join(missing)} (or judge: null)")
     cache = cfg.get("cache_dir")
+    # Counts are whole numbers: `concurrency: 1.5` was cut to 1 without a word (issue 50).
+    for key, rule, default in (("concurrency", "count", 4), ("max_retries", "count0", 5),
+                               ("timeout_s", "positive", 120)):
+        check_value(key, cfg.get(key, default), "params report.judge:", rule=rule, example=str(default))
     return JudgeConfig(backend=str(cfg["backend"]), model=str(cfg["model"]),
                        settings=dict(cfg.get("settings") or {}),
                        cache_dir=Path(cache) if cache else None,
