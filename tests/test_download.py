@@ -260,9 +260,11 @@ def test_404_is_reported_per_clip_and_the_budget_decides(archive, manifest, tmp_
     out = tmp_path / "data"
     assert cli(archive, three, out) == 2
     err = capsys.readouterr().err
-    summary_line, missing, error = err.strip().splitlines()  # no traceback
+    summary_line, missing, audit, error = err.strip().splitlines()  # no traceback
     assert "2 downloaded, 0 already present, 1 failed" in summary_line
     assert missing.startswith("agl download: failed aporee_0_0/gone.mp3: not found (HTTP 404)")
+    # data/tag_audit.csv over the clips it has: both real clips name their place in their tags
+    assert "2 of 2 clips carry their place in their tags; 1 in their file name" in audit
     assert error.startswith("agl download: error: 1 clip(s) failed")
     # within the budget the run passes, names the missing clip, and keeps what it has
     assert cli(archive, three, out, "--failure-budget", "1", "--summary", str(tmp_path / "s")) == 0
@@ -365,7 +367,8 @@ def test_switching_dataset_prunes_clips_the_manifest_does_not_name(
     assert not (out / "manifest.csv").exists() and archive.log == []  # refused up front
     prepare(DatasetSpec(dataset=str(manifest), out=out), policy(archive))
     assert sorted(p.name for p in (out / "audio").iterdir()) == sorted(KEYS)
-    assert sorted(p.name for p in out.iterdir()) == ["audio", "croissant.json", "lock.json", "manifest.csv"]
+    assert sorted(p.name for p in out.iterdir()) == ["audio", "croissant.json", "lock.json", "manifest.csv",
+                                                     "tag_audit.csv"]
 
 
 def test_params_are_validated_naming_the_key():

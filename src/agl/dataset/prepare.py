@@ -94,11 +94,11 @@ def _prepare(spec: DatasetSpec, policy: Policy, client: httpx.Client | None,
     write_lock(out / "lock.json", read_lock(out / "lock.json"), source=source)
     summary = download_clips(rows, out, policy, client=client, check=False)
     _write_manifest(_dated(frame, out, policy, client, known), out / "manifest.csv")
-    _audit_tags(out, spec.tag_audit_km, rows)
     write_card(out)  # from the manifest and the lock as downloaded: the same data, the same card
     print(f"agl download: {out}: {summary.line()}", file=sys.stderr)
     for r in summary.failed:
         print(f"agl download: {r.status} {r.relpath}: {r.reason}", file=sys.stderr)
+    _audit_tags(out, spec.tag_audit_km, rows)  # the clips it has, whatever failed
     result = {"dataset": spec.dataset, "out": str(out), **source, **summary.as_dict()}
     if summary_path:
         write_summary(summary_path, result)
