@@ -322,3 +322,22 @@ def test_a_30_s_family_hears_long_clips_in_windows(tmp_path, family_model, audio
     assert [w["heard_s"] for w in p.meta["windows"]] == [30.0, 30.0, 30.0]
     assert all(w["truncated"] for w in p.meta["windows"])
     assert p.meta["heard_s"] < p.meta["audio_s"] - 50
+
+
+def test_a_reply_stopped_at_max_new_tokens_is_truncated(tmp_path, family_model, audio_set):
+    """Generation that reaches `max_new_tokens` without an end token is cut at the output
+    limit, as an API's finish_reason 'length': status truncated with that reason, counted
+    apart in the summary, the text kept and asked once; a reply that ended is 'stop'."""
+    summary = _run(family_model("qwen2_audio"), audio_set, tmp_path / "o", max_new_tokens=2,
+                   max_seconds=4, batch_size=3)
+    preds = read_predictions(tmp_path / "o" / "predictions.jsonl")
+    cut = {k for k, p in preds.items() if p.status.value == "truncated"}
+    assert cut and summary["n_truncated"] == len(cut) and summary["n_failed"] == 0
+    for key, p in preds.items():
+        m = p.meta
+        assert m.get("attempts", 1) == 1 and p.raw_reply is not None
+        if key in cut:
+            assert m["finish_reason"] == "length" and m["output_tokens"] == 2
+            assert "cut at the output limit (finish_reason length)" in p.error
+        else:
+            assert m["finish_reason"] == "stop" and p.status.value != "truncated"

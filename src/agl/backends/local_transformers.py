@@ -261,7 +261,7 @@ class LocalTransformers(Backend):
             end = clock.now()
             peak = _peak_memory_mb(device)
         seq = out if isinstance(out, torch.Tensor) else out.sequences
-        texts_out, n_outs = _decode(seq, n_in, eos, tok)
+        texts_out, n_outs, ended = _decode(seq, n_in, eos, tok)
         prefill = (clock.first or end) - clock.t0
         decode = end - (clock.first or end)
         steps = max(n_outs) - 1
@@ -274,12 +274,17 @@ class LocalTransformers(Backend):
         self._log_efficiency({**figures, "batch": len(items), "peak_mem_mb": peak}, n_outs)
         mask = inputs.get("attention_mask")
         replies = []
-        for row, ((_, _, heard, _), text, n_out) in enumerate(zip(items, texts_out, n_outs,
-                                                                 strict=True)):
+        for row, ((_, _, heard, _), text, n_out, done) in enumerate(zip(items, texts_out, n_outs,
+                                                                       ended, strict=True)):
             n_prompt = int(mask[row].sum()) if mask is not None else n_in
-            replies.append(Reply(ReplyStatus.OK, text=text, input_tokens=n_prompt,
-                                 output_tokens=n_out, latency_s=end - clock.t0,
-                                 extra={**figures, **heard}))
+            # No end token within max_new_tokens: generate stopped at the output limit, as an
+            # API's finish_reason 'length' says (status truncated, never parsed as an answer).
+            cut = not done and n_out >= int(gen["max_new_tokens"])
+            replies.append(Reply(ReplyStatus.TRUNCATED if cut else ReplyStatus.OK, text=text,
+                                 input_tokens=n_prompt, output_tokens=n_out,
+                                 latency_s=end - clock.t0,
+                                 extra={**figures, **heard,
+                                        "finish_reason": "length" if cut else "stop"}))
         return replies
 
     def _inputs(self, model, processor, fam, items) -> tuple[dict[str, Any], Any, Any]:
@@ -379,19 +384,21 @@ def _eos_ids(model: Any, tok: Any) -> set[int]:
     return ids
 
 
-def _decode(seq, n_in: int, eos: set[int], tok) -> tuple[list[str], list[int]]:
-    """Each row's new tokens up to (and counting) its first end token, decoded."""
-    texts_out, n_outs = [], []
+def _decode(seq, n_in: int, eos: set[int], tok) -> tuple[list[str], list[int], list[bool]]:
+    """Each row's new tokens up to (and counting) its first end token, decoded, and whether
+    the row reached an end token at all."""
+    texts_out, n_outs, ended = [], [], []
     for row in range(seq.shape[0]):
         new = seq[row, n_in:]
-        n_out = int(new.numel())
+        n_out, done = int(new.numel()), False
         for i, t in enumerate(new.tolist()):
             if t in eos:
-                n_out = i + 1
+                n_out, done = i + 1, True
                 break
         n_outs.append(n_out)
+        ended.append(done)
         texts_out.append(tok.decode(new[:n_out], skip_special_tokens=True))
-    return texts_out, n_outs
+    return texts_out, n_outs, ended
 
 
 def clip_seed(seed: int, sample_id: str) -> int:
