@@ -57,7 +57,12 @@ AUTHORS = {
                    ("temperature", "top_p", "max_tokens")),
     # minicpm_audio_process: sampling=True, temperature=0.3 (L363-364), 2048 tokens (L346, L365)
     # and the one seed the authors ran, 42 (--num_seeds default, L885; seeded L1385-1388)
-    "minicpm-o-26": ("L346-369, L885", {"temperature": 0.3, "max_tokens": 2048, "seed": 42}, ()),
+    # and chat()'s other sampling defaults (top_p 0.8, top_k 100, repetition_penalty 1.05);
+    # the prompt before the waveform (L356)
+    "minicpm-o-26": ("L346-369, L885", {"temperature": 0.3, "max_tokens": 2048, "seed": 42,
+                                        "top_p": 0.8, "audio_first": False,
+                                        "extra_body": {"top_k": 100, "repetition_penalty": 1.05}},
+                     ()),
     # qwen2_5Omni_process: system prompt (L424, L432-434), 2048 tokens (L418, L468), greedy (L469)
     "qwen25-omni": ("L418-470", {"system_prompt": QWEN_SYSTEM, "max_new_tokens": 2048,
                                  "do_sample": False}, ("temperature",)),
@@ -75,8 +80,11 @@ AUTHORS = {
     # mimo_audio_process: audio_understanding_sft(audio, prompt, thinking) and nothing else
     # (L392-399): the MiMo-Audio library's audio_understanding sampler decides, temperature 0.3,
     # top_p 0.95 (its task_sampler_configs), not the server's defaults
-    "mimo-audio": ("L392-399, L885", {"seed": 42, "temperature": 0.3, "top_p": 0.95}, ("max_tokens",)),
+    # and the MiMo library puts the audio before the prompt (get_audio_understanding_sft_prompt)
+    "mimo-audio": ("L392-399, L885", {"seed": 42, "temperature": 0.3, "top_p": 0.95,
+                                      "audio_first": True}, ("max_tokens",)),
     "mimo-audio-think": ("L392-399, L1166", {"seed": 42, "temperature": 0.3, "top_p": 0.95,
+                                             "audio_first": True,
                                              "extra_body": {"chat_template_kwargs": {"enable_thinking": True}}},
                          ("max_tokens",)),
 }
@@ -236,6 +244,36 @@ def test_dry_run_names_a_retired_entry(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "is retired (2026-05, UKGovernmentBEIS/inspect_ai #3980" in out
     assert "successor 'gpt-audio'" in out
+
+
+@pytest.mark.parametrize("name", ["mimo-audio", "mimo-audio-think", "minicpm-o-26"])
+def test_paper_sends_the_authors_part_order(tmp_path, name):
+    """Through the openai SDK to a server on 127.0.0.1: MiMo-Audio's paper entries put the clip
+    before the prompt (the MiMo library's order), MiniCPM-o's keep the prompt first (L356), and
+    controlled sends the prompt first for both."""
+    import asyncio
+
+    wav = _wav(tmp_path)
+    orders = {}
+    for protocol in ("paper", "controlled"):
+        spec = {r.spec.name: r.spec for r in load_roster(protocol=protocol)}[name]
+        with FakeServer(lambda call: Answer(body=openai_completion(GOOD))) as server:
+            settings = {**spec.settings, "base_url": server.url + "/v1"}
+            [reply] = asyncio.run(_send(spec, settings, wav))
+            [call] = server.calls
+        assert reply.status.value == "ok"
+        content = call.body["messages"][-1]["content"]
+        orders[protocol] = [p["type"] for p in content]
+        assert [p["text"] for p in content if p["type"] == "text"] == ["Where?"]
+    paper_order = ["input_audio", "text"] if name.startswith("mimo") else ["text", "input_audio"]
+    assert orders == {"paper": paper_order, "controlled": ["text", "input_audio"]}
+
+
+def test_audio_first_must_be_true_or_false():
+    from agl.errors import AglError
+
+    with pytest.raises(AglError, match="audio_first"):
+        get_backend("openai-compatible").check_settings({"audio_first": "yes"}, "models.x.settings")
 
 
 def test_models_lists_both_protocols_and_the_retirements(capsys):

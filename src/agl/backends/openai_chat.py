@@ -20,6 +20,12 @@ key is sent the token "EMPTY" (the SDK refuses none), as vLLM documents. Setting
   audio_data_uri: true     send the audio as `data:;base64,...` (DashScope's form, L712)
   modalities, stream       sent as given (the paper protocol's Qwen3-Omni call, L727-730);
                            a streamed reply is read whole before it is parsed
+  audio_first: true        the clip's part before the prompt's (default: the prompt first).
+                           The paper protocol's MiMo-Audio entries set it: the MiMo library's
+                           audio_understanding_sft puts the audio before the text. A server
+                           whose chat template takes a string (vLLM's `string` content format)
+                           moves every audio placeholder to the front anyway unless it runs
+                           with --interleave-mm-strings (docs/paper.md)
 
 The reply keeps what the provider says answered (`served_model`: response.model,
 `system_fingerprint`), beside the asked `model`: volatile facts, kept out of the cache key
@@ -80,7 +86,7 @@ class OpenAIChat(Backend):
         "top_p": "share_closed", "seed": "integer", "max_tokens": "count",
         "max_completion_tokens": "count", "frequency_penalty": "number",
         "presence_penalty": "number", "extra_body": None, "modalities": None, "stream": "bool",
-        "audio_format": None, "audio_data_uri": "bool"}
+        "audio_format": None, "audio_data_uri": "bool", "audio_first": "bool"}
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
@@ -118,7 +124,9 @@ class OpenAIChat(Backend):
         path (agl.inference.batch.providers.openai) sends the same body."""
         content: list[dict[str, Any]] = [{"type": "text", "text": request.prompt}]
         if request.audio_path is not None:
-            content.append(await self._audio_content(request))
+            # The part order reaches the model (a family's own runner may put the clip first).
+            audio = await self._audio_content(request)
+            content = [audio, *content] if self.settings.get("audio_first") else [*content, audio]
         messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
