@@ -137,3 +137,41 @@ def test_judge_config_reads_the_report_params():
         ej.ErrorModeJudgeConfig.from_params("loose", 750.0, None)
     with pytest.raises(AglError, match="report.judge"):
         ej.ErrorModeJudgeConfig.from_params("paper", 750.0, {"backend": "gemini"})
+
+
+def test_a_judge_reply_cut_at_its_limit_is_named_truncated(tmp_path):
+    """Half a verdict cut by the output limit (thinking counts): the row says truncated with
+    its finish reason, no mode is read from it, and it is asked once (never retried)."""
+    cut = openai_completion('{"mode": "Bird Bias", "why": "birdsong read as', finish="length")
+    with FakeServer(lambda call: Answer(200, cut)) as server:
+        judge = em.JudgeConfig(backend="openai-compatible", model="judge-1",
+                               settings={"base_url": server.url + "/v1", "temperature": 0},
+                               max_retries=2)
+        modes = ej.judge_modes(_scored(), {}, run="run", config=ej.ErrorModeJudgeConfig(judge=judge))
+        assert len(server.calls) == 3
+    modes = modes.set_index("sample_id")
+    for sid in ("birds", "lang", "far_unscored"):
+        assert modes.at[sid, "mode"] == em.UNJUDGED and modes.at[sid, "source"] == "judge"
+        assert modes.at[sid, "why"].startswith("judge reply truncated") and "length" in modes.at[sid, "why"]
+
+
+@pytest.mark.parametrize(("settings", "match"), [
+    ({"temperature": 0}, r"gemini-2.5-flash thinks.*pin thinking_budget, max_output_tokens .*"
+                         r"thinking_budget: 2048, max_output_tokens: 2560"),
+    ({"thinking_budget": 2048}, "pin max_output_tokens"),
+    ({"thinking_budget": 2048, "max_output_tokens": 2048}, "not above thinking_budget 2048"),
+])
+def test_a_thinking_judge_gets_room_to_think(settings, match):
+    """The roster's rule for the judge: a model the roster pins thinking for has it pinned
+    here too, with an output limit above the budget; a limit at the budget is refused."""
+    def load(judge):
+        return ej.ErrorModeJudgeConfig.from_params("paper", 750.0, judge).judge
+
+    with pytest.raises(AglError, match=match):
+        load({"backend": "gemini", "model": "gemini-2.5-flash", "settings": settings})
+    with pytest.raises(AglError, match="a thinking judge needs an output limit"):
+        load({"backend": "openai-compatible", "model": "j", "settings": {"thinking_budget": 512}})
+    ok = load({"backend": "gemini", "model": "gemini-2.5-flash", "settings": {
+        "temperature": 0, "thinking_budget": 0, "max_output_tokens": 512}})
+    assert ok.settings["thinking_budget"] == 0
+    assert load({"backend": "openai-compatible", "model": "j"}).settings == {}

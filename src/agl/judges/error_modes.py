@@ -24,7 +24,9 @@ from agl.contracts.calls import ReplyStatus, Request
 from agl.core import canonical
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.errors import AglError
+from agl.inference import roster
 from agl.inference.runner import RunOptions, complete_sync
+from agl.inference.spend import OUTPUT_LIMITS
 from agl.judges.modes import (
     COLUMNS,
     JUDGE_MODES,
@@ -38,6 +40,38 @@ from agl.judges.modes import (
 from agl.predictions.records import read_predictions
 
 MAX_REASONING_CHARS = 4000
+
+
+THINKING_KEYS = ("thinking_budget", "thinking_level", "reasoning_effort")
+
+
+def room_to_think(backend: str, model: str, settings: dict[str, Any]) -> None:
+    """The roster's room to think, for the judge (its thinking counts against its output
+    limit as a listener's does): a model the roster pins thinking for (controlled protocol)
+    must have the same keys pinned here; a judge that thinks sets an output limit; the limit
+    must be above the budget (`agl.inference.roster.room_to_think`). Checked where a judge is
+    run (the judge stage, `agl report --judge-*`); the report stage only reads its tables."""
+    where = "params report.judge.settings"
+    for entry in roster.load_roster():
+        pinned = entry.spec.settings
+        if (entry.spec.backend, entry.spec.model) != (backend, model) or not any(
+                k in pinned for k in THINKING_KEYS):
+            continue
+        unset = {k: pinned[k] for k in (*THINKING_KEYS, *OUTPUT_LIMITS)
+                 if k in pinned and k not in settings}
+        if unset:
+            raise AglError(f"{where}: {model} thinks, and its thinking counts against its output "
+                           f"limit; pin {', '.join(unset)} as the roster does (e.g. "
+                           + ", ".join(f"{k}: {v}" for k, v in unset.items()) + ")")
+        break
+    budget = settings.get("thinking_budget")
+    thinks = (isinstance(budget, int) and budget > 0) or any(
+        settings.get(k) not in (None, "none", "minimal") for k in THINKING_KEYS[1:])
+    if thinks and not any(k in settings for k in OUTPUT_LIMITS):
+        raise AglError(f"{where}: a thinking judge needs an output limit above its thinking "
+                       f"(set max_output_tokens or max_completion_tokens; the roster gives "
+                       "thinking_budget 2048 a limit of 2560)")
+    roster.room_to_think(settings, where)
 
 
 @dataclass(frozen=True)
@@ -54,6 +88,8 @@ class ErrorModeJudgeConfig:
             raise AglError(f"params report.protocol: {self.protocol!r} is not paper or strict")
         if not (isinstance(self.wrong_km, float | int) and math.isfinite(self.wrong_km) and self.wrong_km >= 0):
             raise AglError(f"params report.wrong_km: {self.wrong_km!r} is not a distance in km (>= 0)")
+        if self.judge is not None:
+            room_to_think(self.judge.backend, self.judge.model, self.judge.settings)
 
     @classmethod
     def from_params(cls, protocol: str, wrong_km: Any, judge: dict[str, Any] | None) -> ErrorModeJudgeConfig:
@@ -139,8 +175,9 @@ def _judge(rows: list[dict], pending: list[tuple[int, pd.Series]], predictions: 
     for (i, _), reply in zip(pending, replies, strict=True):
         if reply.status is ReplyStatus.TRUNCATED:  # its limit cut it (thinking counts): not a verdict
             rows[i].update(source="judge", why=(
-                f"judge reply cut at the output limit (finish_reason "
-                f"{reply.extra.get('finish_reason')}); raise the judge's max output tokens"))
+                f"judge reply truncated: cut at the output limit (finish_reason "
+                f"{reply.extra.get('finish_reason')}); raise the judge's max output tokens "
+                "above its thinking"))
             continue
         if reply.status is not ReplyStatus.OK:
             rows[i].update(source="judge", why=f"judge call {reply.status}: {reply.error or ''}")
