@@ -15,6 +15,7 @@ from test_inference_api import FAST, backend_settings, body_for
 from agl.cli import main
 from agl.contracts.models import ModelSpec
 from agl.dataset.manifest import CATEGORY_COLUMNS, clips, load_manifest, write_manifest
+from agl.errors import AglError
 from agl.inference.model_run import run_inference, summary_line
 from agl.inference.runner import RunOptions
 from agl.predictions.records import Status, read_predictions
@@ -180,3 +181,62 @@ def test_the_eee_record_carries_cut_replies_and_a_run_sent_with_tags():
                                  "n_refused": 0})["additional_details"]
     assert extra["n_truncated"] == "3" and extra["audio_tags_sent"] == "True"
     assert "audio_tags_sent" not in _generation({}, {}, {"n_refused": 0})["additional_details"]
+
+
+def test_a_total_over_the_build_counts_every_recorded_run(tmp_path, monkeypatch):
+    """infer.max_total_spend_usd: what the build's records already spent (another run's, the
+    newest line per clip) plus this run's stays within the total; the clips past it are not
+    asked, as under the run's cap, and a rerun with a higher total asks only those. With no
+    total, no record outside the run is read."""
+    from agl.contracts.calls import Request
+    from agl.inference import spend as spend_mod
+    from agl.inference.runspec import parse_infer
+    from agl.inference.spend import SpendCap, recorded_spend
+
+    manifest, audio = _clips(tmp_path)
+    runs = tmp_path / "build" / "runs"
+    (runs / "other").mkdir(parents=True)
+    # clip a twice (an older line 9.0 the newer 0.004 replaced), clip b 0.002, one non-record
+    (runs / "other" / "predictions.jsonl").write_text("\n".join([
+        json.dumps({"sample_id": "a", "status": "ok", "meta": {"cost_usd": 9.0}}),
+        json.dumps({"sample_id": "b", "status": "ok", "meta": {"cost_usd": 0.002}}),
+        json.dumps({"sample_id": "a", "status": "ok", "meta": {"cost_usd": 0.004}}),
+        "not json"]) + "\n")
+    assert recorded_spend([runs, tmp_path / "absent"]) == pytest.approx(0.006)
+    good = json.dumps({"reasoning": "r", "city": "Essaouira", "country": "Morocco",
+                       "continent": "Africa", "latitude": 31.5, "longitude": -9.77})
+    with FakeServer(lambda call: Answer(200, body_for("openai", good, tokens=(200, 100)))) as server:
+        spec = ModelSpec("run", "openai", "fake", settings={**backend_settings("openai", server.url),
+                                                            "max_tokens": 100},
+                         price_in_per_m=2.0, price_out_per_m=10.0)
+        one = SpendCap(None, 2.0, 10.0, spec.settings).estimate_usd(
+            Request("clip_000", load_prompt().text, audio / "clip_000" / "a.wav"))
+
+        def run(total):
+            options = RunOptions(cache_dir=None, concurrency=1, timeout_s=10, max_retries=0,
+                                 progress=False, backoff=FAST, max_total_spend_usd=total,
+                                 spend_roots=(str(runs),))
+            before = len(server.calls)
+            summary = run_inference(spec, load_prompt(), clips(load_manifest(manifest)),
+                                    out_dir=runs / "run", audio_root=audio, options=options)
+            return len(server.calls) - before, summary
+
+        asked, first = run(0.006 + 2 * one)
+        assert asked == 2 and first["n_ok"] == 2 and first["n_not_asked"] == N - 2
+        line = summary_line(first)
+        assert "not asked" in line and "infer.max_total_spend_usd" in line
+        preds = read_predictions(runs / "run" / "predictions.jsonl")
+        assert any("would pass infer.max_total_spend_usd" in (p.error or "") for p in preds.values())
+        # The same total again: this run's own records now count, nothing more is asked.
+        assert run(0.006 + 2 * one)[0] == 0
+        asked, second = run(0.006 + 100 * one)
+        assert asked == N - 2 and second["n_ok"] == N and "n_not_asked" not in second
+        # No total: the build's records are never read.
+        monkeypatch.setattr(spend_mod, "recorded_spend", lambda roots: pytest.fail("read"))
+        monkeypatch.setattr("agl.inference.executors.local.recorded_spend",
+                            lambda roots: pytest.fail("read"))
+        assert run(None)[1]["n_ok"] == N
+    assert parse_infer({"max_total_spend_usd": 5}).max_total_spend_usd == 5
+    for bad in (0, -1.0, True, "5"):
+        with pytest.raises(AglError, match="infer.max_total_spend_usd"):
+            parse_infer({"max_total_spend_usd": bad})

@@ -50,6 +50,7 @@ from agl.inference.record import RunContext
 from agl.inference.runner import Backoff, RunOptions, progress_bar
 from agl.inference.runspec import InferSettings, prompt_source
 from agl.inference.sink import RecordSink
+from agl.inference.spend import TOTAL_ROOTS
 from agl.inference.summary import run_summary
 from agl.inference.transport import ExecutorConfig
 from agl.inference.work import Work
@@ -464,6 +465,8 @@ def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit:
         transport=(transport or ExecutorConfig()).for_model(spec.name),
         send_tags=tags_intervention(target.manifest.parent),
         max_spend_usd=infer.max_spend_usd,
+        max_total_spend_usd=infer.max_total_spend_usd,
+        spend_roots=TOTAL_ROOTS,
     )
     try:
         summary = run_inference(spec, prompt, manifest_clips(frame), out_dir=target.out_dir,
@@ -562,7 +565,8 @@ def summary_line(summary: dict[str, Any], *,
             f"${s.get('session_cost_usd', 0.0):.4f} spent; the run's answers cost ${s['cost_usd']:.4f}")
     if s.get("n_not_asked"):
         line += (f"; {s['n_not_asked']} clip(s) not asked: the next request would have passed "
-                 "the spend cap (infer.max_spend_usd); rerun with a higher cap to ask only them")
+                 "a spend cap (infer.max_spend_usd or infer.max_total_spend_usd); rerun with a "
+                 "higher cap to ask only them")
     elif s["n_failed"]:
         line += f"; {retry}"
     line += summary_text(s)

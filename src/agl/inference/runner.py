@@ -104,6 +104,10 @@ class RunOptions:
     # params.yaml infer.max_spend_usd: stop sending before this run's spend would pass it
     # (agl.inference.spend); None: no cap.
     max_spend_usd: float | None = None
+    # params.yaml infer.max_total_spend_usd: stop sending before the spend the build's records
+    # hold (under `spend_roots`, read before the run sends) plus this run's would pass it.
+    max_total_spend_usd: float | None = None
+    spend_roots: tuple[str, ...] = ()
 
     def bound(self, backend: Backend) -> Backend:
         """`backend` with these reply caps (read when its SDK client is first made)."""

@@ -54,6 +54,10 @@ class InferSettings:
     # clips not asked are recorded so, and a rerun with a higher cap asks only them (null: no
     # cap; agl.inference.spend, docs/inference.md#a-spend-cap).
     max_spend_usd: float | None = None
+    # One total for the whole build (a `dvc repro`): stop sending before the spend recorded by
+    # every run under build/runs and build/listen, plus this run's, would pass this. A guard
+    # read from outside the stage's deps, never part of a result (null: no total, nothing read).
+    max_total_spend_usd: float | None = None
 
 
 def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
@@ -69,11 +73,12 @@ def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
         int(s.max_reply_bytes), int(s.max_batch_bytes)
     except (TypeError, ValueError) as exc:
         raise AglError(f"{source}: infer: {exc}") from None
-    if s.max_spend_usd is not None and not (isinstance(s.max_spend_usd, int | float)
-                                            and not isinstance(s.max_spend_usd, bool)
-                                            and 0 < float(s.max_spend_usd) < math.inf):
-        raise AglError(f"{source}: infer.max_spend_usd: {s.max_spend_usd!r} must be a positive "
-                       "number of US dollars, or null for no cap")
+    for key in ("max_spend_usd", "max_total_spend_usd"):
+        cap = getattr(s, key)
+        if cap is not None and not (isinstance(cap, int | float) and not isinstance(cap, bool)
+                                    and 0 < float(cap) < math.inf):
+            raise AglError(f"{source}: infer.{key}: {cap!r} must be a positive number of US "
+                           "dollars, or null for no cap")
     if int(s.concurrency) < 1:
         raise AglError(f"{source}: infer.concurrency: must be at least 1")
     if not float(s.timeout_s) > 0 or not math.isfinite(float(s.timeout_s)):

@@ -14,11 +14,22 @@ The estimate is the dry run's (agl.inference.estimate): audio seconds x `audio_t
 (`max_tokens`, `max_completion_tokens`, `max_output_tokens`, `max_new_tokens`): the most one
 reply can bill. The synchronous executors hold it (local); a batch job is priced whole by
 the provider and is not capped here.
+
+A total over the build (params.yaml `infer.max_total_spend_usd`, one bound for a whole `dvc
+repro`): before a run sends anything, the `cost_usd` its records and every other run's records
+under `build/runs` and `build/listen` hold is summed (`recorded_spend`, the newest line per clip
+of each `predictions.jsonl`), and the same hold refuses a request that would take that sum, plus
+what this run has spent and holds, past the total: not asked, as under the run's cap. The sum
+reads folders that are no stage's declared deps, so it is a guard, never part of a result: with
+no total (null, the default) nothing is read and no byte of any output depends on it.
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +41,36 @@ DEFAULT_AUDIO_TOKENS_PER_S = 32.0
 DEFAULT_OUTPUT_TOKENS = 400
 OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens", "max_new_tokens")
 NOT_ASKED = "spend cap"  # a record's meta `not_asked`
+# Where the build's runs record what they spent (infer@ and listen@ stages), from the project
+# root a stage runs in.
+TOTAL_ROOTS = ("build/runs", "build/listen")
+
+
+def recorded_spend(roots: Iterable[str | Path]) -> float:
+    """USD the records under `roots` say was spent: each `predictions.jsonl`'s newest line per
+    clip, its meta `cost_usd` (a line that is not a record adds nothing)."""
+    total = 0.0
+    for root in roots:
+        root = Path(root)
+        if not root.is_dir():
+            continue
+        for path in sorted(root.rglob("predictions.jsonl")):
+            costs: dict[str, float] = {}
+            try:
+                lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                continue  # gone or unreadable mid-walk: its run says so itself
+            for line in lines:
+                try:
+                    record = json.loads(line)
+                    cost = (record.get("meta") or {}).get("cost_usd")
+                    sid = str(record["sample_id"])
+                except (ValueError, TypeError, KeyError, AttributeError):
+                    continue
+                ok = isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost)
+                costs[sid] = float(cost) if ok and cost > 0 else 0.0
+            total += sum(costs.values())
+    return total
 
 
 def tokens_for(seconds: float, prompt_text: str, settings: dict[str, Any]) -> tuple[int, int]:
@@ -56,13 +97,16 @@ def reply_cost(reply: Reply, price_in_per_m: float, price_out_per_m: float,
 
 @dataclass
 class SpendCap:
-    """The cap, the entry's prices and settings, and this run's spent and held dollars."""
+    """The run's cap (None: none), the entry's prices and settings, this run's spent and held
+    dollars, and the build's total (None: none) with what its records held before this run."""
 
-    cap_usd: float
+    cap_usd: float | None
     price_in_per_m: float
     price_out_per_m: float
     settings: dict[str, Any] = field(default_factory=dict)
     price_audio_in_per_m: float | None = None
+    total_usd: float | None = None
+    recorded_usd: float = 0.0
     spent_usd: float = 0.0
     held_usd: float = 0.0
     not_asked: int = 0
@@ -91,12 +135,20 @@ class SpendCap:
     def hold(self, request: Request) -> float | Reply:
         """The estimate held for `request`, or the not-asked reply when it would pass the cap."""
         est = self.estimate_usd(request)
-        if self.spent_usd + self.held_usd + est > self.cap_usd:
+        run = self.spent_usd + self.held_usd + est
+        why = None
+        if self.cap_usd is not None and run > self.cap_usd:
+            why = (f"infer.max_spend_usd ${self.cap_usd:g} (spent ${self.spent_usd:.4f}, "
+                   f"${self.held_usd:.4f} in flight)")
+        elif self.total_usd is not None and self.recorded_usd + run > self.total_usd:
+            why = (f"infer.max_total_spend_usd ${self.total_usd:g} (the build's records "
+                   f"${self.recorded_usd:.4f}, this run ${self.spent_usd:.4f}, "
+                   f"${self.held_usd:.4f} in flight)")
+        if why is not None:
             self.not_asked += 1
             return Reply(ReplyStatus.FAILED, error=(
-                f"not asked: its estimated ${est:.4f} would pass infer.max_spend_usd "
-                f"${self.cap_usd:g} (spent ${self.spent_usd:.4f}, ${self.held_usd:.4f} in "
-                "flight); rerun with a higher cap to ask it"),
+                f"not asked: its estimated ${est:.4f} would pass {why}; rerun with a higher "
+                "cap to ask it"),
                 extra={"attempts": 0, "cached": False, "not_asked": NOT_ASKED})
         self.held_usd += est
         return est

@@ -13,7 +13,7 @@ from agl.backends.base import Backend
 from agl.inference.cache import ResponseCache
 from agl.inference.executors import Executor, register_executor
 from agl.inference.runner import stream
-from agl.inference.spend import SPEND, SpendCap
+from agl.inference.spend import SPEND, SpendCap, recorded_spend
 from agl.inference.work import Answer, Sink, Work
 
 
@@ -27,10 +27,15 @@ class LocalExecutor(Executor):
         cache = ResponseCache(o.cache_dir) if o.cache_dir is not None else None
         requests = list(work.requests)
         spend = None
-        if o.max_spend_usd is not None:  # params.yaml infer.max_spend_usd (agl.inference.spend)
-            spend = SpendCap(float(o.max_spend_usd), work.spec.price_in_per_m,
-                             work.spec.price_out_per_m, dict(work.spec.settings or {}),
-                             work.spec.price_audio_in_per_m)
+        total = o.max_total_spend_usd
+        if o.max_spend_usd is not None or total is not None:
+            # params.yaml infer.max_spend_usd / max_total_spend_usd (agl.inference.spend); the
+            # build's records are read only under a total, here, before this run sends.
+            spend = SpendCap(None if o.max_spend_usd is None else float(o.max_spend_usd),
+                             work.spec.price_in_per_m, work.spec.price_out_per_m,
+                             dict(work.spec.settings or {}), work.spec.price_audio_in_per_m,
+                             total_usd=None if total is None else float(total),
+                             recorded_usd=recorded_spend(o.spend_roots) if total is not None else 0.0)
         token = SPEND.set(spend)  # each request's task inherits it
         try:
             replies = stream(backend, requests, cache=cache, concurrency=o.concurrency,
