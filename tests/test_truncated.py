@@ -240,3 +240,24 @@ def test_a_total_over_the_build_counts_every_recorded_run(tmp_path, monkeypatch)
     for bad in (0, -1.0, True, "5"):
         with pytest.raises(AglError, match="infer.max_total_spend_usd"):
             parse_infer({"max_total_spend_usd": bad})
+
+
+@pytest.mark.parametrize("kind", ["batch", "ray"])
+def test_a_spend_cap_where_it_cannot_hold_is_one_line_before_any_request(tmp_path, kind):
+    """A batch job (submitted whole) and Ray shards (no shared purse) cannot stop at a cap:
+    a run with one is refused in one line, nothing sent."""
+    from agl.inference.transport import ExecutorConfig
+
+    manifest, audio = _clips(tmp_path)
+    with FakeServer(lambda call: Answer(500, {})) as server:
+        settings = {**backend_settings("openai", server.url), **({"mode": "batch"} if kind == "batch" else {})}
+        spec = ModelSpec("run", "openai", "fake", settings=settings, price_in_per_m=2.0, price_out_per_m=10.0)
+        for caps in ({"max_spend_usd": 1.0}, {"max_total_spend_usd": 1.0}):
+            options = RunOptions(cache_dir=None, concurrency=1, timeout_s=10, max_retries=0,
+                                 progress=False, backoff=FAST, transport=ExecutorConfig(kind=kind)
+                                 if kind == "ray" else ExecutorConfig(), **caps)
+            with pytest.raises(AglError, match=rf"infer.{next(iter(caps))} is held by the local "
+                                               rf"executor only \(the {kind} executor"):
+                run_inference(spec, load_prompt(), clips(load_manifest(manifest)),
+                              out_dir=tmp_path / "run", audio_root=audio, options=options)
+        assert server.calls == []

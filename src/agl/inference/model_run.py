@@ -139,6 +139,7 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
     # mode: batch hands clips to the provider's batch API; else params.yaml `executor.kind`
     executor = executor_for(settings, options.transport.kind)
     _check_long_audio(spec, backend_cls, executor)
+    _check_spend_cap(spec, options, executor)
     t0 = time.perf_counter()
     session = {"requests": 0, "cache_hits": 0, "cost_usd": 0.0}
     report = None
@@ -200,6 +201,19 @@ def _check_long_audio(spec: ModelSpec, backend_cls: type[Backend], executor: Exe
         raise AglError(f"{where}: windows are cut by the local executor only (the "
                        f"{getattr(executor, 'name', '?')} executor sends whole files); run it "
                        "without mode: batch and with executor.kind: local")
+
+
+def _check_spend_cap(spec: ModelSpec, options: RunOptions, executor: Executor) -> None:
+    """A spend cap this run cannot hold is one line before any request: the local executor
+    holds each request against it; a batch job is submitted whole and priced by the provider,
+    and Ray shards spend apart (no shared purse), so neither could stop at the cap."""
+    name = getattr(executor, "name", "local")
+    caps = [k for k in ("max_spend_usd", "max_total_spend_usd") if getattr(options, k) is not None]
+    if caps and name != "local":
+        how = ("without mode: batch" if name == "batch" else "with executor.kind: local")
+        raise AglError(f"model {spec.name}: infer.{' and infer.'.join(caps)} is held by the local "
+                       f"executor only (the {name} executor could pass it); run it {how}, or set "
+                       "the cap to null")
 
 
 def _plan(spec: ModelSpec, prompt: Prompt, all_clips: list[Any], out_dir: Path,

@@ -12,8 +12,9 @@ The estimate is the dry run's (agl.inference.estimate): audio seconds x `audio_t
 (default 32, Gemini's documented rate) plus the prompt's characters / 4 in; out,
 `est_output_tokens` (default 400), or the model's own output limit where one is set
 (`max_tokens`, `max_completion_tokens`, `max_output_tokens`, `max_new_tokens`): the most one
-reply can bill. The synchronous executors hold it (local); a batch job is priced whole by
-the provider and is not capped here.
+reply can bill. The local executor holds it; a batch job (priced whole by the provider) and
+Ray shards (no shared purse) cannot, so a run there with a cap is refused in one line
+(agl.inference.model_run._check_spend_cap).
 
 A total over the build (params.yaml `infer.max_total_spend_usd`, one bound for a whole `dvc
 repro`): before a run sends anything, the `cost_usd` its records and every other run's records
