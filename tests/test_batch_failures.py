@@ -184,7 +184,8 @@ def test_dry_run_shows_the_synchronous_and_the_batch_price(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("dry run: openai:fake: 3 request(s)")
     cost = float(out[0].rsplit("$", 1)[1])
-    assert out[1] == (f"dry run: ${cost:.4f} synchronously, ${cost / 2:.4f} through the batch "
+    # (between them, the long-audio protocol's line: agl.inference.estimate)
+    assert out[-1] == (f"dry run: ${cost:.4f} synchronously, ${cost / 2:.4f} through the batch "
                       "API (x0.5); this run is mode batch")
 
 

@@ -86,8 +86,9 @@ def test_demo_report_withholds_every_estimate_below_minimum_support(demo_prior_s
     assert "odds_ratio" not in page
     continents = demo_prior_scored["true_continent"].value_counts()
     for continent, n in continents.items():
-        # n clips, then n clusters (agl.scoring.clusters), then the estimates
-        row = re.search(rf"<tr><td>{continent}</td><td>{n}</td><td>\d+</td>(.*?)</tr>", page).group(1)
+        # n clips, then n clusters (agl.scoring.clusters) with Kish's effective number, then the estimates
+        row = re.search(rf"<tr><td>{continent}</td><td>{n}</td><td>\d+ \([\d.]+ effective\)</td>(.*?)</tr>",
+                        page).group(1)
         if n < opts.min_support:  # every estimate withheld: the wording once, across the row
             assert row == (f"<td colspan='7' class='insufficient'>insufficient data (n = {n}, "
                            f"needs {opts.min_support})</td>")
@@ -100,5 +101,6 @@ def test_demo_report_withholds_every_estimate_below_minimum_support(demo_prior_s
     # The whole run (32 clips) and the speech split (12 / 20) are estimated, each over its
     # row's n (said once, in the n column: no cell repeats it).
     for group, n in (("all", 32), ("speech", 12), ("non-speech", 20)):
-        row = re.search(rf"<tr><td>{group}</td><td>{n}</td><td>\d+</td>(.*?)</tr>", page).group(1)
+        row = re.search(rf"<tr><td>{group}</td><td>{n}</td><td>\d+ \([\d.]+ effective\)</td>(.*?)</tr>",
+                        page).group(1)
         assert "insufficient" not in row and "(n = " not in row and row.count("<td>") == 7

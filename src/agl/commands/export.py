@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     params = read_params(args.params)
     evaluate, export = params.get("evaluate") or {}, params.get("export") or {}
     report = params.get("report") or {}
-    check_resamples({"evaluate.metric_bootstrap": (evaluate.get("metric_bootstrap", 1000), 0)},
+    check_resamples({"evaluate.metric_bootstrap": (evaluate.get("metric_bootstrap", METRIC_BOOTSTRAP), 0)},
                     evaluate.get("max_resamples"), str(args.params))
     if not args.manifest.is_file():
         raise AglError(f"--manifest {args.manifest}: not found; give the manifest the runs were scored on")

@@ -67,6 +67,7 @@ def _import_eee(args: argparse.Namespace) -> int:
     from agl.core.geo import EARTH_MAX_KM  # lazy: `agl --help` imports every command module
     from agl.errors import AglError  # lazy: `agl --help` imports every command module
     from agl.interchange.eee_import import ImportConfig, import_records  # a command's lazy load
+    from agl.scoring.config import METRIC_BOOTSTRAP  # (lazy, as above)
 
     if args.reparse:
         raise AglError("--reparse re-reads an authors' raw replies; EEE records are imported as "
@@ -77,9 +78,9 @@ def _import_eee(args: argparse.Namespace) -> int:
         raise AglError(f"--out {args.out}: a file; EEE records are imported into a folder (e.g. imported)")
     evaluate = read_params(args.params).get("evaluate") or {}
     bound = resample_bound(evaluate.get("max_resamples"), str(args.params))
-    check_resamples({"evaluate.metric_bootstrap": (evaluate.get("metric_bootstrap", 1000), 0)}, bound,
+    check_resamples({"evaluate.metric_bootstrap": (evaluate.get("metric_bootstrap", METRIC_BOOTSTRAP), 0)}, bound,
                     str(args.params))
-    config = ImportConfig(resamples=int(evaluate.get("metric_bootstrap", 1000)), max_resamples=bound,
+    config = ImportConfig(resamples=int(evaluate.get("metric_bootstrap", METRIC_BOOTSTRAP)), max_resamples=bound,
                           seed=int(evaluate.get("seed", 0)),
                           strict_refusal_km=float(evaluate.get("strict_refusal_km", EARTH_MAX_KM)))
     done = import_records(Path(args.src), args.manifest, Path(args.out), config)

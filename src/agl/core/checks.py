@@ -96,7 +96,7 @@ PARAMS: dict[str, tuple[str, str]] = {
     "infer.offline_after": ("count", "3"),
     "download.offline_after": ("count", "3"),
     "models.*.settings.seed": ("seed", "0"),
-    "evaluate.metric_bootstrap": ("count", "1000"),
+    "evaluate.metric_bootstrap": ("count", "10000"),
     "evaluate.max_resamples": ("count", "100000"),
     "evaluate.seed": ("seed", "0"),
     "evaluate.strict_refusal_km": ("positive", "20003.93"),
