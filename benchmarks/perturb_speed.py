@@ -34,7 +34,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
     from agl.core.audio import decode
-    from agl.counterfactual.effects import encode
+    from agl.counterfactual.encode import encode
     from agl.counterfactual.perturb import apply, parse_perturb, speech_segments
 
     clips = sorted(SHARED.glob("*/*.mp3"))

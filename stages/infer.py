@@ -17,7 +17,7 @@ import sys
 import _params
 
 from agl.inference.entry import batch_control, finish_run
-from agl.inference.model_run import RunTarget, run_spec, summary_line
+from agl.inference.params_run import RunTarget, run_spec, summary_line
 from agl.inference.runspec import SOURCE_PARAMS, model_entry, parse_infer, stage_sources
 from agl.inference.transport import read_transport
 

@@ -26,7 +26,7 @@ import _params
 from agl.core import canonical
 from agl.counterfactual.listen import KEYS, ListenConfig, listen_levels
 from agl.inference.estimate import estimate_run
-from agl.inference.model_run import RunTarget, run_spec, summary_line
+from agl.inference.params_run import RunTarget, run_spec, summary_line
 from agl.inference.runspec import SOURCE_PARAMS, model_entry, parse_infer, stage_sources
 from agl.inference.transport import read_transport
 

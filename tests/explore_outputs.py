@@ -18,7 +18,7 @@ import pandas as pd
 from factories import manifest, prediction
 
 from agl.core import canonical
-from agl.counterfactual.effects import encode_mp3
+from agl.counterfactual.encode import encode_mp3
 from agl.dataset.manifest import write_manifest
 from agl.predictions.records import Status, failed, write_predictions
 from agl.scoring.evaluate import score_run

@@ -66,7 +66,7 @@ def _records(run: Path) -> list[dict]:
 @pytest.mark.parametrize("name", OFFLINE)
 def test_an_offline_backend_answers_with_no_flag_as_its_stage_does(name, demo, monkeypatch, capsys):
     from agl.cli import main
-    from agl.inference.model_run import RunTarget, run_spec
+    from agl.inference.params_run import RunTarget, run_spec
     from agl.inference.runspec import model_entry, parse_infer
 
     manifest, audio, work = demo

@@ -237,7 +237,8 @@ def test_metrics_json_mlflow_and_leaderboard_carry_both_intervals(qwen_published
     carry the unit's interval, the clip one, the design effect and the clusters."""
     from agl.scoring import leaderboard
     from agl.scoring.config import EvaluateConfig
-    from agl.scoring.evaluate import _run_metrics, evaluate_run
+    from agl.scoring.evaluate import evaluate_run
+    from agl.scoring.evaluate_mlflow import run_metrics
 
     config = EvaluateConfig(protocols=("paper",), metric_bootstrap=200, track=False)
     with warnings.catch_warnings():
@@ -247,7 +248,7 @@ def test_metrics_json_mlflow_and_leaderboard_carry_both_intervals(qwen_published
     assert paper["resampling_unit"] == "site:25" and paper["n_clusters"] == 441
     assert paper["by_speech"]["speech"]["n_clusters"] < paper["by_speech"]["speech"]["n"]
     assert set(paper["design_effect"]) >= {"distance_error_km", "country_acc"}
-    metrics = _run_metrics(doc, {})
+    metrics = run_metrics(doc, {})
     assert metrics["paper.design_effect.country_acc"] == paper["design_effect"]["country_acc"] > 1
     assert metrics["paper.n_effective.country_acc"] == paper["n_effective"]["country_acc"] < 100
     assert metrics["paper.deft.country_acc"] == paper["deft"]["country_acc"]

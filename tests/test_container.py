@@ -140,7 +140,7 @@ def test_the_tags_and_untagged_interventions_copy_the_file_not_its_samples(tmp_p
     from agl.counterfactual.effects import derive_dataset
     from agl.counterfactual.perturb import parse_perturb
     from agl.dataset.manifest import CATEGORY_COLUMNS, write_manifest
-    from agl.inference.model_run import tags_intervention
+    from agl.inference.params_run import tags_intervention
 
     raw = demo._encode(np.sin(np.arange(16000) / 9) * 0.2)
     tagged = demo.plant_tags(raw, "id3v2.3+id3v1", (("TIT2", "Rue Mellah, Essaouira"),))

@@ -56,7 +56,7 @@ def dataset(tmp_path_factory) -> tuple[Path, dict[float, dict]]:
     """12 clips (6 with speech) in data/'s layout; the fake's table duration -> place."""
     from factories import manifest
 
-    from agl.counterfactual.effects import encode_mp3
+    from agl.counterfactual.encode import encode_mp3
     from agl.dataset.manifest import write_manifest
 
     root = tmp_path_factory.mktemp("cf") / "data"
@@ -119,7 +119,7 @@ def _listener(truth: dict[float, dict]):
 
 def _run(server, data: Path, out: Path) -> None:
     from agl.contracts.models import ModelSpec
-    from agl.inference.model_run import RunTarget, run_spec
+    from agl.inference.params_run import RunTarget, run_spec
     from agl.inference.runspec import InferSettings
 
     spec = ModelSpec(

@@ -243,7 +243,7 @@ def test_sampled_replies_are_not_cached(tmp_path):
     with FakeServer(answer) as server:
         backend = get_backend("openai")("m", base_url=server.url + "/v1", temperature=0.7)
         assert not backend.deterministic
-        from agl.inference.runner import complete_sync
+        from agl.inference.runner_sync import complete_sync
 
         req = [Request("clip_000", "where?", audio / "clip_000" / "a.wav")]
         for _ in range(2):

@@ -19,7 +19,8 @@ from agl.contracts.models import ModelSpec, parse_models
 from agl.dataset.manifest import clips, load_manifest, write_manifest
 from agl.errors import AglError
 from agl.inference.finalize import read_run
-from agl.inference.model_run import run_inference, summary_line
+from agl.inference.model_run import run_inference
+from agl.inference.params_run import summary_line
 from agl.inference.runner import Backoff, RunOptions
 from agl.predictions.records import Status
 from agl.prompts import load_prompt

@@ -22,7 +22,8 @@ from agl.backends import get_backend
 from agl.contracts.calls import Request
 from agl.contracts.models import ModelSpec
 from agl.dataset.manifest import clips, load_manifest
-from agl.inference.model_run import run_inference, summary_line
+from agl.inference.model_run import run_inference
+from agl.inference.params_run import summary_line
 from agl.inference.roster import load_roster
 from agl.inference.runner import RunOptions, complete
 from agl.prompts import load_prompt

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 from factories import manifest
 
-from agl.counterfactual.effects import derive_dataset, encode_mp3
+from agl.counterfactual.effects import derive_dataset
+from agl.counterfactual.encode import encode_mp3
 from agl.counterfactual.perturb import KINDS, parse_perturb
 from agl.dataset.checksums import read_lock
 from agl.dataset.manifest import write_manifest

@@ -125,7 +125,8 @@ def test_cache_roundtrip_atomic_files_and_refusals(tmp_path):
 
 
 def test_complete_sync_for_text_only_judges(tmp_path, monkeypatch):
-    from agl.inference.runner import RunOptions, complete_sync
+    from agl.inference.runner import RunOptions
+    from agl.inference.runner_sync import complete_sync
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0000000000")
     with FakeServer(lambda c: Answer(200, openai_completion(f"echo {c.prompt}"))) as server:

@@ -16,7 +16,8 @@ from agl.cli import main
 from agl.contracts.models import ModelSpec
 from agl.dataset.manifest import CATEGORY_COLUMNS, clips, load_manifest, write_manifest
 from agl.errors import AglError
-from agl.inference.model_run import run_inference, summary_line
+from agl.inference.model_run import run_inference
+from agl.inference.params_run import summary_line
 from agl.inference.runner import RunOptions
 from agl.predictions.records import Status, read_predictions
 from agl.prompts import load_prompt

@@ -18,7 +18,7 @@ carries it.
 Nothing is asked twice for an answered clip: a call is retried only after its attempt failed,
 and the runner never re-asks a clip that has a recorded answer. The pool counts requests,
 failures and latency per endpoint (`report()`); the latency figures are timings, so the infer
-stage writes them outside DVC's outputs (see `agl.inference.model_run.run_spec`).
+stage writes them outside DVC's outputs (see `agl.inference.params_run.run_spec`).
 """
 
 from __future__ import annotations

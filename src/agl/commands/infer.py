@@ -97,7 +97,7 @@ def run_gone_named(spec, infer, args: argparse.Namespace) -> dict:
     """`run_spec`, with the roster's retirement mark and successor added to the one line a
     retired model stops the run with (agl.errors.ModelGone)."""
     from agl.errors import ModelGone  # lazy: `agl --help` imports every command module
-    from agl.inference.model_run import RunTarget, run_spec  # (lazy, as above)
+    from agl.inference.params_run import RunTarget, run_spec  # (lazy, as above)
 
     try:
         return run_spec(spec, infer, RunTarget(args.manifest, args.audio_root, args.out),
@@ -281,7 +281,7 @@ def _transport(args: argparse.Namespace, spec):
 def run(args: argparse.Namespace) -> int:
     from agl.core.outpaths import input_file, output_dir  # lazy: `agl --help` stays instant
     from agl.inference.entry import batch_control, finish_run  # (lazy, as above)
-    from agl.inference.model_run import summary_line  # (lazy, as above)
+    from agl.inference.params_run import summary_line  # (lazy, as above)
 
     spec, infer = _from_entry(args) if args.entry else _from_flags(args)
     spec = _long_audio(args, spec)

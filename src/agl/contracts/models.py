@@ -1,7 +1,7 @@
 """One entry of params.yaml `models:`: `ModelSpec`, and `parse_models`, its validating parser.
 
 Errors name the file and the key (`params.yaml: models[2].backend: ...`), so a typo is one
-clear line instead of a traceback from deep inside a run. `agl.inference.model_run.run_spec`
+clear line instead of a traceback from deep inside a run. `agl.inference.params_run.run_spec`
 runs one of these models; evaluate and the report only read their names.
 """
 

@@ -11,7 +11,6 @@ and by continent.
 
 from __future__ import annotations
 
-import io
 import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -25,6 +24,7 @@ from agl.core.audio import decode_or_reason, resample
 from agl.core.checks import check_names, check_resamples
 from agl.core.paths import remove
 from agl.core.tables import read_whole_csv
+from agl.counterfactual.encode import MP3_RATES, encode
 from agl.counterfactual.perturb import KINDS, Intervention, apply, speech_segments
 from agl.dataset.checksums import file_digest, read_source, write_lock
 from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest, write_manifest
@@ -34,7 +34,6 @@ from agl.scoring.config import BOOTSTRAP, check_fields, knob
 from agl.scoring.paired import holm, paired_test
 
 SPEECH_THRESHOLD = 0.1  # the paper's "has speech": human_sounds >= 0.1 (agl.scoring.score_table)
-MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
 
 
 @dataclass(frozen=True)
@@ -67,40 +66,6 @@ def stratified_subset(frame: pd.DataFrame, subset: Subset) -> pd.DataFrame:
             if groups[s] and len(chosen) < subset.size:
                 chosen.append(int(groups[s].pop(0)))
     return frame.iloc[sorted(chosen)].reset_index(drop=True)
-
-
-def encode_mp3(x: np.ndarray, sr: int) -> bytes:
-    """16-bit PCM into MP3 through libsndfile (LAME). Byte-deterministic for the same samples
-    and libsndfile build (checked: two encodes, two processes, identical SHA-256), so a derived
-    dataset keeps the original's container and the API sees the same kind of file."""
-    import soundfile as sf
-
-    if sr not in MP3_RATES:
-        raise AglError(f"MP3 cannot hold {sr} Hz audio")
-    pcm = np.round(np.clip(x, -1.0, 1.0) * 32767).astype(np.int16)
-    buf = io.BytesIO()
-    sf.write(buf, pcm, sr, format="MP3")
-    return buf.getvalue()
-
-
-FORMATS = ("mp3", "flac", "wav")
-
-
-def encode(x: np.ndarray, sr: int, fmt: str) -> bytes:
-    """The derived clip's file. mp3 (default): what every backend accepts (OpenAI's audio
-    input takes only mp3 and wav), but libsndfile's LAME encodes at only ~6-30x real time;
-    flac: lossless, ~40x faster to write, accepted by Gemini and the local backends; wav: no
-    encoding at all, ~10 MB per stereo minute. All three are byte-deterministic."""
-    if fmt == "mp3":
-        return encode_mp3(x, sr)
-    import soundfile as sf
-
-    if fmt not in FORMATS:
-        raise AglError(f"counterfactual.format '{fmt}': choose one of {', '.join(FORMATS)}")
-    buf = io.BytesIO()
-    pcm = np.round(np.clip(x, -1.0, 1.0) * 32767).astype(np.int16)
-    sf.write(buf, pcm, sr, format=fmt.upper(), subtype="PCM_16")
-    return buf.getvalue()
 
 
 AS_PUBLISHED = "as-published"  # the `format` of a container intervention's files (tags, untagged)

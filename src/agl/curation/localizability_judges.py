@@ -22,7 +22,8 @@ from agl.contracts.calls import ReplyStatus, Request
 from agl.core.workspace import shared_path
 from agl.curation.localizability_params import LocalizabilityConfig
 from agl.dataset.manifest import CATEGORY_COLUMNS
-from agl.inference.runner import RunOptions, complete_sync
+from agl.inference.runner import RunOptions
+from agl.inference.runner_sync import complete_sync
 from agl.predictions.importer import NO_REASONING  # the authors' stand-in text in published files
 from agl.prompts import load_prompt
 

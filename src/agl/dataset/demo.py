@@ -46,6 +46,7 @@ from agl.core import diskwrite
 from agl.core.nofollow import open_part
 from agl.core.paths import inside
 from agl.dataset.checksums import Entry, write_lock
+from agl.dataset.demo_tags import plant_tags
 from agl.dataset.manifest import CATEGORY_COLUMNS, COLUMNS, write_manifest
 from agl.dataset.synth import GENERATORS
 from agl.errors import AglError
@@ -193,34 +194,6 @@ def demo_source(seed: int) -> dict[str, object]:
     """What the demo set's lock.json records as its source: the generator, the seed and the
     clips whose tags it planted (a folder written before the tags is generated again)."""
     return {"generator": GENERATOR_LABEL, "seed": seed, "planted_tags": sorted(PLANTED_TAGS)}
-
-
-def plant_tags(mp3: bytes, how: str, fields: tuple[tuple[str, str], ...]) -> bytes:
-    """`mp3` with the container tags `how` names (`id3v2.3+id3v1`, `id3v2.4`, `apev2`) holding
-    `fields`; the MPEG frames untouched (mutagen writes in memory, no padding: same bytes
-    every time)."""
-    from mutagen.apev2 import APEv2
-    from mutagen.id3 import COMM, ID3, TIT2, TPE1
-
-    buf = io.BytesIO(mp3)
-    if how.startswith("id3"):
-        frames = {"TIT2": TIT2, "TPE1": TPE1}
-        tag = ID3()
-        for key, text in fields:
-            if key == "COMM":
-                tag.add(COMM(encoding=3, lang="eng", desc="", text=[text]))
-            else:
-                tag.add(frames[key](encoding=3, text=[text]))
-        tag.save(buf, v1=2 if "id3v1" in how else 0, v2_version=3 if "2.3" in how else 4,
-                 padding=lambda info: 0)
-    elif how == "apev2":
-        tag = APEv2()
-        for key, text in fields:
-            tag[key] = text
-        tag.save(buf)
-    else:
-        raise ValueError(f"unknown tag kind {how}")
-    return buf.getvalue()
 
 
 EXPECTED_FILTER_FAILURES: dict[str, str] = {

@@ -4,7 +4,7 @@
 result to `<out>/predictions.jsonl` (fsync'd) the moment it arrives; a rerun skips finished
 clips and retries failed ones; `<out>/run_summary.json` holds the totals. At the end the
 folder is made canonical (`agl.inference.finalize`). `run_spec` runs one model of params.yaml
-(`agl.inference.runspec`) over a manifest.
+(`agl.inference.runspec`) over a manifest (`agl.inference.params_run`).
 
 The driver plans the run (which records are kept, which clips are pending, their requests),
 hands the pending requests to an executor (`agl.inference.executors`: `local`, the async
@@ -28,34 +28,24 @@ from pathlib import Path
 from typing import Any
 
 from agl.backends.base import Backend, get_backend
-from agl.backends.endpoints import pool_capacity
 from agl.contracts.calls import Request
 from agl.contracts.long_audio import NATIVE, LongAudio
 from agl.contracts.models import ModelSpec
-from agl.core import diskwrite
 from agl.core.audio import clip_seconds
-from agl.core.paths import remove
-from agl.core.secrets import scrub
 from agl.core.single_writer import exclusive
-from agl.core.workspace import shared_path
-from agl.dataset.manifest import ManifestWarning, load_manifest
-from agl.dataset.manifest import clips as manifest_clips
-from agl.errors import AglError, ModelGone
-from agl.inference.batch.report import summary_text
+from agl.errors import AglError
 from agl.inference.cache import ResponseCache, cache_key, generation_settings
 from agl.inference.executors import Executor, executor_for
 from agl.inference.finalize import PREDICTIONS, canonical_records, write_canonical_run
 from agl.inference.freshness import current_audio, dataset_digest, hash_files, stale, stale_line
 from agl.inference.record import RunContext
-from agl.inference.runner import Backoff, RunOptions, progress_bar
-from agl.inference.runspec import InferSettings, prompt_source
+from agl.inference.runner import RunOptions, progress_bar
 from agl.inference.sink import RecordSink
-from agl.inference.spend import TOTAL_ROOTS
 from agl.inference.summary import run_summary
-from agl.inference.transport import ExecutorConfig
+from agl.inference.windowed import WindowSink, clip_plan, failed_clip, part_request, window_requests
 from agl.inference.work import Work
 from agl.predictions.records import PredictionWriter, iter_records, write_predictions
-from agl.prompts import Prompt, load_prompt
+from agl.prompts import Prompt
 
 _DEFAULT_OPTIONS = RunOptions()  # one shared default, as a default argument value would be
 
@@ -175,8 +165,6 @@ def _one_line_per_clip(pred_path: Path) -> None:
     the cache again (_rederive), and the canonical rewrite at the end, which drops the older
     line, is never reached when the run stops. A file that cannot be read is left as it is;
     the stop's own error is what the user must see."""
-    import warnings
-
     with contextlib.suppress(Exception), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lines = sum(1 for x in pred_path.read_bytes().splitlines() if x.strip())
@@ -385,8 +373,6 @@ class _Windowing:
 
 def _windowed(work: Work, cfg: LongAudio) -> _Windowing:
     """Each clip's request as one request per window of its plan (agl.inference.windowed)."""
-    from agl.inference.windowed import clip_plan, part_request, window_requests
-
     plans, requests, failed = {}, [], []
     for r in work.requests:
         plan = clip_plan(r.sample_id, Path(r.audio_path), r.audio_sha256, cfg)
@@ -410,8 +396,6 @@ async def _drive(executor: Executor, job: _Windowing, backend: Backend, ctx: Run
             records = RecordSink(writer, backend, ctx, session, bar, heard_s=job.heard)
             sink: Any = records
             if job.plans is not None:
-                from agl.inference.windowed import WindowSink, failed_clip
-
                 base = {"backend": backend.name, "model": backend.model, "prompt": ctx.prompt.name,
                         "prompt_sha256": ctx.prompt.sha256, "run_fingerprint": ctx.fingerprint,
                         "long_audio": job.cfg.mode}
@@ -426,122 +410,6 @@ async def _drive(executor: Executor, job: _Windowing, backend: Backend, ctx: Run
     finally:
         bar.close()
         await backend.aclose()
-
-
-@dataclass(frozen=True)
-class RunTarget:
-    """Where a model run reads and writes: the manifest, its audio, the run folder, and where a
-    replica pool's per-endpoint telemetry goes (a timing: not a DVC output; None: nowhere)."""
-
-    manifest: Path
-    audio_root: Path | None
-    out_dir: Path
-    telemetry: Path | None = None
-
-    def __post_init__(self) -> None:
-        # Paths however given (a flag's text); an empty audio root is none, as a missing one.
-        object.__setattr__(self, "manifest", Path(self.manifest))
-        object.__setattr__(self, "out_dir", Path(self.out_dir))
-        object.__setattr__(self, "audio_root", Path(self.audio_root) if self.audio_root else None)
-        if self.telemetry is not None:
-            object.__setattr__(self, "telemetry", Path(self.telemetry))
-
-
-def run_spec(spec: ModelSpec, infer: InferSettings, target: RunTarget, *, limit: int | None = None,
-             progress: bool = True, sources: Any = None,
-             transport: ExecutorConfig | None = None) -> dict[str, Any]:
-    """Run one model of params.yaml over `target.manifest`; returns the run summary.
-
-    A model served by several replicas (`base_url` a list, see agl.backends.endpoints) runs with the
-    replicas' total concurrency unless the entry sets its own; the returned summary (not the
-    file) gains `endpoints` (requests, failures, latency per endpoint), also written to
-    `target.telemetry` when given: timings stay out of DVC's outputs. `sources` (a SourceConfig)
-    resolves a `paper:<name>` prompt source (default: params.yaml's `paper:` in the working
-    directory; a stage passes the keys it declared). `transport`: params.yaml `executor:`
-    (None: local), this model's overrides applied here."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("default", ManifestWarning)
-        frame = load_manifest(target.manifest)
-    prompt = load_prompt(spec.prompt or infer.prompt, source=prompt_source(spec, infer),
-                         sources=sources)
-    capacity = pool_capacity(spec.settings) if spec.backend == "openai-compatible" else None
-    backend = None
-    if capacity is not None:
-        backend = get_backend(spec.backend)(spec.model, **spec.settings)
-    options = RunOptions(
-        cache_dir=shared_path(infer.cache_dir) if infer.cache_dir else None,
-        concurrency=int(spec.concurrency or capacity or infer.concurrency),
-        timeout_s=float(infer.timeout_s), max_retries=int(infer.max_retries),
-        backoff=Backoff(retry_after_cap_s=float(infer.retry_after_cap_s)),
-        progress=progress, limit=limit if limit is not None else infer.limit,
-        max_reply_bytes=int(infer.max_reply_bytes), max_batch_bytes=int(infer.max_batch_bytes),
-        offline_after=int(infer.offline_after),
-        transport=(transport or ExecutorConfig()).for_model(spec.name),
-        send_tags=tags_intervention(target.manifest.parent),
-        max_spend_usd=infer.max_spend_usd,
-        max_total_spend_usd=infer.max_total_spend_usd,
-        spend_roots=TOTAL_ROOTS,
-    )
-    try:
-        summary = run_inference(spec, prompt, manifest_clips(frame), out_dir=target.out_dir,
-                                audio_root=target.audio_root, options=options, backend=backend)
-        repeats = _run_repeats(spec, prompt, manifest_clips(frame), target, options, backend,
-                               int(infer.repeats))
-        if repeats:
-            summary = {**summary, "repeats": repeats}
-    except ModelGone as exc:
-        raise ModelGone(gone_line(spec, exc), model=exc.model,
-                        provider_message=exc.provider_message) from None
-    if backend is not None:
-        summary = {**summary, "endpoints": backend.endpoint_report()}
-        if target.telemetry is not None:
-            diskwrite.write_text(target.telemetry, json.dumps(scrub({"run": spec.name,
-                                                                     "endpoints": summary["endpoints"]}),
-                                                              indent=2) + "\n")
-    return summary
-
-
-def tags_intervention(data: Path) -> bool:
-    """Whether `data` is the `tags` intervention's derived dataset (its lock says so): its
-    files go out as published, tags and all (agl.counterfactual.perturb)."""
-    from agl.dataset.checksums import read_source
-
-    try:
-        source = read_source(data / "lock.json") or {}
-    except AglError:
-        return False
-    iv = source.get("intervention") if isinstance(source, dict) else None
-    return isinstance(iv, dict) and iv.get("kind") == "tags"
-
-
-REPEATS = "repeats"  # <run>/repeats/<k>/: repeat k's run folder (a DVC output, empty for one run)
-
-
-def _run_repeats(spec: ModelSpec, prompt: Prompt, clips: list[Any], target: RunTarget,
-                 options: RunOptions, backend: Backend | None, n: int) -> list[dict[str, Any]]:
-    """Repeats 1..n-1 of the run, each a run of its own into <run>/repeats/<k>/ (resumable,
-    cached by its repeat index); a folder of a repeat past n (a smaller `repeats`) goes."""
-    folder = Path(target.out_dir) / REPEATS
-    folder.mkdir(parents=True, exist_ok=True)  # always there: the stage declares it
-    for old in folder.iterdir():
-        if not (old.is_dir() and old.name.isdigit() and 1 <= int(old.name) < n):
-            remove(old)
-    out = []
-    for k in range(1, n):
-        s = run_inference(spec, prompt, clips, out_dir=folder / str(k), audio_root=target.audio_root,
-                          options=replace(options, repeat=k), backend=backend)
-        print(f"repeat {k}: {summary_line(s)}", file=sys.stderr)
-        out.append(s)
-    return out
-
-
-def gone_line(spec: ModelSpec, exc: ModelGone) -> str:
-    """One line: the model, the provider's message, and where to find what to run instead.
-    (The roster's successor is added by `agl infer`, agl.commands.infer: reading the roster
-    here would make every infer stage depend on roster.yaml.)"""
-    return (f"model '{spec.model}' (run {spec.name}) is gone ({exc.provider_message}); "
-            "nothing was cached and the run stopped at that request; `agl models` names the "
-            "roster's successor, `agl models --check` what the provider serves")
 
 
 def _require_audio(clips: Sequence[Any], audio_root: Path | None) -> None:
@@ -561,36 +429,3 @@ def _require_audio(clips: Sequence[Any], audio_root: Path | None) -> None:
             f"{len(missing)} of {len(clips)} audio file(s) missing under {audio_root}, e.g. "
             f"{Path(audio_root) / missing[0].relpath}; download the audio first (agl download)"
         )
-
-
-def summary_line(summary: dict[str, Any], *,
-                 retry: str = "rerun the same command to retry the failures") -> str:
-    """One line (plus one per replica) saying what a run did: counts by status, requests made
-    this time and from cache, cost, batch jobs, and what to do about failures (`retry`: the
-    command that retries them where the caller is, e.g. a DVC stage's)."""
-    s = summary
-    line = (f"{s['backend']}:{s['model'] or '-'}: {s['n_recorded']}/{s['n']} clips "
-            f"(ok {s['n_ok']}, partial {s['n_partial']}, refused {s['n_refused']}, "
-            f"unparseable {s['n_unparseable']}, failed {s['n_failed']}"
-            + (f", truncated {s['n_truncated']} (cut at the output limit: raise the model's "
-               "max tokens, or its thinking budget's headroom)" if s.get("n_truncated") else "")
-            + "); "
-            f"{s['session_requests']} request(s) this time, {s['session_cache_hits']} from cache, "
-            f"${s.get('session_cost_usd', 0.0):.4f} spent; the run's answers cost ${s['cost_usd']:.4f}")
-    if s.get("n_not_asked"):
-        line += (f"; {s['n_not_asked']} clip(s) not asked: the next request would have passed "
-                 "a spend cap (infer.max_spend_usd or infer.max_total_spend_usd); rerun with a "
-                 "higher cap to ask only them")
-    elif s["n_failed"]:
-        line += f"; {retry}"
-    line += summary_text(s)
-    if s.get("served_models"):  # the served-model ledger (agl.predictions.served)
-        shares = ", ".join(f"{m} {v:.0%}" for m, v in s["served_models"].items())
-        line += f"\n  served by: {shares} (of {s['served_clips']} clip(s) that named one)"
-    for flag in [*(s.get("served_flags") or []), *([s["heard_flag"]] if s.get("heard_flag") else [])]:
-        line += f"\n  WARNING: {flag}"
-    for e in s.get("endpoints") or []:
-        lat = e["latency_s"]["p50"] if e["latency_s"] else None
-        line += (f"\n  {e['url']}: {e['requests']} request(s), {e['failures']} failed"
-                 + (f", p50 {lat:.3f} s" if lat is not None else ""))
-    return line

@@ -3,7 +3,8 @@
 Entry points:
 
 * `complete(backend, requests, ...)`: requests in, replies out (in request order). Judges and
-  other text-only callers use it, or `complete_sync(backend_name, model, requests, ...)`.
+  other text-only callers use it, or `complete_sync(backend_name, model, requests, ...)`
+  (`agl.inference.runner_sync`).
 * `stream(backend, requests, ...)`: (index, reply) pairs as they arrive; the `local` executor
   (`agl.inference.executors.local`) hands them to a model run's driver.
 
@@ -35,7 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agl.backends.base import Backend, BackendError, get_backend
+from agl.backends.base import Backend, BackendError
 from agl.contracts.calls import ATTEMPT, Attempt, Reply, ReplyStatus, Request
 from agl.core.audio import probe
 from agl.core.http_transport import WIRE
@@ -114,9 +115,6 @@ class RunOptions:
         backend.max_reply_bytes = int(self.max_reply_bytes)
         backend.max_batch_bytes = int(self.max_batch_bytes)
         return backend
-
-
-_QUIET = RunOptions(progress=False)  # complete_sync's default: no progress bar
 
 
 def hash_audio(request: Request) -> Request:
@@ -414,32 +412,6 @@ async def complete(
     return [r for r in out if r is not None]
 
 
-def complete_sync(
-    backend_name: str,
-    model: str,
-    requests: list[Request],
-    *,
-    settings: dict[str, Any] | None = None,
-    options: RunOptions = _QUIET,
-) -> list[Reply]:
-    """`complete` for synchronous callers: builds the backend, runs, closes it. Replies come
-    in request order; a failure is a `FAILED` reply. `options.limit` must be None."""
-    if options.limit is not None:
-        raise ValueError("complete_sync sends every request; RunOptions.limit is for run_inference")
-    backend = options.bound(get_backend(backend_name)(model, **(settings or {})))
-    cache = ResponseCache(options.cache_dir) if options.cache_dir is not None else None
-
-    async def go() -> list[Reply]:
-        try:
-            return await complete(backend, requests, cache=cache, concurrency=options.concurrency,
-                                  timeout_s=options.timeout_s, max_retries=options.max_retries,
-                                  progress=options.progress, backoff=options.backoff)
-        finally:
-            await backend.aclose()
-
-    return asyncio.run(go())
-
-
 def cost_usd(reply: Reply, price_in_per_m: float, price_out_per_m: float,
              price_audio_in_per_m: float | None = None) -> float:
     """What a reply costs at the given prices per million tokens, cached or not: a record
@@ -457,5 +429,5 @@ def progress_bar(total: int, backend: Backend, *, enabled: bool):
                 file=sys.stderr, disable=not enabled, dynamic_ncols=True)
 
 
-__all__ = ["Backoff", "RunOptions", "complete", "complete_sync", "cost_usd", "lookup", "progress_bar", "remember",
+__all__ = ["Backoff", "RunOptions", "complete", "cost_usd", "lookup", "progress_bar", "remember",
            "stream"]

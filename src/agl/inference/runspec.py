@@ -2,7 +2,7 @@
 find a `models:` entry (`agl.contracts.models`) and its prompt source.
 
 Errors name the file and the key (`params.yaml: models[2].backend: ...`), so a typo is one
-clear line instead of a traceback from deep inside a run. `agl.inference.model_run.run_spec`
+clear line instead of a traceback from deep inside a run. `agl.inference.params_run.run_spec`
 runs one of these models.
 """
 

@@ -34,7 +34,7 @@ from agl.predictions.records import Prediction, Status, write_predictions
 from agl.scoring.clusters import parse_unit
 from agl.scoring.config import EvaluateConfig
 from agl.scoring.evaluate import evaluate_run
-from agl.scoring.leaderboard import IMPORTED_SOURCE
+from agl.scoring.leaderboard_table import IMPORTED_SOURCE
 from agl.scoring.protocols import PROTOCOLS
 
 PLACE = ("latitude", "longitude", "city", "country", "continent")

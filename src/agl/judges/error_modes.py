@@ -25,7 +25,8 @@ from agl.core import canonical
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.errors import AglError
 from agl.inference import roster
-from agl.inference.runner import RunOptions, complete_sync
+from agl.inference.runner import RunOptions
+from agl.inference.runner_sync import complete_sync
 from agl.inference.spend import OUTPUT_LIMITS
 from agl.judges.modes import (
     COLUMNS,

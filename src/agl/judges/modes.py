@@ -48,7 +48,7 @@ COLUMNS = ("sample_id", "mode", "source", "why")
 @dataclass(frozen=True)
 class JudgeConfig:
     """An inference backend used as the judge (params.yaml `report.judge`; run by
-    `agl.judges.error_modes` through `agl.inference.runner.complete_sync`)."""
+    `agl.judges.error_modes` through `agl.inference.runner_sync.complete_sync`)."""
 
     backend: str
     model: str

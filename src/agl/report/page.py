@@ -18,7 +18,8 @@ import pandas as pd
 from agl.judges.modes import JudgeConfig, prompt_version
 from agl.report import maps, tables
 from agl.report.inputs import ReportOptions, RunInput
-from agl.scoring.leaderboard import groups, render_rows, table_notes
+from agl.scoring.leaderboard import groups
+from agl.scoring.leaderboard_table import render_rows, table_notes
 from agl.scoring.marks import SERVED_MARK, served_lines, served_note
 
 

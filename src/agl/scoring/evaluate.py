@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +25,7 @@ from agl.predictions.records import Prediction, TornLineWarning, prediction_fram
 from agl.scoring.clusters import DEFAULT_UNIT, cluster_labels, parse_unit, subset
 from agl.scoring.config import EvaluateConfig
 from agl.scoring.coverage import Coverage, check_run_summary, torn_error
+from agl.scoring.evaluate_mlflow import run_metrics, served_tags
 from agl.scoring.labels import MANIFEST_LABELS, Labelling, point_columns, point_summary, relabel
 from agl.scoring.metrics import SUMMARY_COLUMNS, summarize_later
 from agl.scoring.protocol_paper import PAPER_REFUSAL_KM
@@ -348,7 +348,7 @@ def run_key(doc: dict[str, Any]) -> str:
 
 def _repeat_predictions(predictions_path: Path) -> list[Any]:
     """The predictions of each repeat beside the run (<run>/repeats/<k>/predictions.jsonl,
-    in repeat order; agl.inference.model_run.REPEATS), [] for a run asked once."""
+    in repeat order; agl.inference.params_run.REPEATS), [] for a run asked once."""
     folder = predictions_path.parent / "repeats"
     if not folder.is_dir():
         return []
@@ -379,62 +379,6 @@ def _with_timings(summary_path: Path, run_summary: dict[str, Any], artifacts: li
     return run_summary
 
 
-# A result's per-metric dicts (logged flat as <protocol>.<key>.<metric> or _lo/_hi).
-PER_METRIC = ("ci95", "ci95_clip", "design_effect", "n_effective", "deft")
-
-
-def _run_metrics(doc: dict[str, Any], run_summary: dict[str, Any]) -> dict[str, Any]:
-    """The flat MLflow metrics of a metrics.json document and the inference run's accounting."""
-    metrics: dict[str, Any] = {}
-    for protocol, res in doc["protocols"].items():
-        for k, v in res.items():
-            if k in (*PER_METRIC, "notes", "resampling_unit", "labels", "influential_clusters", "interval"):
-                continue
-            if k == "by_speech":
-                for part, sub in v.items():
-                    for kk, vv in sub.items():
-                        if kk not in (*PER_METRIC, "influential_clusters"):
-                            metrics[f"{protocol}.{part}.{kk}"] = vv
-            elif k == "post_cutoff":  # the clips uploaded after the training cutoff
-                for kk, vv in v.items():
-                    if isinstance(vv, int | float) and not isinstance(vv, bool):
-                        metrics[f"{protocol}.post_cutoff.{kk}"] = vv
-            else:
-                metrics[f"{protocol}.{k}"] = v
-        for k, (lo, hi) in res["ci95"].items():
-            metrics[f"{protocol}.ci95_lo.{k}"] = lo
-            metrics[f"{protocol}.ci95_hi.{k}"] = hi
-        for k, (lo, hi) in res.get("ci95_clip", {}).items():  # the clip unit's, for comparison
-            metrics[f"{protocol}.ci95_clip_lo.{k}"] = lo
-            metrics[f"{protocol}.ci95_clip_hi.{k}"] = hi
-        for key in ("design_effect", "n_effective", "deft"):  # Kish's deff, n / deff, width ratio
-            for k, v in res.get(key, {}).items():
-                metrics[f"{protocol}.{key}.{k}"] = v
-    # The inference run's accounting (run_summary.json): cost, tokens, latency, outcomes.
-    for k, v in run_summary.items():
-        if isinstance(v, int | float) and not isinstance(v, bool) and k not in (
-            "price_in_per_m", "price_out_per_m"
-        ):
-            metrics[f"run.{k}"] = v
-        elif isinstance(v, dict) and k == "latency_s":
-            metrics.update({f"run.latency_s.{q}": x for q, x in v.items()})
-        elif isinstance(v, dict) and k == "served_models":  # the ledger: share per served id
-            metrics.update({"run.served_share." + re.sub(r"[^\w./ -]", "_", m): x
-                            for m, x in v.items()})
-    return metrics
-
-
-def _served_tags(run_summary: dict[str, Any]) -> dict[str, str]:
-    """The served-model ledger as MLflow tags (from the run's timings: volatile, so a tag
-    beside the run, never a tracked file): shares, and the flags a reader must see."""
-    tags = {}
-    if run_summary.get("served_models"):
-        tags["served_models"] = ", ".join(f"{m}={x:g}" for m, x in run_summary["served_models"].items())
-    if run_summary.get("served_flags"):
-        tags["served_flags"] = "; ".join(run_summary["served_flags"])
-    return tags
-
-
 def _log_evaluation(doc: dict[str, Any], config: EvaluateConfig, info: dict[str, Any],
                     run_summary: dict[str, Any], artifacts: list[Path],
                     data: tuple[pd.DataFrame, str | Path], extra: dict[str, Any] | None = None) -> str:
@@ -450,7 +394,7 @@ def _log_evaluation(doc: dict[str, Any], config: EvaluateConfig, info: dict[str,
         run_key=run_key(doc),
         run_name=run,
         params=params,
-        metrics={**_run_metrics(doc, run_summary), **(extra or {})},
+        metrics={**run_metrics(doc, run_summary), **(extra or {})},
         artifacts=artifacts,
         experiment=config.experiment,
         tags={"data_version": doc["data_version"], "dataset": doc["dataset"],
@@ -458,7 +402,7 @@ def _log_evaluation(doc: dict[str, Any], config: EvaluateConfig, info: dict[str,
               "backend": str(info.get("backend", "")),
               "prompt_hash": str(info.get("prompt_sha256") or info.get("prompt_hash") or ""),
               "prompt": str(info.get("prompt", "")),
-              "run_protocol": str(info.get("run_protocol", "")), **_served_tags(run_summary)},
+              "run_protocol": str(info.get("run_protocol", "")), **served_tags(run_summary)},
         dataset={"name": doc["dataset"], "digest": doc["data_version"],
                  "source": Path(manifest_path).resolve().as_uri(),
                  "frame": manifest[[c for c in ("key", "latitude", "longitude", "country",
