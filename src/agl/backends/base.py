@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from agl.contracts.calls import Reply, Request
 from agl.core.checks import check_value
+from agl.core.container import ContainerError, strip
 from agl.core.registry import Registry
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES
 from agl.errors import AglError, reject_unknown_keys
@@ -188,8 +189,6 @@ def sent_audio(request: Request) -> bytes:
     or the file as published where `request.tags` (the paper protocol, the `tags`
     intervention). A container whose tags cannot be removed without re-encoding is a
     failure for that clip, never sent with its tags."""
-    from agl.core.container import ContainerError, strip
-
     path = Path(request.audio_path)  # type: ignore[arg-type]
     data = path.read_bytes()
     if request.tags:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import argparse
 
+from agl.core.checks import arg_type
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from agl.core.checks import arg_type
-
     p = sub.add_parser(
         "audit",
         help="clips sharing an aligned excerpt: duplicates within the dataset, overlap with a corpus",
@@ -77,7 +77,7 @@ def run_tags(args: argparse.Namespace) -> int:
     if args.no_manifest:
         rows = tag_audit.audit_files(args.folder)
     else:
-        from agl.dataset.manifest import clips, load_manifest
+        from agl.dataset.manifest import clips, load_manifest  # (lazy, as above)
 
         manifest = args.manifest or args.folder / "manifest.csv"
         input_file(manifest, "--manifest", "manifest CSV (or --no-manifest for any audio folder)")
@@ -103,9 +103,9 @@ def run(args: argparse.Namespace) -> int:
     import warnings
     from pathlib import Path
 
-    from agl.dataset import fingerprints as fp
-    from agl.dataset.manifest import ManifestWarning, clips, load_manifest
-    from agl.errors import AglError
+    from agl.dataset import fingerprints as fp  # lazy: `agl --help` imports every command module
+    from agl.dataset.manifest import ManifestWarning, clips, load_manifest  # (lazy, as above)
+    from agl.errors import AglError  # (lazy, as above)
 
     max_ber = fp.MAX_BER if args.max_ber is None else args.max_ber
     min_s = fp.MIN_OVERLAP_S if args.min_overlap_s is None else args.min_overlap_s
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         best[key] = max(found, key=lambda m: (m.length_s, -m.ber)) if found else None
     clean = sorted(k for k, m in best.items() if m is None)
     if args.clean_manifest:
-        from agl.dataset.manifest import write_manifest
+        from agl.dataset.manifest import write_manifest  # lazy: only --clean-manifest writes one
 
         write_manifest(frame[frame["key"].isin(clean)], args.clean_manifest)
     if args.json:

@@ -116,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
     for w in result.pop("warnings", []):
         print(f"warning: {w}", file=sys.stderr)
     if args.by:
-        from agl.scoring.clusters import cluster_labels
-        from agl.scoring.groups import GroupSpec, by_group, groups_lines
+        from agl.scoring.clusters import cluster_labels  # lazy: only --by needs them
+        from agl.scoring.groups import GroupSpec, by_group, groups_lines  # (lazy, as above)
 
         spec = GroupSpec(args.by, args.min_support, BOOTSTRAP if args.bootstrap is None else args.bootstrap,
                          args.seed)

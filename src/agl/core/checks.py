@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agl.errors import AglError
+from agl.errors import AglError, reject_unknown_keys
 
 
 def _whole(v: Any) -> bool:
@@ -351,7 +351,6 @@ def check_sections(doc: Any, path: Path) -> None:
     naming it, the closest section and the known ones."""
     if not isinstance(doc, dict):
         return
-    from agl.errors import reject_unknown_keys
 
     known = SECTIONS | declared_sections(Path(path).parent / "dvc.yaml")
     reject_unknown_keys({k: None for k in doc}, set(known), f"{path}: top-level section")

@@ -17,7 +17,7 @@ import errno
 import os
 from pathlib import Path
 
-from agl.core.nofollow import open_part
+from agl.core.nofollow import open_nofollow, open_part
 from agl.errors import AglError
 
 _FULL = "free space on that disk (or write somewhere else), then rerun: what was written is kept"
@@ -145,8 +145,6 @@ def atomic_file(path: str | Path, mode: str = "wb", encoding: str = "utf-8"):
 def append_text(path: str | Path, text: str) -> None:
     """`text` appended to a log file (created if absent) without following a link at `path`
     (agl.core.nofollow): for logs a user reads, not records a run resumes from."""
-    from agl.core.nofollow import open_nofollow
-
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

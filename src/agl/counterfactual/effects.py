@@ -22,6 +22,7 @@ import pandas as pd
 from agl.core import canonical, diskwrite
 from agl.core.audio import decode_or_reason, resample
 from agl.core.checks import check_names, check_resamples
+from agl.core.container import strip
 from agl.core.paths import remove
 from agl.core.tables import read_whole_csv
 from agl.counterfactual.encode import MP3_RATES, encode
@@ -181,8 +182,6 @@ def _copy_container(src: Path, out: Path, row: Any, levels: list[Intervention], 
     """A container intervention's file: the original's bytes (`tags`: sent with its tags, the
     listen run told so by the level's lock), or those bytes without their tags (`untagged`:
     an MP3's frames byte-identical)."""
-    from agl.core.container import strip
-
     data = src.read_bytes()
     for iv in levels:
         body = strip(data, src.suffix) if iv.kind == "untagged" else data

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from agl.core.container import tags
 from agl.dataset.manifest import DATE_COLUMNS  # noqa: F401  (the columns this module fills)
 
 # Text frames read for a recording date, in order of trust (a dedicated date frame first).
@@ -61,8 +62,6 @@ def recorded_on(path: str | Path) -> tuple[str, str]:
     """The recording date its tags give a file, and which frame; ('', '') when none does or the
     file has no tags. The tags are read as the tag audit reads them (`agl.core.container.tags`:
     ID3v2, ID3v1, APEv2, Vorbis comments, RIFF INFO, MP4 atoms)."""
-    from agl.core.container import tags
-
     try:
         found = tags(path)
     except OSError:

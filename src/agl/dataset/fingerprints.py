@@ -29,7 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from agl.errors import AglError
+from agl.core.checks import check_field_types, check_value
+from agl.core.diskwrite import replace_atomically
+from agl.errors import AglError, reject_unknown_keys
 
 # The thresholds (docs/baselines.md#duplicates-and-contamination): one recording's copies
 # measured 0.02 to 0.05 BER (an MP3 re-encode, a 20-s excerpt at half the gain); unrelated
@@ -206,7 +208,6 @@ def cached_fingerprint(path: Path, cache_dir: Path | None) -> np.ndarray:
     fingerprinted once)."""
     if cache_dir is None:
         return fingerprint(path)
-    from agl.core.diskwrite import replace_atomically
 
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     entry = cache_dir / f"{digest}.u32"
@@ -230,9 +231,6 @@ class DuplicatesConfig:
 
     @classmethod
     def from_params(cls, params: dict | None, source: str = "params.yaml duplicates") -> DuplicatesConfig:
-        from agl.core.checks import check_field_types, check_value
-        from agl.errors import reject_unknown_keys
-
         params = dict(params or {})
         reject_unknown_keys(params, {"enabled", "max_ber", "min_overlap_s"}, source)
         cfg = cls(**params)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agl.core.diskwrite import write_bytes
 from agl.core.dvc_busy import dvc_lock_is_one_line
 
 PIN = "data.dvc"
@@ -79,8 +80,6 @@ def _committed_pin(root: Path, pin: str) -> dict[str, str] | None:
 
 
 def _restore_pin(root: Path, pin: str) -> None:
-    from agl.core.diskwrite import write_bytes
-
     text = _git_show(root, pin)
     if text is not None:
         write_bytes(root / pin, text)

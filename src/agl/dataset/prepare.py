@@ -29,11 +29,13 @@ from agl.core.reach import Reach, archive_or_server
 from agl.core.single_writer import exclusive
 from agl.dataset.checksums import file_digest, read_lock, read_source, write_lock
 from agl.dataset.croissant import write_card
+from agl.dataset.dates import with_dates
 from agl.dataset.demo import DEFAULT_SEED, RECIPES, demo_source, key_of, write_demo
 from agl.dataset.download import download_clips
-from agl.dataset.fetch import Policy, fetch_document, sha256_hex
-from agl.dataset.manifest import ManifestWarning, clips, load_manifest, parse_manifest, write_manifest
+from agl.dataset.fetch import FinalError, Policy, RetryableError, fetch_document, get_json, make_client, sha256_hex
+from agl.dataset.manifest import DATE_COLUMNS, ManifestWarning, clips, load_manifest, parse_manifest, write_manifest
 from agl.dataset.manifest_text import decode_manifest
+from agl.dataset.tag_audit import TABLE, audit, summary_line, write_table
 from agl.errors import AglError, reject_unknown_keys
 
 if TYPE_CHECKING:
@@ -108,8 +110,6 @@ def _prepare(spec: DatasetSpec, policy: Policy, client: httpx.Client | None,
 
 def _known_dates(target: Path):
     """The date columns of the manifest already there (None: none, or not readable)."""
-    from agl.dataset.manifest import DATE_COLUMNS
-
     if not target.is_file():
         return None
     try:
@@ -123,9 +123,6 @@ def _known_dates(target: Path):
 def _dated(frame, out: Path, policy: Policy, client: httpx.Client | None, known):
     """The manifest with the recording date its files' tags give and the upload date the
     Archive's item metadata gives (agl.dataset.dates), each item asked once across runs."""
-    from agl.dataset.dates import with_dates
-    from agl.dataset.fetch import FinalError, RetryableError, get_json, make_client
-
     if policy.metadata_url is None:
         return with_dates(frame, out / "audio", None, known)
     own = client is None
@@ -247,8 +244,6 @@ def _write_manifest(frame, target: Path) -> None:
 def _audit_tags(out: Path, radius_km: float, rows=None) -> None:
     """`data/tag_audit.csv`: what each clip's tags and file name give away (pinned with the
     data by data.dvc; agl.dataset.tag_audit), and its count in one line."""
-    from agl.dataset.tag_audit import TABLE, audit, summary_line, write_table
-
     if rows is None:
         rows = clips(load_manifest(out / "manifest.csv"))
     audited = audit(rows, out / "audio", radius_km)

@@ -30,7 +30,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agl.core.container import Tag, tags
+from agl.core.container import STRIPPABLE, Tag, tags
+from agl.core.diskwrite import replace_atomically
+from agl.core.geo import geodesic_km
 from agl.dataset.manifest import Clip
 
 RADIUS_KM = 25.0  # coordinates this close to the truth give the place away (params: download.tag_audit_km)
@@ -175,8 +177,6 @@ def find_places(clip: Clip, text_words: list[str], where: str, *, glued: bool = 
 
 
 def find_coordinates(clip: Clip, text: str, where: str, radius_km: float) -> list[Finding]:
-    from agl.core.geo import geodesic_km
-
     for m in _COORDS.finditer(text):
         a, b = float(m.group(1)), float(m.group(2))
         for lat, lon in ((a, b), (b, a)):
@@ -231,8 +231,6 @@ def audit(clips: Iterable[Clip], audio_root: Path, radius_km: float = RADIUS_KM)
 def audit_files(root: Path) -> list[AuditRow]:
     """A folder without a manifest: every audio file's tags and the dates they or its name
     hold (no truth to compare places with), in path order."""
-    from agl.core.container import STRIPPABLE
-
     out = []
     for path in sorted(p for p in root.rglob("*") if p.suffix.lower() in STRIPPABLE and p.is_file()):
         found = tags(path)
@@ -266,7 +264,6 @@ def write_table(rows: Sequence[AuditRow], path: Path) -> Path:
     changed: an unchanged dataset folder keeps its files' times (DVC's hash cache)."""
     import pandas as pd
 
-    from agl.core.diskwrite import replace_atomically
 
     text = pd.DataFrame([r.as_dict() for r in rows], columns=list(COLUMNS)).to_csv(
         index=False, lineterminator="\n").encode("utf-8")

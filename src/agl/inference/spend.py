@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.contracts.calls import Reply, ReplyStatus, Request
+from agl.core.audio import clip_seconds
 from agl.core.checks import number_setting
 
 DEFAULT_AUDIO_TOKENS_PER_S = 32.0
@@ -115,8 +116,6 @@ class SpendCap:
     def estimate_usd(self, request: Request) -> float:
         seconds = 0.0
         if request.audio_path is not None:
-            from agl.core.audio import clip_seconds
-
             try:
                 seconds = clip_seconds(Path(request.audio_path))
             except Exception:  # noqa: BLE001 - soundfile's errors; the probe names the file

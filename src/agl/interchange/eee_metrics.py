@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agl.core.geo import EARTH_MAX_KM
+from agl.errors import AglError
 
 BENCHMARK = "agl1k"
 DISTANCE = ("km", "mean_distance", True, 0.0, EARTH_MAX_KM)
@@ -138,8 +139,6 @@ def protocols_of(results: list[dict[str, Any]], where: str,
     """metrics.json `protocols` from a record's evaluation results (import: the numbers as
     the record states them). Each interval must say how it was drawn; every number must be
     one the metric can take, and every count at most `clips_in` (the dataset's clips)."""
-    from agl.errors import AglError  # lazy: only a bad record needs it
-
     out: dict[str, dict[str, Any]] = {}
     for i, r in enumerate(results):
         metric_id = str(r["metric_config"].get("metric_id") or "")
@@ -189,8 +188,6 @@ def _bounded(value: Any, metric: str, field: str) -> float:
     metric's own range: 0 to half the Earth's circumference for a distance, 0 to 1 for a share
     or a rate); else one line naming the field. A record is outside input: a mean distance of
     -500 km would rank first, and 1e308 km or an accuracy of 7.5 is no run's."""
-    from agl.errors import AglError
-
     lo, hi = METRICS[metric][1][3:5]
     number = _number(value)
     if number is None:
@@ -204,8 +201,6 @@ def _bounded(value: Any, metric: str, field: str) -> float:
 
 def _count(n: int, clips_in: int | None, field: str) -> int:
     """A stated count of clips: 0 or more, and no more than the dataset holds."""
-    from agl.errors import AglError
-
     if n < 0:
         raise AglError(f"{field}: {n} is not a count of clips (0 or more)")
     if clips_in is not None and n > clips_in:

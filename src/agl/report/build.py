@@ -18,6 +18,7 @@ import pandas as pd
 
 from agl.core import canonical, diskwrite
 from agl.core.tracking import log_run
+from agl.dataset.fingerprints import read_pairs
 from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label, load_manifest
 from agl.errors import AglError
 from agl.judges.modes import JudgeConfig, distribution, prompt_version
@@ -26,6 +27,7 @@ from agl.report.error_modes import run_modes
 from agl.report.inputs import ReportConfig, ReportInputs, ReportOptions, RunInput, collect_runs, with_clusters
 from agl.report.page import render_page
 from agl.report.tables import slug
+from agl.scoring.clusters import parse_unit
 from agl.scoring.paired import with_holm
 
 
@@ -34,8 +36,6 @@ def _unit(unit: str, duplicates_csv: Path | None):
     cluster) where the table is given and holds any."""
     from dataclasses import replace
 
-    from agl.dataset.fingerprints import read_pairs
-    from agl.scoring.clusters import parse_unit
 
     pairs = tuple(read_pairs(duplicates_csv)) if duplicates_csv is not None else ()
     return replace(parse_unit(unit), links=pairs) if pairs else unit

@@ -16,6 +16,7 @@ from agl.core.checks import check_value
 from agl.core.geo import EARTH_MAX_KM
 from agl.core.headline import RANK_METRIC, run_metric_keys
 from agl.core.tracking import log_run, save_runs_view
+from agl.dataset.dates import after
 from agl.dataset.manifest import ManifestWarning, content_hash, dataset_label
 from agl.dataset.manifest_cache import load_manifest_cached
 from agl.errors import AglError
@@ -175,8 +176,6 @@ def post_cutoff(manifest: pd.DataFrame, scored: pd.DataFrame, cutoff: str, confi
     (agl.dataset.dates): the metrics on the scored clips uploaded after it, clusters under the
     run's unit (over every scored clip, then the subset: as the speech split), with the counts
     of clips on or before it and of clips without a known upload date (docs/baselines.md#dates)."""
-    from agl.dataset.dates import after
-
     unit = parse_unit(unit)
     labels = None if unit.kind == "clip" and not unit.links else cluster_labels(scored, unit)
     bootstrap, seed = config.metric_bootstrap, config.seed

@@ -33,6 +33,7 @@ import pandas as pd
 
 from agl.errors import AglError
 from agl.scoring import places
+from agl.scoring.metrics import cluster_ci
 from agl.scoring.score_table import FAILED_STATUSES
 
 LABELS = ("manifest", "point")
@@ -61,6 +62,8 @@ def check_labels(labels: str, where: str = "evaluate.labels") -> str:
 
 
 def check_land(land: str | None, where: str = "evaluate.point_land") -> str | None:
+    """`land` if it is a GSHHS resolution (c, l, i) or None (no sea test), else one line
+    naming `where` (the params key or the flag) and the choices."""
     if land is not None and land not in LAND_RESOLUTIONS:
         raise AglError(f"{where}: '{land}' is not a GSHHS resolution; choose c, l or i "
                        "(or null: no sea test, OSV-5M's plain nearest place)")
@@ -141,8 +144,6 @@ def point_summary(columns: pd.DataFrame, labels: str, *, bootstrap: int, seed: i
                   clusters: np.ndarray | None) -> dict[str, Any]:
     """`labels`, `relabelled`, the POINT_METRICS, their intervals (`ci95`, resampling the
     run's unit: the caller merges them into the run's) and the clips each counts (`n_<metric>`)."""
-    from agl.scoring.metrics import cluster_ci
-
     out: dict[str, Any] = {"labels": labels, "relabelled": int(columns["relabelled"].sum())}
     ci = {}
     for i, name in enumerate(POINT_METRICS):

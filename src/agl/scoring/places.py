@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agl.core.geo import geodesic_km
+from agl.core.worldmap import land
 from agl.scoring.score_table import is_missing
 
 SEA = "sea"  # the `cc` of a predicted point off land
@@ -100,8 +102,6 @@ def short_name(iso3: str | None) -> str | None:
 
 @functools.lru_cache(maxsize=4)
 def _land_index(resolution: str):
-    from agl.core.worldmap import land
-
     polys = land(resolution)
     boxes = np.array([[p[:, 0].min(), p[:, 0].max(), p[:, 1].min(), p[:, 1].max()] for p in polys])
     return polys, boxes
@@ -140,8 +140,6 @@ def locate(lat, lon, *, land: str | None = None, coast_km: float = 5.0) -> Place
     nearest town. The distance to the town keeps a guess at a coastal city centre that a
     simplified coastline leaves in the water: GSHHS `i` draws Xiamen island with 18 points
     and cuts its western district off)."""
-    from agl.core.geo import geodesic_km
-
     lat, lon = np.asarray(lat, dtype=float), np.asarray(lon, dtype=float)
     n = len(lat)
     ok = np.isfinite(lat) & np.isfinite(lon) & (np.abs(lat) <= 90) & (np.abs(lon) <= 180)

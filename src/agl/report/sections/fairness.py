@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from agl.core import canonical, worldmap
+from agl.dataset.manifest_cache import load_manifest_cached
 from agl.report.covariate_model import covariate_model
 from agl.report.sections import SectionContext
 from agl.report.tables import Html, gap_cell, number, slug, table
@@ -193,7 +194,6 @@ def _seconds(ctx: SectionContext) -> dict[str, float] | None:
         return None
     import warnings
 
-    from agl.dataset.manifest_cache import load_manifest_cached
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the manifest's own warnings are the evaluate stage's
