@@ -11,6 +11,7 @@ own run folder, and compares the tracked files byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -18,7 +19,9 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import psutil  # Ray's own dependency
 import pytest
 from fake_llm import Answer, FakeServer, openai_completion
 from test_inference_api import make_clips
@@ -177,9 +180,27 @@ def test_worker_node_killed_mid_run_completes_identically(cluster, tmp_path):
         victim = workers[0]
         killed = {}
 
+        port = urlsplit(server.url).port
+        raylet = psutil.Process(victim.all_processes["raylet"][0].process.pid)
+
+        def victim_sending() -> bool:
+            """A shard on the victim is connected to the server: started (its attempt noted
+            by the collector) and not done (a finished shard closes its client)."""
+            for worker in raylet.children():  # the node's Ray workers
+                with contextlib.suppress(psutil.Error):
+                    if any(c.raddr and c.raddr.port == port and c.status == "ESTABLISHED"
+                           for c in worker.net_connections(kind="tcp")):
+                        return True
+            return False
+
         def kill_when_busy():
-            while sum(1 for _, what, _ in log if what == "end") < 12:
-                time.sleep(0.01)
+            # Not "12 replies in all": under load one node's shards can run their whole
+            # six clips while the others still import, so the victim was sometimes idle
+            # (its shards done, or leased but not started) when killed, and nothing of its
+            # was rerun. Wait for the victim itself to be sending.
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not victim_sending():
+                time.sleep(0.02)
             killed["at"] = time.monotonic()
             c.remove_node(victim, allow_graceful=False)
             killed["done"] = time.monotonic()
