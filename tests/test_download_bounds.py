@@ -40,8 +40,8 @@ CLIP_PATH = f"/download/{KEY}/{NAME}"
 LISTED = 78_000  # what the Archive's metadata says the file has
 DEADLINE_S = 1.5
 MAX_CLIP = 1_000_000
-MODULES = ("numpy", "pandas", "httpx", "soundfile", "tqdm", "agl.core.http",
-           "agl.core.http_transport", "agl.core.audio", "agl.dataset.download",
+MODULES = ("numpy", "pandas", "httpx", "soundfile", "tqdm", "agl.http.client",
+           "agl.http.transport", "agl.core.audio", "agl.dataset.download",
            "agl.dataset.prepare", "agl.dataset.clip_fetch", "agl.commands.download")
 
 

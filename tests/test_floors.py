@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("agl", "errors"),
     ("core",),
+    ("http",),
     ("contracts", "dataset", "predictions", "verify"),
     ("scoring", "prompts"),
     ("counterfactual", "speech", "birds"),

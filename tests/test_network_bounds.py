@@ -34,16 +34,16 @@ from hostile_server import (
     slow_headers,
 )
 
-from agl.core import http
 from agl.dataset.manifest import write_manifest
 from agl.dataset.sources import SourceConfig, resolve_source
 from agl.errors import AglError
+from agl.http import client as http
 from agl.predictions.records import write_predictions
 
 DEADLINE_S = 1.5
 CAP = 1_000_000
 # The modules `agl evaluate` imports, loaded before the memory baseline.
-EVALUATE_MODULES = ("numpy", "pandas", "httpx", "agl.core.http", "agl.core.http_transport",
+EVALUATE_MODULES = ("numpy", "pandas", "httpx", "agl.http.client", "agl.http.transport",
                     "agl.dataset.paper", "agl.dataset.remote_file", "agl.scoring.evaluate",
                     "agl.predictions.importer", "agl.commands.evaluate")
 
@@ -157,8 +157,8 @@ def test_paper_bounds_in_params_are_checked():
         (5, 7, "paper.max_bytes")
 
 
-CRAWL_MODULES = ("httpx", "pandas", "agl.dataset.crawl", "agl.dataset.fetch", "agl.core.http",
-                 "agl.core.http_transport", "agl.commands.crawl")
+CRAWL_MODULES = ("httpx", "pandas", "agl.dataset.crawl", "agl.dataset.fetch", "agl.http.client",
+                 "agl.http.transport", "agl.commands.crawl")
 
 
 def test_crawl_refuses_a_bombing_search_api_bounded(tmp_path):
@@ -210,7 +210,7 @@ FAMILIES = ["httpx"] + (["httpx2"] if importlib.util.find_spec("httpx2") else []
 def test_the_deadline_reaches_the_socket_in_both_httpx_families(flavour):
     """Headers one byte at a time never trip a per-read timeout; the deadline cuts them off.
     Also the canary for httpx internals: the pool's network backend must be wrappable."""
-    from agl.core.http_transport import family
+    from agl.http.transport import family
 
     limits = http.Limits(timeout_s=5, deadline_s=1.0, max_bytes=CAP)
     hx = family(flavour).hx

@@ -7,10 +7,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from agl.core.http_bounds import check_redirect_hosts, redirect_allowed
 from agl.dataset.prepare import from_params
 from agl.dataset.sources import SourceConfig
 from agl.errors import AglError
+from agl.http.bounds import check_redirect_hosts, redirect_allowed
 
 
 @pytest.mark.parametrize("host, said", [

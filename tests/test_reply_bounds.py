@@ -40,7 +40,7 @@ CAP = 100_000
 OPENAI_PATH = "/v1/chat/completions"
 GEMINI_PATH = "/v1beta/models/m:generateContent"
 MODULES = ("numpy", "pandas", "soundfile", "httpx", "openai", "google.genai", "tqdm",
-           "agl.core.http", "agl.core.http_transport", "agl.backends.openai_chat",
+           "agl.http.client", "agl.http.transport", "agl.backends.openai_chat",
            "agl.backends.gemini", "agl.inference.model_run", "agl.commands.infer")
 
 

@@ -70,7 +70,7 @@ class Backend(abc.ABC):
     # (agl.errors.ModelGone after one request, not after a full batch of them); a local model
     # cannot, and its first batch stays whole.
     probe_first: bool = False
-    # Whether requests go to a server over HTTP (through agl.core.http_transport): an attempt
+    # Whether requests go to a server over HTTP (through agl.http.transport): an attempt
     # whose request never left this machine (a timeout while connecting or building it, at
     # load) is then recorded as never sent, and not counted as a request (agl.inference.runner).
     over_http: bool = False

@@ -34,9 +34,9 @@ from typing import Any, TypeVar
 from agl.backends.service import UnreadableReply
 from agl.contracts.calls import ATTEMPT
 from agl.core.checks import number_setting
-from agl.core.http import Refused
 from agl.core.secrets import strip_url_credentials
 from agl.errors import AglError
+from agl.http.client import Refused
 
 T = TypeVar("T")
 

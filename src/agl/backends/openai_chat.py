@@ -62,8 +62,8 @@ from agl.backends.service import (
     retryable_status,
 )
 from agl.contracts.calls import OUTPUT_LIMIT_REASONS, Reply, ReplyStatus, Request
-from agl.core.http import Refused
 from agl.errors import AglError
+from agl.http.client import Refused
 from agl.prompts import ANSWER_SCHEMA
 
 _GENERATION = ("temperature", "top_p", "seed", "max_tokens", "max_completion_tokens",

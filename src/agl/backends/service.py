@@ -11,8 +11,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from agl.core import http
 from agl.errors import AglError
+from agl.http import client as http
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 
@@ -58,8 +58,8 @@ def client_args(backend: Any, flavour: str = "httpx") -> dict[str, Any]:
     """Keyword arguments for the `httpx.AsyncClient` under a backend's SDK client: every
     reply is capped at `backend.max_reply_bytes` after decoding (a batch job's status and
     result files at `backend.max_batch_bytes`), an HTML page with a success status is
-    refused, redirects stay on the host (`agl.core.http`). The whole call's deadline is
-    the runner's `timeout_s`. `flavour`: the SDK's httpx family (`agl.core.http.flavour_of`)."""
+    refused, redirects stay on the host (`agl.http.client`). The whole call's deadline is
+    the runner's `timeout_s`. `flavour`: the SDK's httpx family (`agl.http.client.flavour_of`)."""
     def cap(request) -> tuple[int, str]:
         path = request.url.path
         if "/batches" in path or "/files" in path:  # the providers' batch and file APIs
@@ -78,7 +78,7 @@ def openai_http_client(backend: Any) -> Any:
 
 
 def refusal(exc: BaseException) -> Any:
-    """The bound's refusal (`agl.core.http.Refused`) behind an SDK's connection error, if any."""
+    """The bound's refusal (`agl.http.client.Refused`) behind an SDK's connection error, if any."""
     seen = 0
     while exc is not None and seen < 5:
         if isinstance(exc, http.Refused):

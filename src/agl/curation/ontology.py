@@ -35,10 +35,10 @@ from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
-from agl.core import http
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.dataset.ontology_pin import ONTOLOGY_SHA256, ONTOLOGY_URL
 from agl.errors import AglError
+from agl.http import client as http
 
 CEB_ROOT = "/t/dd00123"  # Channel, environment and background
 ROOT_COLUMNS: dict[str, str] = {
@@ -159,7 +159,7 @@ def fetch_ontology(cache_dir: str | Path, url: str = ONTOLOGY_URL,
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".part")
-    # Bounded like every read (agl.core.http): the pinned file is ~350 KB.
+    # Bounded like every read (agl.http.client): the pinned file is ~350 KB.
     limits = http.Limits(timeout_s=timeout_s, deadline_s=300.0, max_bytes=20_000_000)
     try:
         got = http.stream_to_file(url, tmp, limits,

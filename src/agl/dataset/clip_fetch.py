@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from agl.core import audio
-from agl.core.http import Refused, is_html_type, looks_like_html, with_cap
 from agl.core.nofollow import check_regular, open_part
 from agl.dataset.checksums import Entry, file_digest
 from agl.dataset.fetch import (
@@ -32,6 +31,7 @@ from agl.dataset.fetch import (
     transport_error,
 )
 from agl.dataset.manifest import Clip
+from agl.http.client import Refused, is_html_type, looks_like_html, with_cap
 
 if TYPE_CHECKING:
     import httpx

@@ -3,7 +3,7 @@
 The downloader (`agl.dataset.download`), the crawler, and the manifest and shared-data
 fetches all go through here: a User-Agent naming the project; retries with exponential
 backoff and jitter on 429, 5xx, timeouts and dropped connections, honouring `Retry-After`
-(capped); a 404 or any other 4xx is final. Every read is bounded (`agl.core.http`): a
+(capped); a 404 or any other 4xx is final. Every read is bounded (`agl.http.client`): a
 per-read timeout and a total deadline per request, a size cap on the decoded body (a
 document: `max_document_bytes`; a clip: its Archive-listed size, else `max_clip_bytes`),
 redirects only within the host and its subdomains (plus `redirect_hosts`). A document that
@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agl import __version__
-from agl.core import http
-from agl.core.http import Limits, Refused, is_html_type, looks_like_html, with_cap
 from agl.core.nofollow import open_part
 from agl.core.reach import OFFLINE_AFTER, Reach
 from agl.core.retry import RETRY_AFTER_CAP_S
 from agl.errors import AglError
+from agl.http import client as http
+from agl.http.client import Limits, Refused, is_html_type, looks_like_html, with_cap
 
 if TYPE_CHECKING:
     import httpx
@@ -91,7 +91,7 @@ class FinalError(Exception):
 
 
 def limits(policy: Policy) -> Limits:
-    """The policy's bounds on one request (`agl.core.http.Limits`)."""
+    """The policy's bounds on one request (`agl.http.client.Limits`)."""
     return Limits(timeout_s=policy.timeout_s, deadline_s=policy.deadline_s,
                   max_bytes=policy.max_document_bytes,
                   redirect_hosts=tuple(policy.redirect_hosts), param=policy.param,

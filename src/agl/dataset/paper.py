@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 
 from agl.core.checks import sha256_value
-from agl.core.http import Limits, Refused, looks_like_html, stream_to_file
 from agl.dataset import remote_file
 from agl.dataset.manifest import content_hash
 from agl.errors import AglError
+from agl.http.client import Limits, Refused, looks_like_html, stream_to_file
 
 USER_AGENT = "agl/0.1 (AGL1K benchmark reproduction; +https://github.com/)"
 
@@ -45,7 +45,7 @@ def fetch(url: str, cache_dir: str | Path, *, timeout: float = 60.0,
     error and nothing is kept), and a cached copy is checked again on every use, so a file
     changed on disk is never read as the pinned one.
 
-    The read is bounded by `limits` (default: `timeout` per read and `agl.core.http.Limits`'
+    The read is bounded by `limits` (default: `timeout` per read and `agl.http.client.Limits`'
     deadline and size cap; `paper.*` in params.yaml) and streamed to disk; a reply enters
     the cache only as a 200 that passes `remote_file.content_problem` (not an HTML error
     page, parses as its extension says). A cached copy that is an HTML page (cached by an

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 from agl.core import diskwrite
 from agl.core.checks import check_params, sha256_value
-from agl.core.http_bounds import check_redirect_hosts
 from agl.core.jsonutil import dumps
 from agl.core.nofollow import open_part
 from agl.core.paths import inside, remove
@@ -37,6 +36,7 @@ from agl.dataset.manifest import DATE_COLUMNS, ManifestWarning, clips, load_mani
 from agl.dataset.manifest_text import decode_manifest
 from agl.dataset.tag_audit import TABLE, audit, summary_line, write_table
 from agl.errors import AglError, reject_unknown_keys
+from agl.http.bounds import check_redirect_hosts
 
 if TYPE_CHECKING:
     import httpx

@@ -1,6 +1,6 @@
 """One file by URL onto disk, bounded, and checked before anything keeps it.
 
-`agl.core.http.stream_to_file` streams an http(s) URL into a `.part` file through agl's
+`agl.http.client.stream_to_file` streams an http(s) URL into a `.part` file through agl's
 bounded client (per-read timeout, total deadline, size cap counted after decoding, redirects
 within the host), hashing as it goes: nothing is held in memory. `copy_local` does the same
 for a `file://` source (a device or a huge file stops at the cap too).
@@ -16,8 +16,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from agl.core.http import Refused, is_html_type, looks_like_html
 from agl.core.nofollow import NotARegularFile, open_part
+from agl.http.client import Refused, is_html_type, looks_like_html
 
 _BLOCK = 1 << 20
 

@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from agl.core.checks import sha256_value
-from agl.core.http import Limits
-from agl.core.http_bounds import check_redirect_hosts
 from agl.core.secrets import strip_url_credentials, url_credentials
 from agl.dataset.manifest import content_hash
 from agl.dataset.paper import resolve
 from agl.errors import AglError
+from agl.http.bounds import check_redirect_hosts
+from agl.http.client import Limits
 
 PAPER_TITLE = "The Sonar Moment"
 AUTHORS_REPO = "https://github.com/Rising0321/AGL1K"
@@ -61,7 +61,7 @@ class SourceConfig:
     published: dict[str, Published] = field(default_factory=dict)
     origin: str = "agl's built-in pins"  # where the values come from, for messages
     # Bounds on every fetch (params.yaml paper.timeout_s / deadline_s / max_bytes /
-    # redirect_hosts; `--deadline-s` / `--max-bytes` override): see agl.core.http.
+    # redirect_hosts; `--deadline-s` / `--max-bytes` override): see agl.http.client.
     timeout_s: float = 60.0
     deadline_s: float = 300.0
     max_bytes: int = 100_000_000
@@ -70,7 +70,7 @@ class SourceConfig:
     stall_window_s: float = 30.0
 
     def limits(self) -> Limits:
-        """The bounds as `agl.core.http.Limits` (refusals name `paper.<key>`)."""
+        """The bounds as `agl.http.client.Limits` (refusals name `paper.<key>`)."""
         return Limits(timeout_s=self.timeout_s, deadline_s=self.deadline_s,
                       max_bytes=self.max_bytes, redirect_hosts=tuple(self.redirect_hosts),
                       param="paper", min_rate_bps=self.min_rate_bps or None,

@@ -39,11 +39,11 @@ from typing import Any
 from agl.backends.base import Backend, BackendError
 from agl.contracts.calls import ATTEMPT, Attempt, Reply, ReplyStatus, Request
 from agl.core.audio import probe
-from agl.core.http_transport import WIRE
 from agl.core.reach import OFFLINE_AFTER, Reach
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import known_secrets, scrub
 from agl.errors import AglError, ModelGone
+from agl.http.transport import WIRE
 from agl.inference.cache import ResponseCache, cache_key
 from agl.inference.spend import SPEND, reply_cost
 from agl.inference.transport import ExecutorConfig
@@ -87,7 +87,7 @@ class RunOptions:
     progress: bool = True
     limit: int | None = None
     # The largest reply body (and batch status / result file) an HTTP backend reads:
-    # agl.core.http refuses more while it streams (params.yaml infer.max_reply_bytes).
+    # agl.http.client refuses more while it streams (params.yaml infer.max_reply_bytes).
     max_reply_bytes: int = MAX_REPLY_BYTES
     max_batch_bytes: int = MAX_BATCH_BYTES
     # Which executor carries the requests (params.yaml `executor:`): transport, never part of
@@ -262,7 +262,7 @@ async def _attempt(backend: Backend, request: Request, semaphore: asyncio.Semaph
     counts the requests it sends (agl.contracts.calls.Attempt); any other sends one."""
     retry_after: float | None = None
     state = Attempt()
-    wire = [0]  # requests whose first byte left for a server (agl.core.http_transport.WIRE)
+    wire = [0]  # requests whose first byte left for a server (agl.http.transport.WIRE)
     async with semaphore:
         t0 = time.perf_counter()
         token, wire_token = ATTEMPT.set(state), WIRE.set(wire)

@@ -1,4 +1,4 @@
-"""The transports behind `agl.core.http`, built for either httpx family.
+"""The transports behind `agl.http.client`, built for either httpx family.
 
 httpx and its drop-in fork httpx2 (which the openai SDK uses, and google-genai prefers) have
 the same API but separate classes: a transport must subclass the family its client belongs
@@ -7,8 +7,8 @@ to, and its inner transport must use that family's httpcore. `family("httpx")` a
 
 * `BoundedTransport` / `AsyncBoundedTransport`: wrap the family's own HTTP transport; per
   request they set the deadline (kept across redirects in the request's extensions), check
-  the status line and headers (`agl.core.http_bounds.Checks`: redirect, encoding, declared length,
-  HTML), and hand back a response whose body is metered (`agl.core.http_bounds.Meter`: capped after
+  the status line and headers (`agl.http.bounds.Checks`: redirect, encoding, declared length,
+  HTML), and hand back a response whose body is metered (`agl.http.bounds.Meter`: capped after
   decoding, deadline checked between reads);
 * a network backend around the connection pool's own, which cuts every socket operation's
   timeout to what is left of the request's deadline, so headers or a body trickling a byte
@@ -25,13 +25,13 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from agl.core import http_bounds as http
+from agl.http import bounds as http
 
 # The running request's deadline (monotonic seconds), set by the transport around every
 # read it drives; the network streams read it. Shared by both families.
 DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("agl_deadline",
                                                                          default=None)
-# The running request's transfer pace (agl.core.http_bounds.Pace): every socket read adds to
+# The running request's transfer pace (agl.http.bounds.Pace): every socket read adds to
 # it, so a transfer trickling under the floor stops (headers and body alike).
 PACE: contextvars.ContextVar[http.Pace | None] = contextvars.ContextVar("agl_pace", default=None)
 
@@ -186,7 +186,7 @@ def _deadline_aware(name: str, transport, wrap):
     (tests/test_network_bounds.py) fails if a new httpx or httpcore moves it."""
     pool = getattr(transport, "_pool", None)
     if not hasattr(pool, "_network_backend"):
-        raise RuntimeError(f"agl.core.http_transport: {name}'s internals changed (no "
+        raise RuntimeError(f"agl.http.transport: {name}'s internals changed (no "
                            "_pool._network_backend); the deadline cannot reach the socket")
     pool._network_backend = wrap(pool._network_backend)
     return transport
@@ -238,7 +238,7 @@ def _sync_transport(name: str, hx, backend):
             self.response.close()
 
     class BoundedTransport(hx.BaseTransport):
-        """A transport enforcing `agl.core.http.Limits` (see agl.core.http)."""
+        """A transport enforcing `agl.http.client.Limits` (see agl.http.client)."""
 
         def __init__(self, limits, *, refuse_html=False, cap_for=None, max_connections=100,
                      proxy=None):

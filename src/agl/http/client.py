@@ -3,7 +3,7 @@
 A server can answer with an endless body, one byte every ten seconds (body or headers), a
 gzip bomb, a body larger than any file it should send, or a redirect to a host nobody chose.
 Every client agl makes (the dataset downloads, the crawler, the paper's files, the model SDKs'
-replies) goes through the transports of `agl.core.http_transport` (for httpx, or the httpx2
+replies) goes through the transports of `agl.http.transport` (for httpx, or the httpx2
 fork the model SDKs use), which wrap httpx's own and enforce, per request:
 
 * a per-read timeout (`timeout_s`: connect, each read, each write) and a total deadline
@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agl.core.http_bounds import (
+from agl.core.nofollow import NotARegularFile, open_part
+from agl.http.bounds import (
     ACCEPT_ENCODING,
     Limits,
     Refused,
@@ -43,8 +44,7 @@ from agl.core.http_bounds import (
     redirect_allowed,
     with_cap,
 )
-from agl.core.http_transport import family
-from agl.core.nofollow import NotARegularFile, open_part
+from agl.http.transport import family
 
 if TYPE_CHECKING:
     import httpx

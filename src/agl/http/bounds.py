@@ -1,11 +1,11 @@
-"""The rules of a bounded HTTP read, without the transport: `agl.core.http` has the clients.
+"""The rules of a bounded HTTP read, without the transport: `agl.http.client` has the clients.
 
 `Limits` (per-read timeout, total deadline, size cap, redirect hosts), `Refused` (one line,
 retryable or not), and what a transport applies per request: `Checks` on the status line
 and headers (redirect off the host, an encoding agl cannot cap, a declared length past the
 cap, an HTML page with a success status) and the `Meter` on the body (decoded in pieces of at
 most 64 KiB, every decoded byte counted against the cap, the deadline checked between
-reads). No httpx import here: both httpx families' transports (`agl.core.http_transport`)
+reads). No httpx import here: both httpx families' transports (`agl.http.transport`)
 share these.
 """
 
