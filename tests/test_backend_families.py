@@ -15,6 +15,7 @@ from tiny_models import FAMILIES
 
 from agl.contracts.models import ModelSpec
 from agl.dataset.manifest import CATEGORY_COLUMNS, clips, load_manifest, write_manifest
+from agl.errors import AglError
 from agl.inference.model_run import run_inference
 from agl.inference.runner import RunOptions
 from agl.predictions.records import read_predictions
@@ -108,28 +109,54 @@ def test_family_batched_equals_unbatched(tmp_path, name, family_model, audio_set
     assert '"peak_mem_mb"' in eff3[0] and "peak_mem_mb" not in p3[long_keys[0]].meta
 
 
-@pytest.mark.parametrize("name", ["qwen2_5_omni", "phi4_multimodal"])
-def test_family_window_is_recorded(tmp_path, name, family_model, audio_set):
-    """No `max_seconds`: the family's own window decides (Qwen2.5-Omni's Whisper extractor
-    keeps 30 s; Phi-4's extractor has no limit, so all 128 s are heard)."""
+def _one_long(tmp_path, family_model, audio_set, name, out, **settings):
     root, cl = audio_set
     one = [c for c in cl if c.key != "short_cut"][:1]
-    run_inference(
+    summary = run_inference(
         ModelSpec("run", "transformers", str(family_model(name)),
-                  settings={"device": "cpu", "max_new_tokens": 2}),
+                  settings={"device": "cpu", "max_new_tokens": 2, **settings}),
         load_prompt(),
         one,
-        out_dir=tmp_path / "o",
+        out_dir=tmp_path / out,
         audio_root=root,
         options=RunOptions(cache_dir=None, concurrency=1, timeout_s=300, max_retries=0,
                            progress=False),
     )
-    m = read_predictions(tmp_path / "o" / "predictions.jsonl")[one[0].key].meta
+    return summary, read_predictions(tmp_path / out / "predictions.jsonl")[one[0].key].meta
+
+
+@pytest.mark.parametrize("name", ["qwen2_5_omni", "phi4_multimodal"])
+def test_family_window_is_recorded(tmp_path, name, family_model, audio_set):
+    """No `max_seconds`: the family's own default decides. Qwen2.5-Omni's chunked encoder
+    takes any length, so its processor's truncation is switched off (the authors' call left
+    it on: 30 s) and 50 s of a 50-s cut are heard; switched on, its Whisper extractor keeps
+    30 s, and the prompt holds fewer audio tokens (the switch reached the processor). Phi-4's
+    extractor has no limit: all 128 s, and there is no truncation to switch on (one line)."""
+    cap = {"max_seconds": 50} if name == "qwen2_5_omni" else {}  # a 50-s clip: cheaper than 128 s
+    summary, m = _one_long(tmp_path, family_model, audio_set, name, "o", **cap)
+    assert m["heard_s"] == (50.0 if cap else m["audio_s"]) and m["audio_s"] > 120
+    assert m["processor_truncation"] is False and m["transformers_version"]
+    assert summary["heard"]["processor_truncation"] == [False]
     if name == "qwen2_5_omni":
-        assert m["window_s"] == 30.0 and m["heard_s"] == 30.0 and m["truncated"] is True
+        assert m["window_s"] == 30.0
+        _, cut = _one_long(tmp_path, family_model, audio_set, name, "on", processor_truncation=True, **cap)
+        assert cut["window_s"] == 30.0 and cut["heard_s"] == 30.0 and cut["truncated"] is True
+        assert cut["processor_truncation"] is True
+        assert m["input_tokens"] > cut["input_tokens"] + 100  # 50 s reached the model, not 30
     else:
-        assert m["window_s"] is None and m["heard_s"] == m["audio_s"] > 120
-        assert m["truncated"] is False
+        assert m["window_s"] is None and m["truncated"] is False
+        with pytest.raises(AglError, match=r"^transformers backend: processor_truncation: true is "
+                                           r"refused for the phi4_multimodal family: its extractor"):
+            _one_long(tmp_path, family_model, audio_set, name, "on", processor_truncation=True)
+
+
+def test_a_30_s_family_refuses_processor_truncation_off(tmp_path, family_model, audio_set):
+    """Qwen2-Audio's encoder takes 30 s: `processor_truncation: false` is one line before any
+    clip is asked (nothing recorded), pointing at windows."""
+    with pytest.raises(AglError, match=r"refused for the qwen2_audio family: its Whisper encoder "
+                                       r"takes 30 s .*long_audio: \{mode: windows\}"):
+        _one_long(tmp_path, family_model, audio_set, "qwen2_audio", "off", processor_truncation=False)
+    assert not (tmp_path / "off" / "predictions.jsonl").exists()
 
 
 def test_audio_only_processor_without_torchvision(family_model):

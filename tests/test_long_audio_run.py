@@ -55,30 +55,38 @@ def _heard(data: bytes) -> tuple[float, float]:
     return len(x) / sr, max(votes, key=votes.get)
 
 
-def _audio_of(body: dict) -> bytes:
+def _audios_of(body: dict) -> list[tuple[str, bytes]]:
+    """Every audio part of a request, in order, with its format or MIME type."""
+    out = []
     for msg in body.get("messages", []):
         for part in msg.get("content") or []:
             if isinstance(part, dict) and part.get("type") == "input_audio":
-                return base64.b64decode(part["input_audio"]["data"])
+                out.append((part["input_audio"]["format"], base64.b64decode(part["input_audio"]["data"])))
     for c in body.get("contents", []):
         for part in c.get("parts", []):
             inline = part.get("inlineData") or part.get("inline_data")
             if inline:
                 data = inline["data"]
-                return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))
-    raise AssertionError("no audio in the request")
+                out.append((inline.get("mimeType") or inline.get("mime_type"),
+                            base64.urlsafe_b64decode(data + "=" * (-len(data) % 4))))
+    assert out, "no audio in the request"
+    return out
 
 
 class Server:
-    """Answers each request with the place of the tone it mostly heard; records the seconds.
+    """Answers each request with the place of the tone it mostly heard; records the seconds
+    (a request of several audio parts: the list of each part's seconds, and `formats`).
     `reported_s`: the audio seconds the usage claims (None: the seconds sent)."""
 
     def __init__(self, api: str, reported_s: float | None = None):
-        self.api, self.reported_s, self.heard = api, reported_s, []
+        self.api, self.reported_s, self.heard, self.formats = api, reported_s, [], []
 
     def __call__(self, call) -> Answer:
-        seconds, tone = _heard(_audio_of(call.body))
-        self.heard.append(round(seconds, 3))
+        parts = [(fmt, *_heard(data)) for fmt, data in _audios_of(call.body)]
+        self.formats.append([fmt for fmt, _, _ in parts])
+        seconds = sum(s for _, s, _ in parts)
+        tone = max((FIRST, REST), key=lambda t: sum(s for _, s, tn in parts if tn == t))
+        self.heard.append(round(seconds, 3) if len(parts) == 1 else [round(s, 3) for _, s, _ in parts])
         country, city, continent, lat, lon = PLACES[tone]
         text = json.dumps({"city": city, "country": country, "continent": continent,
                            "latitude": lat, "longitude": lon, "confidence": 0.5})
@@ -113,7 +121,29 @@ def _run(tmp_path, api, long_audio, *, reported_s=None, name="run", cache=None):
                              backoff=Backoff(base_s=0.001, cap_s=0.01))
         summary = run_inference(spec, load_prompt(), clips(load_manifest(manifest)), out_dir=tmp_path / name,
                                 audio_root=audio, options=options)
+    _run.server = server
     return read_run(tmp_path / name)["long"], summary, server.heard
+
+
+@pytest.mark.parametrize("api", ["openai", "gemini"])
+def test_multi_part_through_the_apis(tmp_path, api):
+    """long_audio multi_part through the real SDKs: one request whose user turn holds the
+    clip's windows as several audio parts (openai: input_audio parts; gemini: inline parts),
+    WAV, in time order, of the windows' seconds; one answer (the majority's tone: 100 of 130
+    s), recorded with its parts, heard_s and sent_s; the usage's audio tokens say all 130 s."""
+    rec, summary, heard = _run(tmp_path, api, {"mode": "multi_part", "window_s": 30, "min_tail_s": 5})
+    assert heard == [[30.0, 30.0, 30.0, 30.0, 10.0]]
+    assert _run.server.formats == [["wav" if api == "openai" else "audio/wav"] * 5]
+    assert summary["session_requests"] == 1 and rec.status is Status.OK and rec.country == "Morocco"
+    assert rec.meta["long_audio"] == "multi_part" and "windows" not in rec.meta
+    assert rec.meta["parts"] == [[0, 30], [30, 60], [60, 90], [90, 120], [120, 130]]
+    assert rec.meta["heard_s"] == rec.meta["sent_s"] == rec.meta["audio_s"] == 130.0
+    assert rec.meta["heard_s_reported"] == 130.0 and "heard_flag" not in summary
+    # overlapping windows: each part is sent whole, overlaps counted in sent_s only
+    rec, summary, heard = _run(tmp_path, api, {"mode": "multi_part", "window_s": 60, "overlap_s": 20},
+                               name="overlap")
+    assert heard == [[60.0, 60.0, 50.0]] and rec.meta["parts"] == [[0, 60], [40, 100], [80, 130]]
+    assert rec.meta["heard_s"] == 130.0 and rec.meta["sent_s"] == 170.0
 
 
 def test_windows_native_truncate_on_a_130_s_clip(tmp_path):
@@ -206,3 +236,68 @@ def test_dry_run_per_mode(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([*args[:-2], "--window-s", "-3"])
     assert "argument --window-s: '-3' is not a positive finite number" in capsys.readouterr().err
+
+
+TEXT_TOKENS = 57  # what the fake vLLM's /tokenize says the prompt's text is
+ENCODER_RATE = 25  # tokens per second of the fake served model's audio encoder
+
+
+def _vllm(tmp_path, settings, *, tokenize=True, hears_s=None, name="vllm", long_audio=None):
+    """A vLLM-like server: usage has prompt_tokens only (text + 25 per second of audio heard,
+    `hears_s` capping it: a server that cuts), and /tokenize counts the text."""
+    manifest, audio = _clip(tmp_path) if not (tmp_path / "manifest.csv").exists() else (
+        tmp_path / "manifest.csv", tmp_path / "audio")
+    paths = []
+
+    def answer(call):
+        paths.append(call.path)
+        if call.path == "/tokenize":
+            assert not _has_audio(call.body) and call.body["add_generation_prompt"] is True
+            return Answer(200, {"count": TEXT_TOKENS, "max_model_len": 8192}) if tokenize else Answer(404, {})
+        seconds = sum(_heard(data)[0] for _, data in _audios_of(call.body))
+        heard = seconds if hears_s is None else min(seconds, hears_s)
+        text = json.dumps({"city": "Paris", "country": "France", "continent": "Europe",
+                           "latitude": 48.86, "longitude": 2.35})
+        return Answer(200, openai_completion(text, tokens=(TEXT_TOKENS + round(heard * ENCODER_RATE), 20)))
+
+    with FakeServer(answer) as fake:
+        spec = ModelSpec(name, "openai-compatible", "served", settings={
+            "base_url": fake.url + "/v1", "temperature": 0, **settings},
+            long_audio=parse_long_audio(long_audio, "test"))
+        summary = run_inference(spec, load_prompt(), clips(load_manifest(manifest)), out_dir=tmp_path / name,
+                                audio_root=audio, options=RunOptions(cache_dir=None, progress=False,
+                                                                     backoff=Backoff(base_s=0.001, cap_s=0.01)))
+    return read_run(tmp_path / name)["long"], summary, paths
+
+
+def _has_audio(body):
+    return any(isinstance(p, dict) and p.get("type") == "input_audio"
+               for m in body["messages"] for p in (m["content"] if isinstance(m["content"], list) else []))
+
+
+def test_a_vllm_server_heard_s_from_prompt_tokens_less_the_texts(tmp_path):
+    """openai-compatible with `audio_tokens_per_s` (the encoder's rate): the usage's prompt
+    tokens less the text's (the server's own /tokenize, asked once) are the audio heard; a
+    server that heard 30 s of 130 is flagged. Without the rate, or without /tokenize, nothing
+    is reported (never guessed)."""
+    rec, summary, paths = _vllm(tmp_path, {"audio_tokens_per_s": ENCODER_RATE})
+    assert paths == ["/v1/chat/completions", "/tokenize"]
+    assert rec.meta["audio_tokens"] == 130 * ENCODER_RATE and rec.meta["audio_tokens_from"] == "tokenize"
+    assert rec.meta["heard_s_reported"] == 130.0 == rec.meta["heard_s"] and "heard_flag" not in summary
+
+    # windows: five requests, the text counted once; each window's heard seconds, summed
+    rec, summary, paths = _vllm(tmp_path, {"audio_tokens_per_s": ENCODER_RATE}, name="windows",
+                                long_audio={"mode": "windows", "window_s": 30, "min_tail_s": 5})
+    assert paths.count("/tokenize") == 1 and paths.count("/v1/chat/completions") == 5
+    assert [w["heard_s_reported"] for w in rec.meta["windows"]] == [30.0, 30.0, 30.0, 30.0, 10.0]
+    assert rec.meta["heard_s_reported"] == 130.0
+
+    rec, summary, _ = _vllm(tmp_path, {"audio_tokens_per_s": ENCODER_RATE}, hears_s=30, name="cut")
+    assert rec.meta["heard_s_reported"] == 30.0
+    assert summary["heard_flag"].startswith("the server heard 30 s of 130")
+
+    for name, settings, tokenize in (("norate", {}, True), ("notok", {"audio_tokens_per_s": ENCODER_RATE}, False)):
+        rec, summary, paths = _vllm(tmp_path, settings, tokenize=tokenize, name=name)
+        assert "heard_s_reported" not in rec.meta and "audio_tokens" not in rec.meta, name
+        assert "reported_clips" not in summary["heard"], name
+        assert ("/tokenize" in paths) is bool(settings), name

@@ -39,6 +39,31 @@ def test_agl_models_lists_and_prints_entries(capsys):
     assert "known:" in capsys.readouterr().err
 
 
+def test_agl_models_says_what_each_model_hears_of_a_long_clip(capsys):
+    """Per-family defaults (issue 45): APIs hear the whole clip, the omni families too (their
+    processor truncation off), Gemma-3n its first 30 s (a 30-s encoder, as the paper); the paper
+    protocol's Qwen2.5-Omni switches truncation on, as the authors' call left it."""
+    from agl.cli import main
+
+    assert main(["models"]) == 0
+    rows = {}
+    for line in capsys.readouterr().out.splitlines():
+        name = line.split(" ", 1)[0]
+        if name and "hears " in line:
+            rows[name] = line.rsplit("hears ", 1)[1]
+        elif line.startswith(" " * 20) and "hears " in line and rows:
+            rows[list(rows)[-1] + ":paper"] = line.rsplit("hears ", 1)[1]
+    assert rows["gemini-25-flash"] == "whole clip" and rows["gpt-4o-audio-preview"] == "whole clip"
+    assert rows["qwen25-omni"] == rows["qwen3-omni"] == "whole clip (processor truncation off)"
+    assert rows["qwen25-omni:paper"] == "first window (processor truncation on)"
+    assert rows["gemma-3n-e4b-it"] == "first 30 s (processor truncation on, as the paper)"
+    assert rows["phi-4-multimodal"] == "whole clip (no limit)"
+    assert rows["kimi-audio"] == "whole file, as the server takes it"
+    fams = {r.spec.name: r.family for r in load_roster() if r.spec.backend == "transformers"}
+    assert fams == {"qwen3-omni": "qwen3_omni_moe", "qwen25-omni": "qwen2_5_omni",
+                    "gemma-3n-e4b-it": "gemma3n", "phi-4-multimodal": "phi4_multimodal"}
+
+
 def test_thinking_models_have_their_thinking_pinned_and_room_above_it(capsys):
     """Controlled protocol: a Gemini 2.5 / 3 model pins its thinking (budget or level) and an
     output limit above the budget (thinking counts against it); `agl models` shows both."""

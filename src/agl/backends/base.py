@@ -78,7 +78,8 @@ class Backend(abc.ABC):
     # executor keeps it in a long-lived actor instead of building it per shard.
     loads_model: bool = False
     # Whether a request may carry several windows of one file as audio parts of one prompt
-    # (`Request.parts`: long_audio mode multi_part); a backend that sends one file refuses it.
+    # (`Request.parts`: long_audio mode multi_part: the transformers backend's audio entries,
+    # the APIs' several input_audio / inline parts); a backend that sends one file refuses it.
     multi_part: bool = False
     # Audio tokens per second of audio as the provider counts them in its usage (Gemini: 32):
     # what turns a reply's `audio_tokens` into the seconds the provider says it heard
@@ -207,6 +208,21 @@ async def sent_audio_async(request: Request) -> bytes:
     if Path(request.audio_path).stat().st_size < 1 << 20:  # type: ignore[arg-type]
         return sent_audio(request)
     return await asyncio.to_thread(sent_audio, request)
+
+
+async def part_audio(request: Request) -> list[bytes]:
+    """A `multi_part` request's parts (`Request.parts`: windows of its file, long_audio
+    mode multi_part) as WAV bytes, one per part, cut as a window is cut
+    (agl.core.audio.cut_wavs: 16-bit PCM, no tags, the same bytes on every machine)."""
+    import asyncio
+
+    from agl.core.audio import cut_wavs
+
+    try:
+        return await asyncio.to_thread(cut_wavs, Path(request.audio_path), request.parts)  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 - soundfile raises several kinds
+        raise BackendError(f"clip {request.sample_id}: cannot cut its parts ({type(exc).__name__}: "
+                           f"{exc})", retryable=False) from None
 
 
 def opaque_name(data: bytes) -> str:

@@ -30,6 +30,7 @@ from agl.backends.base import (
     Backend,
     BackendError,
     opaque_name,
+    part_audio,
     register,
     sent_audio_async,
 )
@@ -58,6 +59,7 @@ class Gemini(Backend):
     default_key_envs: tuple[str, ...] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     key_required = True
     probe_first = True
+    multi_part = True  # long_audio multi_part: the windows as several audio parts
     audio_tokens_per_s = 32.0  # Gemini's documented rate: 32 tokens per second of audio
     example_model = "gemini-2.5-flash"
     settings_rules: ClassVar[dict[str, str | None]] = {
@@ -108,11 +110,26 @@ class Gemini(Backend):
         return types.GenerateContentConfig(**kw)
 
     async def _audio_part(self, request: Request):
-        from google.genai import types
-
         mime = mime_type(request.audio_path)
         data = await sent_audio_async(request)  # no tags, unless the protocol sends them
-        if len(data) <= self.upload_above:
+        return await self._part(data, mime, request, inline=len(data) <= self.upload_above)
+
+    async def _audio_parts(self, request: Request) -> tuple[list[Any], list[str]]:
+        """A multi_part request's windows as audio parts in time order (WAV): inline while
+        the request stays under `upload_above_bytes`, through the Files API past it."""
+        parts, uploaded, size = [], [], 0
+        for data in await part_audio(request):
+            size += len(data)
+            part, name = await self._part(data, "audio/wav", request, inline=size <= self.upload_above)
+            parts.append(part)
+            if name:
+                uploaded.append(name)
+        return parts, uploaded
+
+    async def _part(self, data: bytes, mime: str, request: Request, *, inline: bool):
+        from google.genai import types
+
+        if inline:
             return types.Part.from_bytes(data=data, mime_type=mime), None
         client = self.get_client()
         # The bytes, not the path: given a path the SDK sends its base name
@@ -133,12 +150,16 @@ class Gemini(Backend):
         from google.genai import errors
 
         client = self.get_client()
-        uploaded = None
+        uploaded: list[str] = []
         try:
             contents: list[Any] = []
-            if request.audio_path is not None:
-                part, uploaded = await self._audio_part(request)
+            if request.audio_path is not None and request.parts:
+                parts, uploaded = await self._audio_parts(request)
+                contents.extend(parts)
+            elif request.audio_path is not None:
+                part, name = await self._audio_part(request)
                 contents.append(part)
+                uploaded = [name] if name else []
             contents.append(request.prompt)
             resp = await client.aio.models.generate_content(
                 model=self.model, contents=contents, config=self.generation_config(request))
@@ -165,9 +186,9 @@ class Gemini(Backend):
             raise BackendError(f"gemini reply unreadable: {type(exc).__name__}: {exc}",
                                retryable=isinstance(exc, ValueError)) from None
         finally:
-            if uploaded:
+            for name in uploaded:
                 try:
-                    await client.aio.files.delete(name=uploaded)
+                    await client.aio.files.delete(name=name)
                 except Exception:  # noqa: BLE001 - the file expires on its own in 48 h
                     pass
         return to_reply(resp)

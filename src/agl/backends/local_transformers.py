@@ -24,7 +24,13 @@ Settings:
                 so a clip's draw is repeatable whatever its batch or order (greedy ignores it)
   system_prompt the system turn of every request (agl.inference.model_run)
   max_seconds   only the first N seconds of each clip (default: the whole clip, up to the
-                family's window, e.g. Qwen2-Audio's 30 s)
+                family's window where its processor truncates, e.g. Qwen2-Audio's 30 s)
+  processor_truncation  true | false: whether the family's processor keeps only its window.
+                Set explicitly on every call (the processor's audio_kwargs, e.g. Whisper's
+                `truncation=False` with max_length the batch's longest wave); default the
+                family's own (agl.backends._families: off for Qwen2.5/3-Omni, whose chunked
+                encoders take any length; on for Qwen2-Audio and Gemma-3n, whose encoders
+                take 30 s). A value the family cannot take is refused in one line.
   batch_size    clips per generate call (default 1). Clips are left-padded, each with its
                 own attention mask and audio length; greedy output is the same as one at a
                 time. Set the run's `concurrency` to at least `batch_size` (2x lets audio
@@ -36,10 +42,11 @@ Settings:
 What each clip was heard as is recorded in its prediction's meta, deterministically:
 `audio_s` (the clip's length), `heard_s` (seconds from the start given to the model),
 `window_s` (the family's limit, or null), `truncated`, `processor_truncation` (whether the
-family's processor keeps only `window_s`: the backend cuts there itself, explicitly) and
-`transformers_version`. A clip longer than the window is heard whole with `long_audio: {mode:
-windows}` (docs/inference.md#long-audio): each window is a clip of its own here. Efficiency figures (load_s,
-prefill_s, decode_s, tokens_per_s) are measured per generate call and shared by the clips
+family's processor kept only `window_s`: set on the processor, and the backend cuts there
+itself, so the record says exactly what was heard) and `transformers_version`. A clip
+longer than the window is heard whole with `long_audio: {mode: windows}`
+(docs/inference.md#long-audio): each window is a clip of its own here. Efficiency figures
+(load_s, prefill_s, decode_s, tokens_per_s) are measured per generate call and shared by the clips
 of one batch; `efficiency_log: <path>` appends one JSON line per batch (those figures plus
 the batch size, output tokens and peak memory: CUDA's peak allocation, or the process's
 peak RSS on CPU) to a file that must stay outside DVC outputs.
@@ -56,13 +63,30 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agl.backends._families import family, window_seconds
+from agl.backends._families import (
+    FAMILIES,
+    default_hearing,
+    family,
+    processor_truncation,
+    truncation_kwargs,
+    window_seconds,
+)
 from agl.backends._transformers_loading import feature_extractor, load_checkpoint
 from agl.backends.base import Backend, register
 from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core import diskwrite
 from agl.core.audio import clip_seconds, load_mono
 from agl.errors import AglError
+
+
+def known_families() -> tuple[str, ...]:
+    """The model_types the family table describes (a roster entry's `family` is one)."""
+    return tuple(sorted(FAMILIES))
+
+
+def hears_by_default(model_type: str | None) -> str:
+    """What a family hears of a long clip by default, in words (`agl models`)."""
+    return default_hearing(model_type)
 
 
 def _version() -> str:
@@ -83,7 +107,7 @@ class LocalTransformers(Backend):
         "temperature": "nonnegative", "top_p": "share_closed", "top_k": "count", "seed": "seed",
         "system_prompt": None, "max_seconds": "positive", "batch_size": "count",
         "batch_wait_s": "nonnegative", "local_files_only": "bool", "revision": None,
-        "efficiency_log": None}
+        "efficiency_log": None, "processor_truncation": "bool"}
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
@@ -91,6 +115,7 @@ class LocalTransformers(Backend):
         self.deterministic = not bool(settings.get("do_sample", False))
         self._lock = threading.Lock()
         self._loaded: tuple[Any, Any, Any] | None = None  # model, processor, config
+        self.truncates: bool | None = None  # processor_truncation as set (known once loaded)
         self.load_s: float | None = None
         try:
             self.batch_size = int(settings.get("batch_size", 1))
@@ -115,6 +140,10 @@ class LocalTransformers(Backend):
         with self._lock:
             if self._loaded is None:
                 model, processor, config, self.load_s = load_checkpoint(self.model, self.settings)
+                fam = family(config.model_type)
+                window = window_seconds(fam, processor, feature_extractor(processor))
+                self.truncates = processor_truncation(fam, config.model_type,
+                                                      self.settings.get("processor_truncation"), window)
                 self._loaded = (model, processor, config)
             return self._loaded
 
@@ -188,18 +217,19 @@ class LocalTransformers(Backend):
 
     def _audio(self, request: Request, processor: Any, config: Any) -> tuple[Any, dict[str, Any]]:
         """The samples the model hears (one wave, or one per part of a `multi_part` request,
-        each cut to the family's window) and what was heard, rounded to the millisecond (these
-        go into DVC-tracked predictions). `processor_truncation`: whether the family's
-        processor keeps only `window_s` (the backend cuts there itself, so the processor is
-        never left to decide), with the transformers version whose processors that describes."""
+        each cut to the family's window where its processor truncates) and what was heard,
+        rounded to the millisecond (these go into DVC-tracked predictions).
+        `processor_truncation`: the value set on the processor (`_inputs` passes it; the
+        backend also cuts there itself, so the record is exact), with the transformers version
+        whose processors that describes."""
         fe = feature_extractor(processor)
         sr = int(fe.sampling_rate)
         window = window_seconds(family(config.model_type), processor, fe)
         max_s = self.settings.get("max_seconds")
-        limits = [float(v) for v in (max_s, window) if v]
+        limits = [float(v) for v in (max_s, window if self.truncates else None) if v]
         keep = min(limits) if limits else None
         total = clip_seconds(request.audio_path)
-        facts = {"audio_s": round(total, 3), "window_s": window, "processor_truncation": window is not None,
+        facts = {"audio_s": round(total, 3), "window_s": window, "processor_truncation": bool(self.truncates),
                  "transformers_version": _version()}
         if request.parts:  # several windows of the file as audio parts of one prompt
             whole = load_mono(request.audio_path, sr, max(e for _, e in request.parts))
@@ -300,6 +330,11 @@ class LocalTransformers(Backend):
         if waves:
             kwargs["audio"] = waves
             kwargs["sampling_rate"] = int(fe.sampling_rate)
+            # Processor truncation, set on every call (never the processor's default).
+            audio_kwargs = {**kwargs.get("audio_kwargs", {}),
+                            **truncation_kwargs(fam, bool(self.truncates), max(len(w) for w in waves))}
+            if audio_kwargs:
+                kwargs["audio_kwargs"] = audio_kwargs
         inputs = processor(**kwargs)
         device = next(model.parameters()).device
         dtype = next(model.parameters()).dtype

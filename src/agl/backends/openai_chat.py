@@ -27,6 +27,14 @@ key is sent the token "EMPTY" (the SDK refuses none), as vLLM documents. Setting
                            moves every audio placeholder to the front anyway unless it runs
                            with --interleave-mm-strings (docs/paper.md)
 
+What a server heard (`heard_s_reported`, issue 45): OpenAI counts `audio_tokens` in its usage;
+a vLLM server gives only `prompt_tokens`. With the setting `audio_tokens_per_s` (the served
+model's audio encoder rate, e.g. 25 for Qwen2-Audio's Whisper encoder: 750 tokens per 30 s),
+an `openai-compatible` reply without `audio_tokens` counts its audio as its prompt tokens less
+the text's, the text's counted by the server itself (vLLM's `POST /tokenize` of the same
+messages without the audio, once per prompt): `audio_tokens_from: tokenize`. Without the
+setting, or where the server has no /tokenize, nothing is reported: never guessed.
+
 The reply keeps what the provider says answered (`served_model`: response.model,
 `system_fingerprint`), beside the asked `model`: volatile facts, kept out of the cache key
 and of the tracked record (agl.inference.finalize.VOLATILE_META). A 404 `model_not_found`
@@ -50,7 +58,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from agl.backends.base import SERVICE_SETTINGS, Backend, BackendError, register, sent_audio_async
+from agl.backends.base import SERVICE_SETTINGS, Backend, BackendError, part_audio, register, sent_audio_async
 from agl.backends.endpoints import pooled_client
 from agl.backends.service import (
     UnreadableReply,
@@ -77,6 +85,7 @@ class OpenAIChat(Backend):
     key_required = True
     probe_first = True
     over_http = True
+    multi_part = True  # long_audio multi_part: the windows as several input_audio parts
     # OpenAI's audio models count 10 audio tokens per second (1 per 100 ms); a server that
     # counts otherwise (vLLM: the encoder's rate) sets `audio_tokens_per_s`.
     audio_tokens_per_s = 10.0
@@ -119,14 +128,26 @@ class OpenAIChat(Backend):
             text = "data:;base64," + text
         return {"type": "input_audio", "input_audio": {"data": text, "format": fmt}}
 
+    async def _parts_content(self, request: Request) -> list[dict[str, Any]]:
+        """A multi_part request's windows as input_audio parts, in time order (WAV, whatever
+        `audio_format` says of whole files: these bytes are WAV)."""
+        out = []
+        for data in await part_audio(request):
+            text = base64.b64encode(data).decode("ascii")
+            if self.settings.get("audio_data_uri"):
+                text = "data:;base64," + text
+            out.append({"type": "input_audio", "input_audio": {"data": text, "format": "wav"}})
+        return out
+
     async def chat_request(self, request: Request) -> dict[str, Any]:
         """The keyword arguments of `chat.completions.create` for `request`; the batch
         path (agl.inference.batch.providers.openai) sends the same body."""
         content: list[dict[str, Any]] = [{"type": "text", "text": request.prompt}]
         if request.audio_path is not None:
             # The part order reaches the model (a family's own runner may put the clip first).
-            audio = await self._audio_content(request)
-            content = [audio, *content] if self.settings.get("audio_first") else [*content, audio]
+            audio = (await self._parts_content(request) if request.parts
+                     else [await self._audio_content(request)])
+            content = [*audio, *content] if self.settings.get("audio_first") else [*content, *audio]
         messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
@@ -208,9 +229,57 @@ class OpenAICompatible(OpenAIChat):
             self._pool, self._client = pooled_client(settings, self._key or "EMPTY",
                                                      http_client=lambda: openai_http_client(self))
 
+        self._text_tokens: dict[tuple[str | None, str], int | None] = {}
+        self._tokenize_http = None
+
     def endpoint_report(self) -> list[dict[str, Any]] | None:
         """Per-endpoint requests, failures and latency when `base_url` lists replicas."""
         return self._pool.report() if self._pool is not None else None
+
+    async def generate(self, request: Request) -> Reply:
+        reply = await super().generate(request)
+        if (request.audio_path is not None and self.settings.get("audio_tokens_per_s")
+                and "audio_tokens" not in reply.extra and isinstance(reply.input_tokens, int)):
+            text = await self.text_tokens(request)
+            if text is not None and reply.input_tokens > text:
+                from dataclasses import replace
+
+                return replace(reply, extra={**reply.extra, "audio_tokens": reply.input_tokens - text,
+                                             "audio_tokens_from": "tokenize"})
+        return reply
+
+    async def text_tokens(self, request: Request) -> int | None:
+        """The prompt tokens of `request`'s messages without the audio, as the server counts
+        them (vLLM's `POST /tokenize` at the server's root); None where it cannot say."""
+        memo = (request.system, request.prompt)
+        if memo not in self._text_tokens:
+            self._text_tokens[memo] = await self._tokenize(request)
+        return self._text_tokens[memo]
+
+    async def _tokenize(self, request: Request) -> int | None:
+        from dataclasses import replace
+
+        base = self._base_url[0] if isinstance(self._base_url, list) else self._base_url
+        root = urlsplit(str(base))
+        path = root.path.rstrip("/").removesuffix("/v1")
+        url = urlunsplit(root._replace(path=f"{path}/tokenize", fragment=""))
+        body = await self.chat_request(replace(request, audio_path=None, parts=()))
+        payload = {"model": body["model"], "messages": body["messages"], "add_generation_prompt": True}
+        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+        if self._tokenize_http is None:
+            self._tokenize_http = openai_http_client(self)
+        try:
+            resp = await self._tokenize_http.post(url, json=payload, headers=headers)
+            count = resp.json().get("count") if resp.status_code == 200 else None
+        except Exception:  # noqa: BLE001 - no /tokenize (not vLLM), or no JSON: not reported
+            return None
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+    async def aclose(self) -> None:
+        if self._tokenize_http is not None:
+            await self._tokenize_http.aclose()
+            self._tokenize_http = None
+        await super().aclose()
 
 
 def base_url(settings: dict[str, Any], name: str) -> Any:

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{r.spec.name if proto == 'controlled' else '':<26} "
                   f"{r.spec.paper_name if proto == 'controlled' else '':<27} {proto:<11} "
                   f"{e.spec.backend:<18} {e.spec.model:<36} "
-                  f"{decoding(e.spec.settings)}; {'; '.join(needs(e, os.environ))}")
+                  f"{decoding(e.spec.settings)}; {'; '.join([*needs(e, os.environ), 'hears ' + hears(e)])}")
         if r.retired:
             print(f"{'':<26} RETIRED {r.retired}"
                   + (f"; successor: {r.successor}" if r.successor else ""))
@@ -71,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
               f"{decoding(r.spec.settings)}; {'; '.join(needs(r, os.environ))}")
     print("\nprotocols: `agl models --yaml NAME --protocol paper|controlled`; the paper's "
           "gateway entries read AGL_GATEWAY_URL and AGL_GATEWAY_KEY (docs/backends.md)")
+    print("hears: what a model hears of a long clip by default (docs/inference.md#long-audio); "
+          "an entry's long_audio: or settings.processor_truncation, or agl infer --long-audio, "
+          "overrides")
     return 0
 
 
@@ -100,6 +103,27 @@ def decoding(settings: dict) -> str:
     if settings.get("audio_format"):
         out.append(f"audio as {settings['audio_format']}")
     return ", ".join(out) or "provider defaults"
+
+
+def hears(r) -> str:
+    """What an entry hears of a clip longer than 30 s by default (issue 45): its own
+    `long_audio:`, else its processor truncation (transformers: the family's default, by the
+    roster's `family`), else the whole file (an API; a server decides what its model hears,
+    which `heard_s_reported` measures where its usage says)."""
+    from agl.backends.local_transformers import hears_by_default  # (lazy, as above)
+
+    s = r.spec
+    if s.long_audio.windowed:
+        la = s.long_audio
+        return f"long_audio {la.mode}, {la.window_s:g}-s windows"
+    if s.backend == "transformers":
+        if "processor_truncation" in s.settings:
+            return ("first window (processor truncation on)" if s.settings["processor_truncation"]
+                    else "whole clip (processor truncation off)")
+        return hears_by_default(r.family)
+    if s.backend == "openai-compatible":
+        return "whole file, as the server takes it"
+    return "whole clip"
 
 
 def with_seed(r, seed: int):
@@ -146,6 +170,8 @@ def entry_yaml(r) -> str:
                                        "prompt", "prompt_source", "protocol")}
     if s.concurrency is not None:
         entry["concurrency"] = s.concurrency
+    if s.long_audio.windowed:  # an entry's own long-audio protocol travels with it
+        entry["long_audio"] = s.long_audio.protocol()
     body = yaml.safe_dump({s.name: entry}, sort_keys=False, width=88)
     what = "; ".join([("the paper's " + s.paper_name) if s.paper_name else
                       f"baseline {s.name} ({s.backend}; docs/baselines.md)", f"{s.protocol} protocol",

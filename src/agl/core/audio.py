@@ -17,6 +17,7 @@ Decoded block by block, so a long clip never sits in memory whole.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import gcd
 from pathlib import Path
@@ -50,6 +51,25 @@ def decode(
             f.seek(0)
         data = f.read(frames=frames, dtype="float32", always_2d=True)
     return data, sr
+
+
+WAV_SUBTYPE = "PCM_16"  # what a cut window is sent as (agl.inference.windowed says why)
+
+
+def cut_wavs(path: str | Path, spans: Sequence[tuple[float, float]]) -> list[bytes]:
+    """Seconds [start, end) of the file, one WAV (16-bit PCM, the file's own rate and
+    channels) per span: decoded once, from the start, as the whole-clip path decodes it."""
+    import io
+
+    import soundfile as sf  # as in `decode`
+
+    data, sr = decode(path, max(end for _, end in spans))
+    out = []
+    for start, end in spans:
+        buf = io.BytesIO()
+        sf.write(buf, data[int(round(start * sr)):int(round(end * sr))], sr, format="WAV", subtype=WAV_SUBTYPE)
+        out.append(buf.getvalue())
+    return out
 
 
 def decode_head(path: str | Path, max_seconds: float, *, rewind: bool = True) -> tuple[np.ndarray, int, bool]:

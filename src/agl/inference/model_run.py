@@ -184,7 +184,7 @@ def _check_long_audio(spec: ModelSpec, backend_cls: type[Backend], executor: Exe
     if cfg.mode == "multi_part" and not backend_cls.multi_part:
         raise AglError(f"{where}: the {spec.backend} backend sends one audio part per prompt; "
                        "use windows (one request per window, answers combined) or truncate, or "
-                       "a backend that takes several parts (transformers)")
+                       "a backend that takes several parts (transformers, gemini, openai, openai-compatible)")
     if getattr(executor, "name", "local") != "local":
         raise AglError(f"{where}: windows are cut by the local executor only (the "
                        f"{getattr(executor, 'name', '?')} executor sends whole files); run it "

@@ -23,7 +23,7 @@ from agl.prompts import PAPER
 PAPER_PROMPT_SOURCE = "paper:qwen25-omni"
 PROTOCOLS = ("controlled", "paper")
 _OVERRIDABLE = {"backend", "model", "settings", "needs", "concurrency"}
-_ROSTER_ONLY = {"needs", "paper", "retired", "successor"}
+_ROSTER_ONLY = {"needs", "paper", "retired", "successor", "family"}
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class RosterEntry:
     server: str | None  # the command that starts its OpenAI-compatible server
     retired: str | None = None  # "<date>, <source>": the provider no longer serves `spec.model`
     successor: str | None = None  # the model id to suggest when `spec.model` is gone
+    # transformers entries: the checkpoint's config.model_type (what it hears by default:
+    # agl.backends._families), so `agl models` can say it without the weights
+    family: str | None = None
 
 
 def load_baselines(path: Path | None = None) -> list[RosterEntry]:
@@ -65,13 +68,13 @@ def load_roster(path: Path | None = None, protocol: str = "controlled", *,
         raise AglError(f"unknown protocol '{protocol}'; known: {', '.join(PROTOCOLS)}")
     needs: dict[str, dict[str, Any]] = {}
     entries: dict[str, Any] = {}
-    marks: dict[str, tuple[str | None, str | None]] = {}
+    marks: dict[str, tuple[str | None, str | None, str | None]] = {}
     for name, e in models.items():
         if not isinstance(e, dict):
             raise AglError(f"{label}: {section}.{name}: expected a mapping")
         if not baselines:
             e = with_protocol(e, protocol, f"{label}: models.{name}")
-        marks[name] = (e.get("retired"), e.get("successor"))
+        marks[name] = (e.get("retired"), e.get("successor"), _family(e, f"{label}: {section}.{name}.family"))
         n = e.get("needs") or {}
         if not isinstance(n, dict):
             raise AglError(f"{label}: models.{name}.needs: expected a mapping of key, gpu_gb, server")
@@ -93,6 +96,17 @@ def load_roster(path: Path | None = None, protocol: str = "controlled", *,
         out.append(RosterEntry(spec, n.get("key"), n.get("gpu_gb"), n.get("server"),
                                *marks[spec.name]))
     return out
+
+
+def _family(e: dict[str, Any], where: str) -> str | None:
+    """A transformers entry's `family` (a model_type of the family table), checked."""
+    from agl.backends.local_transformers import known_families
+
+    fam = e.get("family")
+    if fam is not None and fam not in known_families():
+        raise AglError(f"{where}: '{fam}' is not a family of agl.backends._families "
+                       f"({', '.join(known_families())})")
+    return fam
 
 
 def room_to_think(settings: dict[str, Any], where: str) -> None:

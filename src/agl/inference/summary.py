@@ -100,6 +100,12 @@ def heard_figures(chosen: list[Prediction], tolerance: float) -> dict[str, Any]:
         "heard_s": round(sum(float(p.meta["heard_s"]) for p in rows), 3),
         "sent_s": round(sum(sent(p) for p in rows), 3),
     }}
+    # A local model's processor truncation as set, with the transformers version (every run
+    # of the transformers backend says both; other backends neither).
+    for key in ("processor_truncation", "transformers_version"):
+        values = sorted({p.meta[key] for p in rows if p.meta.get(key) is not None}, key=str)
+        if values:
+            out["heard"][key] = values
     reported = [p for p in rows if p.meta.get("heard_s_reported") is not None]
     if not reported:
         return out

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import os
 import tempfile
 from collections.abc import AsyncIterator, Sequence
@@ -31,13 +30,11 @@ from typing import Any
 
 from agl.contracts.calls import Request
 from agl.contracts.long_audio import LongAudio
-from agl.core.audio import decode, decode_mono, probe
+from agl.core.audio import WAV_SUBTYPE, cut_wavs, decode_mono, probe
 from agl.core.diskwrite import replace_atomically
 from agl.inference.long_audio import Window, covered_s, frame_energy, plan_windows, sent_s
 from agl.inference.window_vote import combined_prediction
 from agl.predictions.records import Prediction, Status
-
-WAV_SUBTYPE = "PCM_16"
 
 
 @dataclass(frozen=True)
@@ -94,14 +91,9 @@ def part_request(base: Request, plan: ClipPlan) -> Request:
 
 def cut_window(path: Path, start_s: float, end_s: float) -> bytes:
     """Seconds [start_s, end_s) of the file as WAV bytes (16-bit PCM, its rate and channels),
-    decoded from the start as the whole-clip path decodes it."""
-    import soundfile as sf  # loads libsndfile through cffi: only where a window is cut
-
-    data, sr = decode(path, end_s)
-    piece = data[int(round(start_s * sr)):int(round(end_s * sr))]
-    buf = io.BytesIO()
-    sf.write(buf, piece, sr, format="WAV", subtype=WAV_SUBTYPE)
-    return buf.getvalue()
+    decoded from the start as the whole-clip path decodes it (agl.core.audio.cut_wavs: the
+    same cut a `multi_part` request's parts get)."""
+    return cut_wavs(path, [(start_s, end_s)])[0]
 
 
 @contextlib.asynccontextmanager
