@@ -2,14 +2,12 @@
 
 Used by tests/test_stage_deps.py. The closure follows every `import agl...` and
 `from agl... import ...` in a file, at any depth (inside functions too), plus the stage
-script's local helpers (`import _params`). Two dynamic patterns are followed as well:
+script's local helpers (`import _params`). The registries (agl.core.registry) need nothing
+more: their indexes import each part inside a small factory, which is an import like any
+other. Two dynamic patterns are followed as well:
 
-* `import_module(f"agl.<pkg>.{name}")` (a registry that loads its members by name) pulls in
-  every module of `agl.<pkg>`;
-* `Registry(kind, "agl.<pkg>")` (or `Registry(kind, __name__)` in a package's `__init__`)
-  does the same: agl.core.registry imports its package's modules by name
-  (`import_module(f"{self.package}.{...}")`), which the pattern above cannot see, so the
-  package is named where the registry is made;
+* `import_module(f"agl.<pkg>.{name}")` (modules loaded by name, as agl.cli loads the
+  commands) pulls in every module of `agl.<pkg>`;
 * a string constant that names a file shipped inside `src/agl` (a prompt, a data table) is a
   data dependency of the module that holds it.
 
@@ -68,7 +66,7 @@ def _called(node: ast.Call) -> str:
 
 def import_sites(tree: ast.AST, package: str):
     """(line, module, names imported from it) for every import in an AST, resolved to absolute
-    names; a registry's `import_module(f"agl.<pkg>.{...}")` gives `agl.<pkg>.*` (its whole
+    names; `import_module(f"agl.<pkg>.{...}")` gives `agl.<pkg>.*` (its whole
     package), a plain `import_module("agl.x")` gives `agl.x`. `package`: the module's package."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -81,12 +79,6 @@ def import_sites(tree: ast.AST, package: str):
             else:
                 mod = node.module or ""
             yield node.lineno, mod, tuple(a.name for a in node.names)
-        elif isinstance(node, ast.Call) and _called(node) == "Registry" and len(node.args) >= 2:
-            pkg = node.args[1]
-            if isinstance(pkg, ast.Constant) and isinstance(pkg.value, str):
-                yield node.lineno, pkg.value + ".*", ()
-            elif isinstance(pkg, ast.Name) and pkg.id == "__name__":
-                yield node.lineno, package + ".*", ()
         elif isinstance(node, ast.Call) and _called(node) == "import_module":
             arg = node.args[0] if node.args else None
             if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):

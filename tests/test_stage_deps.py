@@ -96,7 +96,7 @@ def _copy_tree(tmp_path: Path) -> Path:
 
 
 def test_a_module_the_registry_loads_is_followed(tmp_path):
-    """agl.core.registry imports a backend's module by name (`import_module(f"{package}.{name}")`):
+    """The backends' index (agl/backends/__init__.py) imports each backend inside its factory:
     an import added to a backend is a dependency of every stage that can look a backend up."""
     src = _copy_tree(tmp_path)
     assert stage_problems(tmp_path / "dvc.yaml", tmp_path) == []

@@ -16,6 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import torch
+import transformers
+from transformers import AutoModel
+from transformers.utils import cached_file
+
 from agl.backends._families import family
 from agl.errors import AglError
 
@@ -23,8 +28,6 @@ from agl.errors import AglError
 def device_and_dtype(settings: dict[str, Any]) -> tuple[str, Any]:
     """The settings' `device` and `dtype` ("auto": cuda when available; bfloat16 on GPU,
     else float32) as a device name and a torch dtype."""
-    import torch  # heavy: imported only when a local model is loaded
-
     device = str(settings.get("device", "auto"))
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -41,8 +44,6 @@ def load_checkpoint(path: str, settings: dict[str, Any]) -> tuple[Any, Any, Any,
     """(model, processor, config, seconds the load took) for a checkpoint path or Hub id;
     anything that stops it is one AglError line. The tokenizer pads on the left, so every
     clip of a batch starts its new tokens together."""
-    import transformers  # heavy: imported only when a local model is loaded
-
     t0 = time.perf_counter()
     local_only = bool(settings.get("local_files_only", True))
     revision = settings.get("revision")  # a Hub branch, tag or commit
@@ -93,8 +94,6 @@ def without_submodels(model_types: Sequence[str]) -> Iterator[None]:
     if not model_types:
         yield
         return
-    import torch  # heavy: imported only when a local model is loaded
-    from transformers import AutoModel
 
     class NotLoaded(torch.nn.Module):
         def __init__(self, model_type: str):
@@ -134,8 +133,6 @@ def load_processor(path: str, local_only: bool = True, revision: str | None = No
     """`AutoProcessor`, or where that needs torchvision (a video or image processor the
     omni families and Phi-4 carry), the same processor class built from its tokenizer,
     audio feature extractor and chat template alone."""
-    import transformers  # heavy: imported only when a local model is loaded
-
     hub = {"local_files_only": local_only, "revision": revision}
     try:
         return transformers.AutoProcessor.from_pretrained(path, **hub)
@@ -146,9 +143,6 @@ def load_processor(path: str, local_only: bool = True, revision: str | None = No
 
 
 def _audio_only_processor(path: str, hub: dict[str, Any]) -> Any:
-    import transformers  # heavy: imported only when a local model is loaded
-    from transformers.utils import cached_file
-
     def read_json(name: str) -> dict[str, Any]:
         f = cached_file(path, name, **hub, _raise_exceptions_for_missing_entries=False)
         return json.loads(Path(f).read_text(encoding="utf-8")) if f else {}

@@ -2,7 +2,8 @@
 
 A backend answers one request at a time with `async generate(request) -> Reply`. Retries,
 concurrency, caching and resume live in the runner (`agl.inference.runner`), not in backends, so a
-new backend is one small file: a class decorated with `@register("name")`.
+new backend is one small file: a class that says its `name`, and a three-line entry in the
+index (`agl/backends/__init__.py`).
 
 Failures are statuses, never values: a call that failed returns `Reply(status=FAILED,
 error=...)` or raises `BackendError` (retryable or not); it never returns made-up text.
@@ -37,7 +38,7 @@ class BackendError(Exception):
 
 
 class Backend(abc.ABC):
-    """Base class. Subclasses set `name` through @register and implement `generate`."""
+    """Base class. Subclasses set `name` (their entry in the index) and implement `generate`."""
 
     name: ClassVar[str] = ""
     # The model a run gets when none is named (`agl infer --backend NAME` without --model, a
@@ -93,7 +94,7 @@ class Backend(abc.ABC):
     max_batch_bytes: int = MAX_BATCH_BYTES
     # The keys a model entry's `settings:` may hold for this backend, each with the rule its
     # value meets (a name of agl.core.checks.RULES) or None (text, lists, mappings: checked
-    # where they are read). Declared beside `@register`; any other key is refused with "did
+    # where they are read). Declared beside `name`; any other key is refused with "did
     # you mean" (`check_settings`): `temprature: 0` used to run at the default temperature.
     settings_rules: ClassVar[dict[str, str | None]] = {}
 
@@ -233,8 +234,11 @@ def opaque_name(data: bytes) -> str:
     return "audio-" + hashlib.sha256(data).hexdigest()[:16]
 
 
-_BACKENDS: Registry[type[Backend]] = Registry("backend", "agl.backends", skip=frozenset({"base"}))
-register = _BACKENDS.register  # class decorator: `@register("name")`; duplicate names are refused
+# The index of backends: its entries are in agl/backends/__init__.py, which Python runs before
+# this module can be imported, so the index is full before the first lookup.
+_BACKENDS: Registry[type[Backend]] = Registry("backend")
+backend_entry = _BACKENDS.lazy  # decorator for an index entry (a factory importing its module)
+register = _BACKENDS.register  # class decorator for a backend defined where it is used (tests)
 
 
 def available_backends() -> list[str]:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agl.backends.base import Backend, register
+from agl.backends.base import Backend
 from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.checks import check_value
 from agl.errors import AglError
@@ -52,9 +52,10 @@ class _Blind(Backend):
         return Reply(ReplyStatus.OK, text=json.dumps(answer), input_tokens=0, output_tokens=0)
 
 
-@register("random")
 class UniformRandom(_Blind):
     """The paper's random baseline (seeded): lat U[-90, 90], lon U[-180, 180]."""
+
+    name = "random"  # its entry in the index (agl.backends)
 
     default_model = "uniform-latlon"
 
@@ -65,9 +66,10 @@ class UniformRandom(_Blind):
                             "reasoning": "uniform in latitude and longitude"})
 
 
-@register("random-sphere")
 class SphereRandom(_Blind):
     """A point drawn uniformly over the Earth's surface (seeded per clip)."""
+
+    name = "random-sphere"  # its entry in the index (agl.backends)
 
     default_model = "uniform-sphere"
 
@@ -92,9 +94,10 @@ def spherical_centroid(points: Sequence[tuple[float, float]]) -> tuple[float, fl
     return lat, lon
 
 
-@register("prior")
 class CountryPrior(_Blind):
     """One constant answer: the manifest's most frequent country (see module docstring)."""
+
+    name = "prior"  # its entry in the index (agl.backends)
 
     # The answer is the manifest's, which the response cache's key does not see: never
     # cached, and kept across reruns only while the manifest's labels are unchanged.

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agl.backends.base import Backend, register
+from agl.backends.base import Backend
 from agl.birds.birdnet import BirdConfig, Listener
 from agl.birds.range_model import SCORINGS, YEAR_ROUND, invert, load_or_build, reasoning, week_of
 from agl.contracts.calls import Reply, ReplyStatus, Request
@@ -47,8 +47,8 @@ _KNOWN = {
 }
 
 
-@register("birdrange")
 class BirdRange(Backend):
+    name = "birdrange"  # its entry in the index (agl.backends)
     # The reply also depends on the manifest's date, which the reply cache key does not see;
     # finished clips are never requested twice anyway (predictions.jsonl resumes).
     deterministic = False

@@ -31,7 +31,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from agl.backends import _perception
-from agl.backends.base import Backend, get_backend, register
+from agl.backends.base import Backend, get_backend
 from agl.contracts.calls import Reply, Request
 from agl.core.checks import number_setting
 from agl.errors import AglError
@@ -50,8 +50,8 @@ def text_class(settings: dict[str, Any]) -> type[Backend]:
     return get_backend(name)
 
 
-@register("cascade")
 class Cascade(Backend):
+    name = "cascade"  # its entry in the index (agl.backends)
     needs_audio = False
     example_model = "gpt-4.1"
     settings_rules: ClassVar[dict[str, str | None]] = {

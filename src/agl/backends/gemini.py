@@ -25,13 +25,16 @@ import io
 import re
 from typing import Any, ClassVar
 
+import httpx
+from google import genai
+from google.genai import errors, types
+
 from agl.backends.base import (
     SERVICE_SETTINGS,
     Backend,
     BackendError,
     opaque_name,
     part_audio,
-    register,
     sent_audio_async,
 )
 from agl.backends.service import (
@@ -53,8 +56,8 @@ _BLOCKED = {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "RECITATION",
             "IMAGE_SAFETY", "LANGUAGE"}
 
 
-@register("gemini")
 class Gemini(Backend):
+    name = "gemini"  # its entry in the index (agl.backends)
     over_http = True
     default_key_envs: tuple[str, ...] = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
     key_required = True
@@ -80,9 +83,6 @@ class Gemini(Backend):
     def get_client(self):
         """The SDK client, made on first use (with the reply caps; the batch provider shares it)."""
         if self._client is None:
-            from google import genai
-            from google.genai import types
-
             http = types.HttpOptions(
                 base_url=self.settings.get("base_url"),
                 api_version=self.settings.get("api_version"),
@@ -94,8 +94,6 @@ class Gemini(Backend):
 
     def generation_config(self, request: Request):
         """The generation config a request is sent with (a batch request carries the same)."""
-        from google.genai import types
-
         s = self.settings
         kw: dict[str, Any] = {k: s[k] for k in _GENERATION if s.get(k) is not None}
         thinking = {k: s[k] for k in ("thinking_budget", "thinking_level", "include_thoughts")
@@ -127,8 +125,6 @@ class Gemini(Backend):
         return parts, uploaded
 
     async def _part(self, data: bytes, mime: str, request: Request, *, inline: bool):
-        from google.genai import types
-
         if inline:
             return types.Part.from_bytes(data=data, mime_type=mime), None
         client = self.get_client()
@@ -147,8 +143,6 @@ class Gemini(Backend):
         return types.Part.from_uri(file_uri=f.uri, mime_type=f.mime_type or mime), f.name
 
     async def generate(self, request: Request) -> Reply:
-        from google.genai import errors
-
         client = self.get_client()
         uploaded: list[str] = []
         try:
@@ -219,12 +213,10 @@ def model_gone(code: int | None, status: str | None, message: str | None) -> boo
 
 
 def _is_transport_error(exc: Exception) -> bool:
-    import httpx
-
     if isinstance(exc, httpx.TransportError):
         return True
     try:
-        import aiohttp
+        import aiohttp  # optional: google-genai's other transport, absent where not installed
 
         return isinstance(exc, aiohttp.ClientConnectionError)
     except ImportError:  # pragma: no cover

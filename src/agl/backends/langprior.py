@@ -41,7 +41,7 @@ import threading
 import time
 from typing import Any, ClassVar
 
-from agl.backends.base import Backend, register
+from agl.backends.base import Backend
 from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.errors import AglError
 from agl.speech.census import POINTS, census_identity, countries, country_probabilities, language_name
@@ -126,8 +126,8 @@ def answer(heard, point: str = "centroid", model_name: str = "") -> Reply:
     return Reply(ReplyStatus.OK, text=text, input_tokens=0, output_tokens=0, extra=extra)
 
 
-@register("langprior")
 class LanguagePrior(Backend):
+    name = "langprior"  # its entry in the index (agl.backends)
     # Replies depend on the model files and census data behind `model`, which the reply cache
     # key does not see; finished clips are never requested twice anyway (predictions resume).
     deterministic = False

@@ -63,6 +63,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import torch
+import transformers
+
 from agl.backends._families import (
     FAMILIES,
     default_hearing,
@@ -72,7 +75,7 @@ from agl.backends._families import (
     window_seconds,
 )
 from agl.backends._transformers_loading import feature_extractor, load_checkpoint
-from agl.backends.base import Backend, register
+from agl.backends.base import Backend
 from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core import diskwrite
 from agl.core.audio import clip_seconds, load_mono
@@ -90,14 +93,13 @@ def hears_by_default(model_type: str | None) -> str:
 
 
 def _version() -> str:
-    import transformers  # loaded with the model already
-
     return str(transformers.__version__)
 
 
-@register("transformers")
 class LocalTransformers(Backend):
     """A local audio-language model (see the module docstring for its settings)."""
+
+    name = "transformers"  # its entry in the index (agl.backends)
 
     loads_model = True  # on a Ray cluster: one actor per model copy (agl.inference.executors)
     multi_part = True  # several windows of a clip as audio parts of one prompt (long_audio)
@@ -262,8 +264,6 @@ class LocalTransformers(Backend):
         return messages
 
     def _generate_batch(self, model, processor, config, items) -> list[Reply]:
-        import torch  # heavy: imported only when a local model runs
-
         fam = family(config.model_type)
         with self._lock:
             inputs, device, dtype = self._inputs(model, processor, fam, items)
@@ -375,8 +375,6 @@ class LocalTransformers(Backend):
 def _peak_memory_mb(device: Any) -> float:
     """Peak memory of this generate call on CUDA; on CPU, the process's peak RSS so far."""
     if str(device).startswith("cuda"):
-        import torch  # heavy: imported only when a local model runs
-
         return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
     import resource
 
@@ -394,8 +392,6 @@ class _FirstTokenClock:
 
     def now(self) -> float:
         if self.cuda:
-            import torch  # heavy: imported only when a local model runs
-
             torch.cuda.synchronize()
         return time.perf_counter()
 

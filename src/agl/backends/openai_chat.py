@@ -55,10 +55,13 @@ import base64
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace as NS
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from agl.backends.base import SERVICE_SETTINGS, Backend, BackendError, part_audio, register, sent_audio_async
+import openai
+
+from agl.backends.base import SERVICE_SETTINGS, Backend, BackendError, part_audio, sent_audio_async
 from agl.backends.endpoints import pooled_client
 from agl.backends.service import (
     UnreadableReply,
@@ -79,8 +82,8 @@ _GENERATION = ("temperature", "top_p", "seed", "max_tokens", "max_completion_tok
 _FORMATS = {".mp3": "mp3", ".wav": "wav"}
 
 
-@register("openai")
 class OpenAIChat(Backend):
+    name = "openai"  # its entry in the index (agl.backends)
     default_key_envs: tuple[str, ...] = ("OPENAI_API_KEY",)
     key_required = True
     probe_first = True
@@ -109,9 +112,7 @@ class OpenAIChat(Backend):
     def get_client(self):
         """The SDK client, made on first use (with the reply caps; the batch provider shares it)."""
         if self._client is None:
-            from openai import AsyncOpenAI
-
-            self._client = AsyncOpenAI(api_key=self._key or "EMPTY", max_retries=0,
+            self._client = openai.AsyncOpenAI(api_key=self._key or "EMPTY", max_retries=0,
                                        http_client=openai_http_client(self),
                                        **client_url(self._base_url))
         return self._client
@@ -155,7 +156,6 @@ class OpenAIChat(Backend):
         kw: dict[str, Any] = {k: self.settings[k] for k in _GENERATION
                               if self.settings.get(k) is not None}
         if self.settings.get("json_schema"):
-
             kw["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": "place", "schema": ANSWER_SCHEMA, "strict": True}}
         if self.settings.get("extra_body"):
@@ -169,8 +169,6 @@ class OpenAIChat(Backend):
         return {"model": self.model, "messages": messages, **kw}
 
     async def generate(self, request: Request) -> Reply:
-        import openai
-
         kw = await self.chat_request(request)
         try:
             resp = await self.get_client().chat.completions.create(**kw)
@@ -206,8 +204,8 @@ class OpenAIChat(Backend):
             self._client = None
 
 
-@register("openai-compatible")
 class OpenAICompatible(OpenAIChat):
+    name = "openai-compatible"  # its entry in the index (agl.backends)
     default_key_envs = ()
     key_required = False
     example_model = "Qwen/Qwen2-Audio-7B-Instruct"
@@ -225,7 +223,6 @@ class OpenAICompatible(OpenAIChat):
                            f"{settings['api_key_env']} is not set")
         self._pool = None
         if isinstance(settings.get("base_url"), list):
-
             self._pool, self._client = pooled_client(settings, self._key or "EMPTY",
                                                      http_client=lambda: openai_http_client(self))
 
@@ -334,8 +331,6 @@ def model_gone(exc: Any) -> bool:
 
 async def gathered(stream: Any) -> Any:
     """A streamed completion read whole, as the one completion it adds up to."""
-    from types import SimpleNamespace as NS
-
     text, model, fingerprint, usage, finish = [], None, None, None, None
     async for chunk in stream:
         model = getattr(chunk, "model", None) or model

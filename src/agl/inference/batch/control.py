@@ -19,7 +19,7 @@ from agl.backends.base import get_backend
 from agl.core.single_writer import exclusive
 from agl.inference.batch import state as state_mod
 from agl.inference.batch.options import batch_options
-from agl.inference.batch.provider import provider_class
+from agl.inference.batch.providers import provider_class
 from agl.inference.batch.state import BatchState
 
 

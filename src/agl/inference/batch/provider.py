@@ -1,7 +1,7 @@
 """What a provider's batch API must do for a pass (`agl.inference.batch.run`), whatever its shape.
 
-A provider is one small class in `agl.inference.batch.providers.<name>`, registered with
-`@provider("<backend name>")`. It wraps the backend's own SDK client and builds each
+A provider is one small class in `agl.inference.batch.providers.<name>`, with an entry under
+its backend's name in that package's index. It wraps the backend's own SDK client and builds each
 request with the backend's own code, so a batch request is the synchronous request.
 
 The pass calls, in this order:
@@ -25,7 +25,6 @@ from typing import Any, ClassVar
 
 from agl.backends.base import Backend, BackendError
 from agl.contracts.calls import Reply, Request
-from agl.core.registry import Registry
 from agl.inference.batch.options import BatchOptions
 from agl.inference.batch.state import BatchState, Job
 
@@ -149,17 +148,6 @@ class BatchProvider(abc.ABC):
 
     async def aclose(self) -> None:
         await self.backend.aclose()
-
-
-_PROVIDERS: Registry[type[BatchProvider]] = Registry("batch provider",
-                                                    "agl.inference.batch.providers")
-# Class decorator registering a BatchProvider under a backend's name; duplicates are refused.
-provider = _PROVIDERS.register
-
-
-def provider_class(backend_name: str) -> type[BatchProvider]:
-    """The batch provider registered for a backend, or an AglError naming those there are."""
-    return _PROVIDERS.get(backend_name, missing=f"no batch provider for backend '{backend_name}'")
 
 
 def reply_or_error(convert, payload: Any) -> Reply | str:

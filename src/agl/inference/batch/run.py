@@ -33,7 +33,8 @@ from agl.errors import ModelGone
 from agl.inference.batch import state as state_mod
 from agl.inference.batch.check import check_jobs, usable
 from agl.inference.batch.context import PassContext, PassReport, quiet, short, to_sync
-from agl.inference.batch.provider import BatchProvider, JobStatus, Results, provider_class
+from agl.inference.batch.provider import BatchProvider, JobStatus, Results
+from agl.inference.batch.providers import provider_class
 from agl.inference.batch.state import BatchState, Job
 from agl.inference.batch.submit import screen, submit
 from agl.inference.runner import scrub_reply

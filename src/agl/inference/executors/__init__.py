@@ -11,8 +11,9 @@ answers them and does nothing else: each answer goes back through `Sink.put` as 
 * `ray` (`agl.inference.executors.ray_cluster`): shards on a Ray cluster, replies streamed
   back to this process (params.yaml `executor:`, `agl.inference.transport`).
 
-An executor is one module here that registers itself with `@register_executor("<name>")`;
-`get_executor(name)` imports them on first use, as `agl.backends.get_backend` does.
+An executor is one module here, with an entry in the index at the end of this file: a small
+factory that imports its module when the name is first asked for (`get_executor(name)`), as
+`agl.backends` indexes backends.
 
 Designed for an executor out of this process (a cluster): `Work` (`agl.inference.work`) is
 plain, picklable data
@@ -37,7 +38,7 @@ from agl.inference.work import Sink, Work
 
 
 class Executor(abc.ABC):
-    """Answers a run's pending requests. Subclasses are registered with @register_executor."""
+    """Answers a run's pending requests. Subclasses set `name`, their entry in the index."""
 
     name: ClassVar[str] = ""
 
@@ -59,8 +60,7 @@ class Executor(abc.ABC):
         return summary
 
 
-_EXECUTORS: Registry[type[Executor]] = Registry("executor", __name__)
-register_executor = _EXECUTORS.register  # class decorator; duplicate names are refused
+_EXECUTORS: Registry[type[Executor]] = Registry("executor")
 
 
 def available_executors() -> list[str]:
@@ -77,3 +77,29 @@ def executor_for(settings: dict[str, Any] | None, kind: str = "local") -> Execut
     """The executor a model entry asks for: `batch` for `settings.mode: batch` (the provider
     does the work: no cluster needed), else `kind` (params.yaml `executor.kind`)."""
     return get_executor("batch" if is_batch(settings) else kind)
+
+
+# --- the index ---------------------------------------------------------------------------
+
+
+@_EXECUTORS.lazy("local")
+def _local() -> type[Executor]:
+    from agl.inference.executors.local import LocalExecutor
+
+    return LocalExecutor
+
+
+@_EXECUTORS.lazy("batch")
+def _batch() -> type[Executor]:
+    from agl.inference.executors.batch import BatchExecutor
+
+    return BatchExecutor
+
+
+@_EXECUTORS.lazy("ray")
+def _ray() -> type[Executor]:
+    # The module, not Ray: it imports ray only when a run starts (naming `ray` in params.yaml
+    # and checking it must work where Ray is not installed).
+    from agl.inference.executors.ray_cluster import RayExecutor
+
+    return RayExecutor

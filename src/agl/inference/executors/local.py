@@ -11,15 +11,16 @@ from typing import Any
 
 from agl.backends.base import Backend
 from agl.inference.cache import ResponseCache
-from agl.inference.executors import Executor, register_executor
+from agl.inference.executors import Executor
 from agl.inference.runner import stream
 from agl.inference.spend import SPEND, SpendCap, recorded_spend
 from agl.inference.work import Answer, Sink, Work
 
 
-@register_executor("local")
 class LocalExecutor(Executor):
     """Every request through the runner, at most `work.options.concurrency` in flight."""
+
+    name = "local"  # its entry in the index (agl.inference.executors)
 
     async def answer(self, work: Work, backend: Backend, sink: Sink) -> Any:
         """Stream the replies of `work.requests` into `sink` in the order they arrive."""

@@ -42,7 +42,7 @@ from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.reach import NoNetwork
 from agl.errors import AglError, ModelGone
 from agl.inference.cache import ResponseCache
-from agl.inference.executors import Executor, ray_leftovers, register_executor
+from agl.inference.executors import Executor, ray_leftovers
 from agl.inference.runner import lookup, remember
 from agl.inference.shards import build_backend, plan_shards, serve_shard
 from agl.inference.transport import RayConfig
@@ -158,9 +158,10 @@ class _ModelActor:
                            self.node, close=False)
 
 
-@register_executor("ray")
 class RayExecutor(Executor):
     """The pending clips as shards on a Ray cluster; this process writes every record."""
+
+    name = "ray"  # its entry in the index (agl.inference.executors)
 
     def check(self, out_dir: Path) -> None:
         """Ray installed (else one line saying how), and no live batch jobs of the run."""

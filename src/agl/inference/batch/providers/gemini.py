@@ -21,6 +21,8 @@ import json
 import time
 from typing import Any
 
+from google.genai import _common, batches, errors, types
+
 from agl.backends.base import BackendError, opaque_name, sent_audio
 from agl.backends.gemini import to_reply
 from agl.backends.service import retryable_status
@@ -33,7 +35,6 @@ from agl.inference.batch.provider import (
     JobStatus,
     Results,
     SubmitError,
-    provider,
     reply_or_error,
 )
 from agl.inference.batch.state import Job
@@ -48,8 +49,9 @@ _OUTCOME = {"JOB_STATE_SUCCEEDED": "completed", "JOB_STATE_PARTIALLY_SUCCEEDED":
 UPLOAD_TIMEOUT_S = 900.0
 
 
-@provider("gemini")
 class GeminiBatch(BatchProvider):
+    name = "gemini"  # its entry in the index (agl.inference.batch.providers)
+
     def __init__(self, *args: Any, **kw: Any):
         super().__init__(*args, **kw)
         self._inline: dict[str, Any] = {}  # sample id -> InlinedRequest (for inline jobs)
@@ -89,8 +91,6 @@ class GeminiBatch(BatchProvider):
                 if r.audio_sha256 in refused}
 
     async def _upload_audio(self, request: Request) -> dict[str, Any]:
-        from google.genai import errors
-
         client = self._client()
         mime = mime_type(request.audio_path)
         what = f"clip {request.sample_id}"
@@ -124,8 +124,6 @@ class GeminiBatch(BatchProvider):
     # --- requests and jobs ----------------------------------------------------------------
 
     async def line(self, request: Request) -> bytes:
-        from google.genai import _common, batches, types
-
         contents: list[Any] = []
         if request.audio_path is not None:
             up = self.state.uploads[request.audio_sha256]
@@ -144,8 +142,6 @@ class GeminiBatch(BatchProvider):
     async def upload_input(self, chunk: Chunk) -> str | None:
         if chunk.nbytes <= self.options.inline_max_bytes:
             return None
-        from google.genai import errors
-
         try:
             async with asyncio.timeout(max(self.timeout_s, UPLOAD_TIMEOUT_S)):
                 f = await self._client().aio.files.upload(
@@ -160,8 +156,6 @@ class GeminiBatch(BatchProvider):
         return f.name
 
     async def create(self, chunk: Chunk, input_ref: str | None, tag: str) -> Created:
-        from google.genai import errors
-
         src: Any = input_ref if input_ref else [self._inline[s] for s in chunk.sample_ids]
         try:
             async with asyncio.timeout(self.timeout_s):
@@ -198,8 +192,6 @@ class GeminiBatch(BatchProvider):
         reads the whole list at once, so one entry that is not a mapping (or not a response)
         would make the job unreadable, polled forever. An entry it cannot read is in the list
         as why (a string), for `results` to count."""
-        from google.genai import batches, types
-
         api = self._client().aio._api_client  # the SDK's own transport (auth, base URL, retries)
         async with asyncio.timeout(self.timeout_s):
             resp = await api.async_request("get", name, {}, None)
@@ -274,8 +266,6 @@ class GeminiBatch(BatchProvider):
 def _read_entry(e: Any) -> Any:
     """One inline response entry as the SDK reads it (an InlinedResponse), or why it is not
     one (a string)."""
-    from google.genai import batches, types
-
     if not isinstance(e, dict):
         return "not a mapping"
     try:
@@ -287,8 +277,6 @@ def _read_entry(e: Any) -> Any:
 
 def _response(d: dict[str, Any]):
     """A REST GenerateContentResponse (a result file line) read as the SDK reads one."""
-    from google.genai import batches, types
-
     return types.GenerateContentResponse._from_response(
         response=batches._GenerateContentResponse_from_mldev(d), kwargs={})
 

@@ -17,6 +17,10 @@ import asyncio
 import json
 from typing import Any
 
+import openai
+from openai._models import construct_type  # the SDK's own lenient reader
+from openai.types.chat import ChatCompletion
+
 from agl.backends.openai_chat import error_message, to_reply
 from agl.backends.service import retryable_status
 from agl.contracts.calls import Reply, Request
@@ -27,7 +31,6 @@ from agl.inference.batch.provider import (
     JobStatus,
     Results,
     SubmitError,
-    provider,
     reply_or_error,
 )
 from agl.inference.batch.state import Job
@@ -40,8 +43,9 @@ UPLOAD_TIMEOUT_S = 900.0  # a 200 MB request file on a slow uplink
 _NOT_RUN = ("batch_expired", "batch_cancelled")
 
 
-@provider("openai")
 class OpenAIBatch(BatchProvider):
+    name = "openai"  # its entry in the index (agl.inference.batch.providers)
+
     def _client(self):
         return self.backend.get_client()
 
@@ -53,8 +57,6 @@ class OpenAIBatch(BatchProvider):
                            "body": body}, ensure_ascii=False, separators=(",", ":")).encode()
 
     async def upload_input(self, chunk: Chunk) -> str | None:
-        import openai
-
         data = await asyncio.to_thread(chunk.path.read_bytes)
         try:
             async with asyncio.timeout(max(self.timeout_s, UPLOAD_TIMEOUT_S)):
@@ -68,8 +70,6 @@ class OpenAIBatch(BatchProvider):
         return f.id
 
     async def create(self, chunk: Chunk, input_ref: str | None, tag: str) -> Created:
-        import openai
-
         try:
             async with asyncio.timeout(self.timeout_s):
                 b = await self._client().batches.create(
@@ -148,10 +148,6 @@ class OpenAIBatch(BatchProvider):
 def _one(d: dict[str, Any]) -> Reply | str:
     """One result line: the reply, read as the synchronous path reads a completion, or why
     the request failed."""
-    from openai._models import construct_type  # the SDK's own lenient reader
-    from openai.types.chat import ChatCompletion
-
-
     err = d.get("error")
     if err:
         if isinstance(err, dict):
