@@ -192,3 +192,89 @@ def test_window_figures_oracle_and_first_window():
     assert fig["oracle_mean_km"] == 0.0
     assert 200 < fig["combined_mean_km"] < 260 and fig["first_window_mean_km"] > 1800
     assert window_figures([single]) is None
+
+
+# --- one model's protocols, paired (the counterfactual machinery) -----------------------------
+
+
+def _protocol_run(folder, name, long_audio, km):
+    """A run folder as evaluate and infer leave it: scores_paper.csv and run_summary.json."""
+    import json
+
+    import pandas as pd
+
+    run = folder / name
+    run.mkdir(parents=True)
+    n = len(km)
+    pd.DataFrame({"sample_id": [f"c{i}" for i in range(n)], "has_speech": [i % 2 == 0 for i in range(n)],
+                  "true_continent": ["Europe"] * n, "true_lat": [10.0 * i for i in range(n)],
+                  "true_lon": [0.0] * n, "true_city": ["x"] * n, "true_country": ["y"] * n,
+                  "distance_km": km, "country_correct": [1.0] * n, "continent_correct": [1.0] * n},
+                 ).to_csv(run / "scores_paper.csv", index=False)
+    summary = {"backend": "gemini", "model": "m", **({"long_audio": long_audio} if long_audio else {})}
+    (run / "run_summary.json").write_text(json.dumps(summary))
+
+
+def test_long_audio_protocols_are_paired_like_an_intervention(tmp_path):
+    """Three rows of one model (first 30 s, whole clip, random 30 s) on the same 8 clips: each
+    against the first-30-s run, by site, with groups by quartile of clip length (two clips
+    each), in a Holm family of their own; the report's table by length; another model's run
+    in the list is one line."""
+    import pandas as pd
+
+    from agl.counterfactual.effects import EffectsConfig, collect_effects
+    from agl.counterfactual.long_audio import long_audio_effects
+    from agl.report.sections.counterfactual import _length_table
+
+    first = {"mode": "truncate", "window_s": 30.0, "start": "first"}
+    _protocol_run(tmp_path, "first30", first, [1000.0] * 8)
+    _protocol_run(tmp_path, "whole", None, [1000.0, 1000.0, 900.0, 900.0, 500.0, 500.0, 100.0, 100.0])
+    _protocol_run(tmp_path, "random30", {**first, "start": "random", "seed": 0}, [1000.0] * 8)
+    durations = pd.Series([40.0, 50.0, 100.0, 110.0, 130.0, 140.0, 170.0, 180.0],
+                          index=[f"c{i}" for i in range(8)])
+    config = EffectsConfig(long_audio=[["first30", "whole", "random30"]], min_support=2,
+                           effect_bootstrap=200, permutations=200, resampling_unit="site:25")
+    table = collect_effects(tmp_path, tmp_path, tmp_path, config,
+                            more=long_audio_effects(tmp_path, config, durations))
+    km = table[table["metric"] == "distance_km"].set_index(["level", "group"])
+    assert set(table["intervention"]) == {"long_audio"} and set(table["model"]) == {"first30"}
+    assert km.loc[("whole", "all"), "kind"] == "whole clip (native) vs first 30 s"
+    assert km.loc[("random30", "all"), "kind"] == "random 30 s (seed 0) vs first 30 s"
+    assert km.loc[("whole", "all"), "diff"] == -375.0 and km.loc[("whole", "all"), "n_clusters"] == 8
+    quartiles = [g for g in km.loc["whole"].index if g.startswith("duration=")]
+    assert quartiles == ["duration=Q1 (40-50 s)", "duration=Q2 (100-110 s)", "duration=Q3 (130-140 s)",
+                         "duration=Q4 (170-180 s)"]
+    # where hearing more helps: nothing on the shortest clips, 900 km on the longest
+    assert [km.loc[("whole", q), "diff"] for q in quartiles] == [0.0, -100.0, -500.0, -900.0]
+    assert km.loc[("random30", "all"), "diff"] == 0.0
+    assert table["family"].str.startswith("first30: its long-audio protocols").all()
+    html = _length_table(table)
+    assert "Hearing more, by clip length" in html and "170-180 s" in html and "-900.0 [" in html
+
+    _protocol_run(tmp_path, "other", None, [1.0] * 8)
+    (tmp_path / "other" / "run_summary.json").write_text('{"backend": "openai", "model": "m2"}')
+    with pytest.raises(AglError, match=r"^params.yaml counterfactual.long_audio: first30, other are not one model"):
+        long_audio_effects(tmp_path, EffectsConfig(long_audio=[["first30", "other"]]), durations)
+    with pytest.raises(AglError, match="is not a list of run lists"):
+        EffectsConfig(long_audio=["first30"])
+
+
+def test_the_leaderboard_says_what_each_run_heard(tmp_path):
+    """A run whose summary names a long-audio protocol gets its `hears` words and a note under
+    its table; a run that sent whole files none."""
+    import json
+
+    import pandas as pd
+
+    from agl.scoring.leaderboard_table import _cut_and_tagged_notes
+    from agl.scoring.marks import run_hearing
+
+    for name, summary in (("w", {"long_audio": {"mode": "windows", "window_s": 30.0}}), ("n", {})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "run_summary.json").write_text(json.dumps(summary))
+    assert run_hearing(tmp_path / "w" / "metrics.json") == "whole clip, 30-s windows"
+    assert run_hearing(tmp_path / "n" / "metrics.json") is None
+    rows = pd.DataFrame({"run": ["w", "n"], "hears": ["whole clip, 30-s windows", None],
+                         "protocol": ["paper", "paper"]})
+    assert any(n.startswith("Long-audio protocols: w: whole clip, 30-s windows; every other run")
+               for n in _cut_and_tagged_notes(rows))

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agl.errors import AglError
+
 
 @dataclass(frozen=True)
 class Family:
@@ -123,8 +125,6 @@ def processor_truncation(fam: Family, model_type: str, setting: Any, window: flo
     """Whether the family's processor keeps only its window in this run: the setting
     `processor_truncation`, else the family's default; a value the family cannot take is one
     line (AglError) naming the family and why."""
-    from agl.errors import AglError
-
     if setting is None:
         return fam.truncates if fam.truncates is not None else window is not None
     value = bool(setting)

@@ -217,7 +217,7 @@ async def part_audio(request: Request) -> list[bytes]:
     (agl.core.audio.cut_wavs: 16-bit PCM, no tags, the same bytes on every machine)."""
     import asyncio
 
-    from agl.core.audio import cut_wavs
+    from agl.core.audio import cut_wavs  # numpy: only where a request's parts are cut
 
     try:
         return await asyncio.to_thread(cut_wavs, Path(request.audio_path), request.parts)  # type: ignore[arg-type]

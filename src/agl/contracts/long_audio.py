@@ -91,3 +91,16 @@ def parse_long_audio(value: Any, where: str) -> LongAudio:
         raise AglError(f"{where}.start: random picks the one window of mode truncate; "
                        f"mode {cfg.mode} hears every window (set mode: truncate, or start: first)")
     return cfg
+
+
+def protocol_label(protocol: dict[str, Any] | None) -> str:
+    """What a run heard of each clip, in words, from its summary's `long_audio` (absent: the
+    whole file, `native`): "first 30 s", "random 30 s (seed 0)", "whole clip, 30-s windows"."""
+    if not protocol or protocol.get("mode", "native") == "native":
+        return "whole clip (native)"
+    w = float(protocol.get("window_s", NATIVE.window_s))
+    mode = protocol["mode"]
+    if mode == "truncate":
+        return (f"random {w:g} s (seed {protocol.get('seed', 0)})" if protocol.get("start") == "random"
+                else f"first {w:g} s")
+    return f"whole clip, {w:g}-s {'parts of one prompt' if mode == 'multi_part' else 'windows'}"

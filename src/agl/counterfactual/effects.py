@@ -252,7 +252,21 @@ def groups(joined: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     out = [("all", joined), ("speech", joined[speech]), ("non_speech", joined[~speech])]
     continent = joined["true_continent"].fillna("unknown").astype(str)
     out += [(f"continent={c}", joined[continent == c]) for c in sorted(continent.unique())]
+    if "duration_s" in joined:  # a long-audio comparison: where hearing more helps
+        out += duration_groups(joined)
     return out
+
+
+def duration_groups(joined: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The paired clips by quartile of length (`duration_s`), named with its range
+    (`duration=Q1 (34-104 s)`); equal lengths share one (fewer groups where they must)."""
+    seconds = pd.to_numeric(joined["duration_s"], errors="coerce").dropna()
+    if len(seconds) < 2:
+        return []
+    bins = pd.qcut(seconds.rank(method="min"), 4, labels=False, duplicates="drop")
+    parts = [seconds[bins == q] for q in sorted(bins.unique())]
+    return [(f"duration=Q{i + 1} ({x.min():.0f}-{x.max():.0f} s)", joined.loc[x.index])
+            for i, x in enumerate(parts)]
 
 
 def paired_effects(
@@ -277,7 +291,7 @@ def paired_effects(
     of a small subset) keeps its row and n, with `note` "insufficient data (n = k, needs m)"
     and no estimate."""
     cols = ["sample_id", "has_speech", "true_continent", "true_lat", "true_lon", "true_city",
-            "true_country", *(m for m, _ in METRICS)]
+            "true_country", "duration_s", *(m for m, _ in METRICS)]
     joined = perturbed[[c for c in cols if c in perturbed]].merge(
         original[[m for m, _ in METRICS] + ["sample_id"]], on="sample_id", suffixes=("_pert", "_orig")
     )
@@ -333,9 +347,19 @@ class EffectsConfig:
     seed: int = knob("seed", 0)
     min_support: int = knob("count", 10)  # fewer paired clips: n and a note, no estimate
     resampling_unit: str = DEFAULT_UNIT  # what an effect's CI resamples (agl.scoring.clusters)
+    # One model's long-audio protocols, paired (issue 45): each a list of runs of one model,
+    # the reference first (its first-30-s row, the paper's), e.g. [[gem-first30, gem-whole,
+    # gem-random30]]; a long-audio mode is a derived run, as an intervention is.
+    long_audio: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
         check_fields(self, "counterfactual")
+        rows = self.long_audio
+        if not isinstance(rows, list | tuple) or not all(isinstance(r, list | tuple) and len(r) >= 2
+                                                          and all(isinstance(x, str) for x in r) for r in rows):
+            raise AglError(f"params.yaml counterfactual.long_audio: {rows!r} is not a list of run lists (the "
+                           "reference first, two runs at least); e.g. [[knn, knn-windows]], or [] for none")
+        object.__setattr__(self, "long_audio", tuple(tuple(r) for r in rows))
         for name in ("models", "interventions"):  # DVC's matrix would expand text letter by letter
             check_names(getattr(self, name), f"params.yaml counterfactual.{name}", "names",
                         f"counterfactual.{name}: [] for none")
@@ -356,8 +380,14 @@ class EffectsConfig:
         return cls(**{k: v for k, v in (section or {}).items() if k in names})
 
 
-def collect_effects(runs: Path, listen: Path, perturb: Path, config: EffectsConfig) -> pd.DataFrame:
-    """Every (model, intervention, level) against the model's run on the original clips."""
+LONG_AUDIO = "long_audio"  # the intervention column of a long-audio comparison's rows
+
+
+def collect_effects(runs: Path, listen: Path, perturb: Path, config: EffectsConfig,
+                    more: list[pd.DataFrame] | None = None) -> pd.DataFrame:
+    """Every (model, intervention, level) against the model's run on the original clips, and
+    `more` tables of the same columns (one model's long-audio protocols, paired:
+    agl.counterfactual.long_audio)."""
     frames = []
     protocol = config.protocol
     for model in config.models:
@@ -385,16 +415,20 @@ def collect_effects(runs: Path, listen: Path, perturb: Path, config: EffectsConf
                 table.insert(0, "intervention", name)
                 table.insert(0, "model", model)
                 frames.append(table)
+    frames += list(more or [])
     if not frames:  # no model or no intervention chosen: an empty table with its columns
         return pd.DataFrame(columns=list(EFFECT_COLUMNS))
     with warnings.catch_warnings():  # an all-NaN `value` (ungraded) is a float column as meant
         warnings.simplefilter("ignore", FutureWarning)
         table = pd.concat(frames, ignore_index=True)
     # Many effects are tested per model (interventions x levels x groups x metrics): their
-    # p-values are adjusted together (Holm), the family named in each row.
-    for model, rows in table.groupby("model", sort=False):
+    # p-values are adjusted together (Holm), the family named in each row. A model's
+    # long-audio comparisons are a family of their own (another question than listening).
+    family = np.where(table["intervention"] == LONG_AUDIO, "its long-audio protocols", "every intervention")
+    table["family"] = table["family"].astype(object)
+    for (model, what), rows in table.groupby([table["model"], family], sort=False):
         table.loc[rows.index, "p_holm"] = holm(rows["p_value"].to_numpy(dtype=float)).round(6)
-        table.loc[rows.index, "family"] = (f"{model}: every intervention, level, group and metric "
+        table.loc[rows.index, "family"] = (f"{model}: {what}, level, group and metric "
                                            f"({int(rows['p_value'].notna().sum())} tests)")
     return table
 

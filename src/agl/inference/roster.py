@@ -100,7 +100,7 @@ def load_roster(path: Path | None = None, protocol: str = "controlled", *,
 
 def _family(e: dict[str, Any], where: str) -> str | None:
     """A transformers entry's `family` (a model_type of the family table), checked."""
-    from agl.backends.local_transformers import known_families
+    from agl.backends.local_transformers import known_families  # numpy: only to check a family
 
     fam = e.get("family")
     if fam is not None and fam not in known_families():

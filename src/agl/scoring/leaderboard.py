@@ -47,6 +47,7 @@ from agl.scoring.marks import (  # noqa: F401  (served_lines, run_flags: the sta
     deaf_notes,
     off_protocol,
     run_flags,
+    run_hearing,
     served_flags,
     served_lines,
     served_note,
@@ -118,6 +119,9 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
         flags = run_flags(Path(path))
         if flags:  # agl.predictions.served: only then a column (offline runs name no model)
             row["served_flags"] = "; ".join(flags)
+        hears = run_hearing(Path(path))
+        if hears:  # a long-audio protocol (issue 45): only then a column
+            row["hears"] = hears
         # The interval is the run's resampling unit's (agl.scoring.clusters); the clip one
         # and Kish's design effect (variance ratio, agl.scoring.design) stand beside it.
         row["n_clusters"] = res.get("n_clusters", res["n"])

@@ -211,6 +211,13 @@ def _cut_and_tagged_notes(rows: pd.DataFrame) -> list[str]:
                          f"can name the place, the date and the coordinates): {', '.join(tagged)}; "
                          "every other run received the sound alone (docs/inference.md#what-"
                          "reaches-a-model).")
+    if "hears" in rows:  # long-audio protocols (issue 45)
+        heard = [f"{r['run']}: {r['hears']}" for _, r in rows.iterrows() if isinstance(r["hears"], str)]
+        if heard:
+            notes.append(f"Long-audio protocols: {'; '.join(heard)}; every other run sent each whole "
+                         "file as its backend takes it (docs/inference.md#long-audio). One model's "
+                         "protocols, paired on the same clips by site and by clip length: the "
+                         "report's counterfactual section (counterfactual.long_audio).")
     return notes
 
 

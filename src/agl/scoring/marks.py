@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from agl.contracts.long_audio import protocol_label
 from agl.errors import AglError
 
 # The paper's table: the columns a published value sits beside.
@@ -118,3 +119,16 @@ def deaf_notes(rows: pd.DataFrame) -> list[str]:
         if runs:
             out.append(note.format(runs=", ".join(runs)))
     return out
+
+
+def run_hearing(metrics_path: Path) -> str | None:
+    """What a run heard of each clip, in words, where its tracked run_summary.json names a
+    long-audio protocol (`long_audio`: windows, truncate, multi_part); None for a run that
+    sent the whole file (or has no summary)."""
+    path = Path(metrics_path).with_name("run_summary.json")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None  # run_flags names an unreadable summary in one line
+    protocol = doc.get("long_audio") if isinstance(doc, dict) else None
+    return protocol_label(protocol) if isinstance(protocol, dict) else None

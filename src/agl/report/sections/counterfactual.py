@@ -189,6 +189,7 @@ def listen_section(effects_csv: Path, figs: Path, tables: Path | None = None) ->
     for model in sorted(effects["model"].unique()):
         parts += _model_figures(effects, model, figs)
     parts.append(_effects_table(effects))
+    parts.append(_length_table(effects))
     if (effects["note"] == NOT_APPLICABLE).any():
         parts.append(f"<p class='note'>{html.escape(NOT_APPLICABLE_LEGEND)}</p>")
     parts.append("<p>By continent: <code>tables/listen_effects.csv</code>.</p>")
@@ -233,3 +234,28 @@ def _effects_table(effects: pd.DataFrame) -> str:
                      f"{r.diff:+,.{d}f} [{r.ci_lo:+,.{d}f}, {r.ci_hi:+,.{d}f}]", f"{r.p_value:.4f}",
                      *([f"{r.p_holm:.4f}"] if holm else [])])
     return table(head, rows, "listen-table")
+
+
+def _length_table(effects: pd.DataFrame) -> str:
+    """One model's long-audio protocols against its reference run by quartile of clip length
+    (counterfactual.long_audio, issue 45): where hearing more of a clip helps; "" without."""
+    rows_of = effects[(effects["intervention"] == "long_audio") & effects["group"].str.startswith("duration=")]
+    if rows_of.empty:
+        return ""
+    head = ["reference", "run", "heard", "clip length", "n", "clusters", "metric", "reference",
+            "run", "change [95% CI]", "p"]
+    rows = []
+    for r in rows_of.itertuples():
+        d = 1 if r.metric == "distance_km" else 3
+        first = [r.model, r.level, r.kind, r.group.removeprefix("duration="), f"{r.n:,}",
+                 f"{int(r.n_clusters):,}", r.metric]
+        if r.note:
+            rows.append([*first, gap_cell(r.note, 4)])
+            continue
+        rows.append([*first, f"{r.mean_original:,.{d}f}", f"{r.mean_perturbed:,.{d}f}",
+                     f"{r.diff:+,.{d}f} [{r.ci_lo:+,.{d}f}, {r.ci_hi:+,.{d}f}]", f"{r.p_value:.4f}"])
+    return ("<h3 id='long-audio-by-length'>Hearing more, by clip length</h3><p>One model under "
+            "several long-audio protocols (params.yaml <code>counterfactual.long_audio</code>): "
+            "each run against the reference run (its first listed) on the same clips, by quartile "
+            "of the clips' length (the manifest's seconds). A negative change in km, or a positive "
+            "change in accuracy, is where hearing more helps.</p>" + table(head, rows, "long-audio-length-table"))
