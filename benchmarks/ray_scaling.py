@@ -78,8 +78,8 @@ def main() -> int:
     from ray.cluster_utils import Cluster
 
     from agl.contracts.models import ModelSpec
+    from agl.executor.config import ExecutorConfig, RayConfig
     from agl.inference.runner import RunOptions
-    from agl.inference.transport import ExecutorConfig, RayConfig
 
     q = mp.Queue()
     proc = mp.Process(target=serve, args=(args.latency, q), daemon=True)

@@ -1,8 +1,9 @@
 """DVC stage `birds`: BirdNET on every clip that passed the filter (see agl.birds.birdnet).
 
-Reads params.yaml `birds:`. Writes one row per clip (birds.csv: `birds_heard`, the species
-and non-bird classes, BirdNET's evidence per AGL1K category), every detection with its
-scientific and common name, max confidence and seconds (birds_detections.jsonl), a
+Reads params.yaml `birds:` (`jobs`: processes here), and `executor:` undeclared (transport:
+where the clips are heard never changes a byte; agl.executor). Writes one row per clip
+(birds.csv: `birds_heard`, the species and non-bird classes, BirdNET's evidence per AGL1K
+category), every detection with its scientific and common name, max confidence and seconds (birds_detections.jsonl), a
 summary, and its headline (clips listened to, clips with a bird heard) for `dvc exp show`.
 With `birds.enabled: false` every row has status `off` and nothing is loaded.
 """
@@ -13,12 +14,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from _params import load, run_main
+from _params import ROOT, load, run_main
 
 from agl.birds.birdnet import BirdConfig, detections_jsonl, frame, run_birds
 from agl.core import canonical, diskwrite
 from agl.dataset.manifest import load_manifest
 from agl.dataset.passed import clips_to_listen
+from agl.executor.config import read_transport
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,13 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     section = load("birds", **({"path": args.params} if args.params else {}))["birds"]
     cfg = BirdConfig.from_params(section)
     items, skipped = clips_to_listen(load_manifest(args.manifest), args.audio_root, args.filter, cfg.only_passed)
-    results, info, wall = run_birds(items, cfg)
+    facts: dict = {}
+    results, info, wall = run_birds(items, cfg, read_transport(args.params or ROOT / "params.yaml"), facts)
     info = {**info, "skipped_by_filter": skipped}
     for path in (args.out, args.detections, args.summary):
         path.parent.mkdir(parents=True, exist_ok=True)
     canonical.write_csv(frame(results), args.out)
     diskwrite.write_text(args.detections, detections_jsonl(results))
     canonical.write_json(args.summary, info)
+    canonical.write_timings(args.summary, {"wall_s": wall, **facts})  # machine-dependent: never hashed
     if args.headline:
         from agl.core.headline import birds_headline, write_headline
 

@@ -1,6 +1,7 @@
 """DVC stage `filter`: measure every clip (RMS, flatness, clipping, ACI) and keep or drop it.
 
-Reads params.yaml `filter:` (thresholds and `jobs`). Writes the per-clip table (every measure,
+Reads params.yaml `filter:` (thresholds and `jobs`), and `executor:` undeclared (transport:
+where the clips are measured never changes a byte; agl.executor). Writes the per-clip table (every measure,
 pass/fail, the reason) and a summary (counts per reason, audio seconds, x real time).
 """
 
@@ -10,10 +11,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from _params import load, run_main
+from _params import ROOT, load, run_main
 
 from agl.core import canonical
 from agl.curation.filtering import FilterConfig, filter_manifest
+from agl.executor.config import read_transport
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     section = load("filter", **({"path": args.params} if args.params else {}))["filter"]
     cfg = FilterConfig.from_params(section)
-    run = filter_manifest(args.manifest, args.audio_root, cfg)
+    run = filter_manifest(args.manifest, args.audio_root, cfg,
+                          transport=read_transport(args.params or ROOT / "params.yaml"))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     canonical.write_csv(run.frame(), args.out)
     summary, timings = canonical.split(run.summary(cfg), ("wall_s", "x_real_time", "jobs"))

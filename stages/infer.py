@@ -3,7 +3,7 @@
 Reads params `infer` (how to run), `models.<name>` (which model) and `paper.published` (the
 pinned file a `prompt_source: paper:<name>` reads; `paper.base_url`, where it is fetched from,
 is read undeclared: agl.inference.runspec.stage_sources); `executor` (local or a Ray
-cluster: transport, read undeclared, see `agl.inference.transport.read_transport`). A rerun
+cluster: transport, read undeclared, see `agl.executor.config.read_transport`). A rerun
 after a crash resumes (predictions.jsonl is a persistent output); unchanged calls come from
 the response cache, so they cost nothing. Exits 75 while batch clips are out and 1 when no clip succeeded,
 so DVC locks no unfinished run and evaluate never scores a run of failures.
@@ -16,10 +16,10 @@ import sys
 
 import _params
 
+from agl.executor.config import read_transport
 from agl.inference.entry import batch_control, finish_run
 from agl.inference.params_run import RunTarget, run_spec, summary_line
 from agl.inference.runspec import SOURCE_PARAMS, model_entry, parse_infer, stage_sources
-from agl.inference.transport import read_transport
 
 
 def _parser() -> argparse.ArgumentParser:

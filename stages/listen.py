@@ -4,7 +4,7 @@ Reads params `models.<MODEL>` and `infer` (how to run, as infer@<model>), `count
 (protocol, level_bootstrap, seed, resampling_unit), `evaluate.max_resamples` and
 `paper.published` (the pinned file a `prompt_source: paper:<name>` reads; `paper.base_url`
 read undeclared, as infer@<model>); `executor` as infer@<model> (transport, read undeclared:
-`agl.inference.transport.read_transport`).
+`agl.executor.config.read_transport`).
 For each level under PERTURB_DIR: prints the dry-run estimate (requests, audio minutes,
 cost), runs the model (resumable and cached like infer@<model>) and scores it; the track
 stage logs one MLflow run per level, tagged with its parent dataset, intervention and level,
@@ -25,10 +25,10 @@ import _params
 
 from agl.core import canonical
 from agl.counterfactual.listen import KEYS, ListenConfig, listen_levels
+from agl.executor.config import read_transport
 from agl.inference.estimate import estimate_run
 from agl.inference.params_run import RunTarget, run_spec, summary_line
 from agl.inference.runspec import SOURCE_PARAMS, model_entry, parse_infer, stage_sources
-from agl.inference.transport import read_transport
 
 
 def model_runner(spec, infer, sources, intervention: str, transport=None):

@@ -1,6 +1,8 @@
 """Stage perturb@<name>: one intervention of params.yaml `perturb:` applied to the dataset.
 
-Reads params `perturb.<name>` and `counterfactual.subset` / `counterfactual.format`. Writes
+Reads params `perturb.<name>` and `counterfactual.subset` / `counterfactual.format` /
+`counterfactual.jobs` (processes here), and `executor:` undeclared (transport: where the clips
+are perturbed never changes a byte; agl.executor). Writes
 OUT_DIR/<level>/ (manifest.csv, audio/, lock.json, perturb.csv) for every level of the
 intervention (one unless graded), on `counterfactual.subset` clips of PARENT_DIR.
 """
@@ -16,6 +18,7 @@ import _params
 from agl.core import canonical
 from agl.counterfactual.effects import Subset, derive_dataset
 from agl.counterfactual.perturb import parse_perturb
+from agl.executor.config import read_transport
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("summary", type=Path, help="the stage's summary (JSON)")
     args = ap.parse_args(argv)
     key = f"perturb.{args.name}"
-    p = _params.load(key, "counterfactual.subset", "counterfactual.format", required=False)
+    p = _params.load(key, "counterfactual.subset", "counterfactual.format", "counterfactual.jobs",
+                     required=False)
     levels = parse_perturb({args.name: p[key]} if p[key] is not None else {})
     if args.name not in levels:
         _params.load(key)  # exits: no intervention of that name
@@ -38,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         subset=Subset(size=sub.get("size"), seed=int(sub.get("seed", 0))),
         fmt=str(p["counterfactual.format"] or "mp3"),
         progress=sys.stderr.isatty(),
+        jobs=p["counterfactual.jobs"] or 1,
+        transport=read_transport(_params.ROOT / "params.yaml"),
     )
     args.summary.parent.mkdir(parents=True, exist_ok=True)
     canonical.write_json(args.summary, summary)

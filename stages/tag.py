@@ -1,8 +1,9 @@
 """DVC stage `tag`: AudioSet categories and speech for every clip that passed the filter.
 
-Reads params.yaml `tag:`. Writes the AGL1K category columns + speech per clip (tags.csv),
-the full class scores (tags_classes.csv; no class columns for the `precomputed` tagger),
-and a summary.
+Reads params.yaml `tag:` (`jobs`: processes here), and `executor:` undeclared (transport:
+where the clips are heard never changes a byte; agl.executor). Writes the AGL1K category
+columns + speech per clip (tags.csv), the full class scores (tags_classes.csv; no class
+columns for the `precomputed` tagger), and a summary.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from _params import load, run_main
+from _params import ROOT, load, run_main
 
 from agl.core import canonical
 from agl.curation.tagging import TagConfig, tag_clips
 from agl.dataset.manifest import load_manifest
 from agl.dataset.passed import clips_to_listen
+from agl.executor.config import read_transport
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,14 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     cfg = TagConfig.from_params(section)
     manifest = load_manifest(args.manifest)
     items, skipped = clips_to_listen(manifest, args.audio_root, args.filter, cfg.only_passed)
-    run = tag_clips(items, cfg, manifest)
+    facts: dict = {}
+    run = tag_clips(items, cfg, manifest, read_transport(args.params or ROOT / "params.yaml"), facts)
     for path in (args.out, args.classes, args.summary):
         path.parent.mkdir(parents=True, exist_ok=True)
     canonical.write_csv(run.frame(), args.out)
     canonical.write_csv(run.class_frame(), args.classes, default="share")  # class probabilities
     summary, timings = canonical.split({**run.summary(), "skipped_by_filter": skipped}, ("wall_s",))
     canonical.write_json(args.summary, summary)
-    canonical.write_timings(args.summary, timings)  # machine-dependent: kept out of DVC
+    canonical.write_timings(args.summary, {**timings, **facts})  # machine-dependent: kept out of DVC
     if args.headline:
         from agl.core.headline import tag_headline, write_headline
 

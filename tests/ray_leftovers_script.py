@@ -1,6 +1,6 @@
 """Run by tests/test_ray_transport.py inside `unshare -n -p -f --mount-proc` (only this
 script's processes are visible): a driver starts a local Ray through agl's connect, is killed
-with SIGKILL, and the next driver's cleanup (agl.inference.executors.ray_leftovers) ends what
+with SIGKILL, and the next driver's cleanup (agl.executor.ray_leftovers) ends what
 it left. Prints one JSON object."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import subprocess
 import sys
 import time
 
-from agl.inference.executors import ray_leftovers
+from agl.executor import ray_leftovers
 
 DRIVER = """
 import time
 import ray
-from agl.inference.executors.ray_cluster import connect
-from agl.inference.transport import RayConfig
+from agl.executor.ray_connect import connect
+from agl.executor.config import RayConfig
 connect(ray, RayConfig())
 print(ray._private.worker._global_node.get_session_dir_path(), flush=True)
 time.sleep(600)

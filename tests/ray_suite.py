@@ -28,10 +28,10 @@ from test_inference_api import make_clips
 
 from agl.contracts.models import ModelSpec
 from agl.dataset.manifest import clips, load_manifest
+from agl.executor.config import ExecutorConfig, RayConfig
+from agl.executor.shards import plan_shards
 from agl.inference.model_run import run_inference
 from agl.inference.runner import Backoff, RunOptions
-from agl.inference.shards import plan_shards
-from agl.inference.transport import ExecutorConfig, RayConfig
 from agl.prompts import load_prompt
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[ray]'")

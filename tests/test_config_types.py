@@ -43,7 +43,7 @@ def _builders():
     from agl.counterfactual.listen import ListenConfig
     from agl.curation.filtering import FilterConfig
     from agl.curation.localizability_params import LocalizabilityConfig
-    from agl.inference.transport import ExecutorConfig
+    from agl.executor.config import ExecutorConfig
     from agl.report.inputs import ReportConfig
     from agl.scoring.config import EvaluateConfig
 

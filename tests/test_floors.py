@@ -26,7 +26,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("agl", "errors"),
     ("core",),
     ("http",),
-    ("contracts", "dataset", "predictions", "verify"),
+    ("contracts", "dataset", "predictions", "verify", "executor"),
     ("scoring", "prompts"),
     ("counterfactual", "speech", "birds"),
     ("backends",),

@@ -430,8 +430,8 @@ def _params_readers(path: Path) -> None:
     to the config that reads it."""
     from agl.core.checks import check_params
     from agl.dataset.sources import SourceConfig
+    from agl.executor.config import ExecutorConfig
     from agl.inference.runspec import load_params, parse_infer, parse_models
-    from agl.inference.transport import ExecutorConfig
 
     doc = load_params(path)
     for name, section in doc.items():

@@ -10,7 +10,7 @@ import pytest
 from agl.cli import main
 from agl.core.yamlfile import parse_yaml
 from agl.errors import AglError
-from agl.inference.transport import ExecutorConfig
+from agl.executor.config import ExecutorConfig
 
 
 @pytest.mark.parametrize("ray, said", [

@@ -22,8 +22,8 @@ import yaml
 from helpers import subprocess_env
 
 from agl.errors import AglError
-from agl.inference.shards import plan_shards
-from agl.inference.transport import ExecutorConfig, RayConfig
+from agl.executor.config import ExecutorConfig, RayConfig
+from agl.executor.shards import plan_shards
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = REPO / "scripts" / "cluster"
@@ -107,7 +107,7 @@ def test_no_stage_declares_the_executor_and_infer_and_listen_read_it():
 
 def test_importing_agl_and_the_default_executor_never_import_ray():
     code = ("import sys, agl, agl.cli, agl.inference.model_run, agl.inference.executors as e; "
-            "from agl.inference.transport import read_transport; e.available_executors(); "
+            "from agl.executor.config import read_transport; e.available_executors(); "
             "e.get_executor('ray'); read_transport('params.yaml'); "
             "assert 'ray' not in sys.modules, 'ray imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=subprocess_env(),
@@ -221,7 +221,7 @@ def test_cluster_scripts_parse_and_use_real_flags():
 @pytest.mark.xdist_group("ray")
 def test_what_a_killed_driver_left_of_its_local_ray_is_ended_by_the_next(tmp_path):
     """Ray's DashboardAgent and RuntimeEnvAgent outlived a kill -9 of the driver that started a
-    local Ray (issue 49); the next driver ends them (agl.inference.executors.ray_leftovers)."""
+    local Ray (issue 49); the next driver ends them (agl.executor.ray_leftovers)."""
     if not HAS_RAY:
         pytest.skip('the ray extra is not installed: pip install -e ".[ray]"')
     if not _netns_works() or subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"],

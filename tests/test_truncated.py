@@ -247,7 +247,7 @@ def test_a_total_over_the_build_counts_every_recorded_run(tmp_path, monkeypatch)
 def test_a_spend_cap_where_it_cannot_hold_is_one_line_before_any_request(tmp_path, kind):
     """A batch job (submitted whole) and Ray shards (no shared purse) cannot stop at a cap:
     a run with one is refused in one line, nothing sent."""
-    from agl.inference.transport import ExecutorConfig
+    from agl.executor.config import ExecutorConfig
 
     manifest, audio = _clips(tmp_path)
     with FakeServer(lambda call: Answer(500, {})) as server:

@@ -36,9 +36,11 @@ import numpy as np
 
 from agl.core.audio import decode_mono, resample
 from agl.core.canonical import jsonl_line
-from agl.core.checks import check_field_types
+from agl.core.checks import check_field_types, check_value
 from agl.dataset.manifest import CATEGORY_COLUMNS, content_hash
 from agl.errors import AglError, reject_unknown_keys
+from agl.executor import ClipTask, map_clips
+from agl.executor.config import ExecutorConfig
 
 RATE = 48_000
 WINDOW_S = 3.0
@@ -124,6 +126,9 @@ class BirdConfig:
     batch_size: int = 16
     threads: int = 2
     only_passed: bool = True
+    # Processes listening at once on this host (agl.executor; the same rows for any value).
+    # 1: on the demo a second process costs more CPU (its imports, its own BirdNET) than it saves.
+    jobs: int = 1
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml birds") -> BirdConfig:
@@ -135,6 +140,7 @@ class BirdConfig:
         for name in ("min_confidence", "min_confidence_other"):
             if not 0.0 < float(getattr(cfg, name)) <= 1.0:
                 raise AglError(f"{source}.{name}: must be in (0, 1], got {getattr(cfg, name)}")
+        check_value("jobs", cfg.jobs, source, rule="count", example="1")
         if int(cfg.batch_size) < 1 or int(cfg.threads) < 1:
             raise AglError(f"{source}: batch_size and threads must be at least 1")
         if not 0.0 < float(cfg.min_window_s) <= WINDOW_S:
@@ -293,12 +299,28 @@ class Listener:
         return self.listen_samples(key, mono)
 
 
-def listen_clips(items: Sequence[tuple[str, Path]], cfg: BirdConfig) -> list[ClipBirds]:
-    """Every (key, audio path) in order; status `off` for all when `cfg.enabled` is false."""
+@dataclass(frozen=True)
+class BirdsTask(ClipTask):
+    """The birds stage's per-clip work for `agl.executor.map_clips`: each worker loads
+    BirdNET's interpreter once."""
+
+    cfg: BirdConfig
+
+    def setup(self) -> Listener:
+        return Listener(self.cfg)
+
+    def run(self, state: Listener, item: tuple) -> ClipBirds:
+        key, path = item
+        return state.listen(key, path)
+
+
+def listen_clips(items: Sequence[tuple[str, Path]], cfg: BirdConfig, transport: ExecutorConfig | None = None,
+                 facts: dict[str, Any] | None = None) -> list[ClipBirds]:
+    """Every (key, audio path) in order, by `cfg.jobs` processes or where `transport` says
+    (agl.executor); status `off` for all when `cfg.enabled` is false."""
     if not cfg.enabled:
         return [ClipBirds(k, "off") for k, _ in items]
-    listener = Listener(cfg)
-    return [listener.listen(k, p) for k, p in items]
+    return map_clips(BirdsTask(cfg), items, jobs=cfg.jobs, transport=transport, facts=facts)
 
 
 # --- tables ------------------------------------------------------------------------------------
@@ -354,11 +376,13 @@ def detections_jsonl(results: Sequence[ClipBirds]) -> str:
     )
 
 
-def run_birds(items: Sequence[tuple[str, Path]], cfg: BirdConfig) -> tuple[list[ClipBirds], dict[str, Any], float]:
-    """The birds stage's one call: every (key, audio path) listened to (nothing loaded with
-    `enabled: false`); returns the results, the summary and the wall seconds."""
+def run_birds(items: Sequence[tuple[str, Path]], cfg: BirdConfig, transport: ExecutorConfig | None = None,
+              facts: dict[str, Any] | None = None) -> tuple[list[ClipBirds], dict[str, Any], float]:
+    """The birds stage's one call: every (key, audio path) listened to where `cfg.jobs` and
+    `transport` say (nothing loaded with `enabled: false`); returns the results, the summary
+    and the wall seconds. `facts`: where the clips were heard."""
     t0 = time.perf_counter()
-    results = listen_clips(items, cfg)
+    results = listen_clips(items, cfg, transport, facts)
     return results, summary(results, cfg), time.perf_counter() - t0
 
 

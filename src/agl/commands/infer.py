@@ -265,14 +265,14 @@ def _long_audio(args: argparse.Namespace, spec):
 def _transport(args: argparse.Namespace, spec):
     """params.yaml `executor:` (with --entry) under the command's --executor / --ray-* flags,
     for this model; Ray missing is one line saying how to install it."""
+    from agl.executor.config import ExecutorConfig  # (lazy, as above)
     from agl.inference.runspec import load_params  # lazy: `agl --help` stays instant
-    from agl.inference.transport import ExecutorConfig  # (lazy, as above)
 
     base = (ExecutorConfig.from_params(load_params(args.params).get("executor"), str(args.params))
             if args.entry else ExecutorConfig())
     cfg = base.for_model(spec.name).with_flags(args.executor, args.ray_address, args.ray_shards)
     if cfg.kind == "ray":
-        from agl.inference.executors.ray_cluster import require_ray  # (lazy, as above)
+        from agl.executor.ray_connect import require_ray  # (lazy, as above)
 
         require_ray()
     return cfg

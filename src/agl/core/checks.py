@@ -129,6 +129,12 @@ PARAMS: dict[str, tuple[str, str]] = {
     "counterfactual.level_bootstrap": ("count", "1000"),
     "counterfactual.min_support": ("count", "10"),
     "counterfactual.seed": ("seed", "0"),
+    # Processes per curation stage on this host (agl.executor): the same bytes for any value.
+    "filter.jobs": ("count", "1"),
+    "tag.jobs": ("count", "1"),
+    "birds.jobs": ("count", "1"),
+    "speech.jobs": ("count", "1"),
+    "counterfactual.jobs": ("count", "1"),
 }
 
 

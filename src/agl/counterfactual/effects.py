@@ -30,6 +30,8 @@ from agl.counterfactual.perturb import KINDS, Intervention, apply, speech_segmen
 from agl.dataset.checksums import file_digest, read_source, write_lock
 from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest, write_manifest
 from agl.errors import AglError
+from agl.executor import ClipTask, map_clips
+from agl.executor.config import ExecutorConfig
 from agl.scoring.clusters import DEFAULT_UNIT, cluster_labels, parse_unit
 from agl.scoring.config import BOOTSTRAP, check_fields, knob
 from agl.scoring.paired import holm, paired_test
@@ -94,8 +96,12 @@ def derive_dataset(
     subset: Subset = Subset(),
     fmt: str = "mp3",
     progress: bool = False,
+    jobs: int = 1,
+    transport: ExecutorConfig | None = None,
 ) -> dict[str, Any]:
-    """Write `out/<level>/` for every level; returns a summary (deterministic values only)."""
+    """Write `out/<level>/` for every level; returns a summary (deterministic values only).
+    The clips are perturbed by `jobs` processes or where `transport` says (agl.executor):
+    the same files and summary either way."""
     parent, out = Path(parent), Path(out)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ManifestWarning)
@@ -104,7 +110,7 @@ def derive_dataset(
     if KINDS[levels[0].kind].container:
         fmt = AS_PUBLISHED  # the file itself: no format to encode to
     parent_version = content_hash(parent / "manifest.csv")
-    per_level, locks, failed = _perturb_clips(parent, out, frame, levels, fmt, progress)
+    per_level, locks, failed = _perturb_clips(parent, out, frame, levels, fmt, progress, jobs, transport)
     iv0 = levels[0]
     summary: dict[str, Any] = {
         "intervention": iv0.name,
@@ -130,67 +136,85 @@ def derive_dataset(
     return summary
 
 
-def _perturb_clips(parent: Path, out: Path, frame: pd.DataFrame, levels: list[Intervention], fmt: str,
-                   progress: bool) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]], dict[str, str]]:
-    """Every level's audio of every clip: (measurements per level, lock entries per level,
-    clips that do not decode with the reason)."""
-    from tqdm import tqdm  # a progress bar only where a stage runs
+@dataclass(frozen=True)
+class PerturbTask(ClipTask):
+    """One clip through every level of an intervention (decode once, VAD once, each level's
+    file written whole): the perturb stage's per-clip work for `agl.executor.map_clips`.
+    Items (key, mp3name); the result: (the reason it does not decode, or None; per level the
+    row of perturb.csv and the file's lock entry)."""
 
+    parent: Path
+    out: Path
+    levels: tuple[Intervention, ...]
+    fmt: str
+
+    def run(self, state: Any, item: tuple) -> tuple[str | None, dict[str, tuple[dict[str, Any], str, Any]]]:
+        key, mp3name = item
+        src = self.parent / "audio" / key / mp3name
+        if not src.is_file():
+            raise AglError(f"{src}: missing; fill {self.parent} first (agl download)")
+        got = decode_or_reason(src)
+        if isinstance(got, str):
+            return got, {}
+        x, sr = got
+        iv0 = self.levels[0]
+        if KINDS[iv0.kind].container:
+            return None, _copy_container(src, self.out, key, mp3name, self.levels, x, sr)
+        segments = (speech_segments(x, sr, threshold=float(iv0.params["vad_threshold"]))
+                    if KINDS[iv0.kind].needs_vad else None)
+        done: dict[str, tuple[dict[str, Any], str, Any]] = {}
+        for iv in self.levels:
+            y, rate, info = apply(iv, x, sr, key=key, segments=segments)
+            target = _mp3_rate(rate) if self.fmt == "mp3" else rate
+            if target != rate:
+                y, rate = resample(y, rate, target), target
+            name = file_name(mp3name, self.fmt)
+            path = self.out / iv.level / "audio" / key / name
+            diskwrite.write_bytes(path, encode(y, rate, self.fmt))
+            row = {"key": key, "seconds_in": round(x.shape[0] / sr, 3),
+                   "seconds_out": round(y.shape[0] / rate, 3), "rate_out": rate, **info}
+            done[iv.level] = (row, f"{key}/{name}", file_digest(path))
+        return None, done
+
+
+def _perturb_clips(parent: Path, out: Path, frame: pd.DataFrame, levels: list[Intervention], fmt: str,
+                   progress: bool, jobs: int = 1, transport: ExecutorConfig | None = None
+                   ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, Any]], dict[str, str]]:
+    """Every level's audio of every clip, by `jobs` processes or where `transport` says
+    (agl.executor): (measurements per level, lock entries per level, clips that do not
+    decode with the reason), in the frame's order whatever ran them."""
     failed: dict[str, str] = {}  # clips that do not decode: left out, with the reason
     per_level: dict[str, list[dict[str, Any]]] = {iv.level: [] for iv in levels}
     locks: dict[str, dict[str, Any]] = {iv.level: {} for iv in levels}
-    iv0 = levels[0]
-    vad = KINDS[iv0.kind].needs_vad
-    for row in tqdm(list(frame.itertuples(index=False)), desc=f"perturb {iv0.name}", disable=not progress, unit="clip"):
-        rel = f"{row.key}/{row.mp3name}"
-        src = parent / "audio" / rel
-        if not src.is_file():
-            raise AglError(f"{src}: missing; fill {parent} first (agl download)")
-        got = decode_or_reason(src)
-        if isinstance(got, str):
-            failed[row.key] = got
+    items = [(str(k), str(n)) for k, n in zip(frame["key"], frame["mp3name"], strict=True)]
+    task = PerturbTask(parent, out, tuple(levels), fmt)
+    results = map_clips(task, items, jobs=jobs, transport=transport,
+                        progress=f"perturb {levels[0].name}" if progress else None)
+    for (key, _), (why, done) in zip(items, results, strict=True):
+        if why is not None:
+            failed[key] = why
             continue
-        x, sr = got
-        if KINDS[iv0.kind].container:
-            _copy_container(src, out, row, levels, x, sr, per_level, locks)
-            continue
-        segments = speech_segments(x, sr, threshold=float(iv0.params["vad_threshold"])) if vad else None
-        for iv in levels:
-            y, rate, info = apply(iv, x, sr, key=row.key, segments=segments)
-            target = _mp3_rate(rate) if fmt == "mp3" else rate
-            if target != rate:
-                y, rate = resample(y, rate, target), target
-            name = file_name(row.mp3name, fmt)
-            path = out / iv.level / "audio" / row.key / name
-            diskwrite.write_bytes(path, encode(y, rate, fmt))
-            locks[iv.level][f"{row.key}/{name}"] = file_digest(path)
-            per_level[iv.level].append(
-                {
-                    "key": row.key,
-                    "seconds_in": round(x.shape[0] / sr, 3),
-                    "seconds_out": round(y.shape[0] / rate, 3),
-                    "rate_out": rate,
-                    **info,
-                }
-            )
+        for level, (row, rel, digest) in done.items():
+            per_level[level].append(row)
+            locks[level][rel] = digest
     return per_level, locks, failed
 
 
-def _copy_container(src: Path, out: Path, row: Any, levels: list[Intervention], x: np.ndarray,
-                    sr: int, per_level: dict[str, list[dict[str, Any]]],
-                    locks: dict[str, dict[str, Any]]) -> None:
+def _copy_container(src: Path, out: Path, key: str, mp3name: str, levels: tuple[Intervention, ...],
+                    x: np.ndarray, sr: int) -> dict[str, tuple[dict[str, Any], str, Any]]:
     """A container intervention's file: the original's bytes (`tags`: sent with its tags, the
     listen run told so by the level's lock), or those bytes without their tags (`untagged`:
     an MP3's frames byte-identical)."""
     data = src.read_bytes()
+    done = {}
     for iv in levels:
         body = strip(data, src.suffix) if iv.kind == "untagged" else data
-        path = out / iv.level / "audio" / row.key / row.mp3name
+        path = out / iv.level / "audio" / key / mp3name
         diskwrite.write_bytes(path, body)
-        locks[iv.level][f"{row.key}/{row.mp3name}"] = file_digest(path)
         seconds = round(x.shape[0] / sr, 3)
-        per_level[iv.level].append({"key": row.key, "seconds_in": seconds, "seconds_out": seconds,
-                                    "rate_out": sr, "bytes_removed": len(data) - len(body)})
+        done[iv.level] = ({"key": key, "seconds_in": seconds, "seconds_out": seconds, "rate_out": sr,
+                           "bytes_removed": len(data) - len(body)}, f"{key}/{mp3name}", file_digest(path))
+    return done
 
 
 def _write_level(folder: Path, frame: pd.DataFrame, iv: Intervention, rows: list[dict[str, Any]],

@@ -2,8 +2,9 @@
 
 Each clip is decoded once (`agl.core.audio.decode`: soundfile, float32) and measured by the four functions of
 `agl.curation.acoustics`: clipping on the decoded channels (a clipped channel is clipped even if the
-other is not), the other three on the mono mix (mean of channels). Clips are measured in
-parallel by a process pool (`jobs`). A missing, empty or undecodable file is a row with its
+other is not), the other three on the mono mix (mean of channels). Clips are measured where
+`agl.executor.map_clips` runs them: `jobs` processes here, or shards on Ray (`executor:`), the
+same rows either way. A missing, empty or undecodable file is a row with its
 status and the decoder's message, never a crash, and it does not pass.
 
 Thresholds (defaults in `FilterConfig`, values in params.yaml `filter:`; the paper does not
@@ -32,10 +33,9 @@ flatness) fails as `flatness_undefined` / `aci_undefined`, unless the clip alrea
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,8 @@ from agl.curation import acoustics
 from agl.dataset.checksums import locked_but_missing
 from agl.dataset.manifest import clips, load_manifest
 from agl.errors import AglError, reject_unknown_keys
+from agl.executor import ClipTask, map_clips
+from agl.executor.config import ExecutorConfig
 
 
 @dataclass(frozen=True)
@@ -219,9 +221,15 @@ def filter_clip(key: str, path: Path, cfg: FilterConfig,
     )
 
 
-def _filter_star(args: tuple) -> ClipFilterResult:
-    key, path, cfg, *expected = args
-    return filter_clip(key, path, cfg, *expected)
+@dataclass(frozen=True)
+class FilterTask(ClipTask):
+    """The filter's per-clip work for `agl.executor.map_clips`: items (key, path[, seconds])."""
+
+    cfg: FilterConfig
+
+    def run(self, state: Any, item: tuple) -> ClipFilterResult:
+        key, path, *expected = item
+        return filter_clip(key, path, self.cfg, *expected)
 
 
 @dataclass
@@ -262,31 +270,19 @@ class FilterRun:
         }
 
 
-def run_filter(items: Sequence[tuple], cfg: FilterConfig,
-               jobs: int | None = None) -> FilterRun:
+def run_filter(items: Sequence[tuple], cfg: FilterConfig, jobs: int | None = None,
+               transport: ExecutorConfig | None = None) -> FilterRun:
     """Filter (key, path) or (key, path, manifest seconds) items in order; `jobs` processes
-    (default cfg.jobs)."""
-    jobs = max(1, min(jobs or cfg.jobs, len(items) or 1, os.cpu_count() or 1))
+    (default cfg.jobs) or where `transport` says (None: this host)."""
     t0 = time.perf_counter()
-    args = [(k, Path(p), cfg, *rest) for k, p, *rest in items]
-    results = list(_map(_filter_star, args, jobs))
-    return FilterRun(results=results, wall_s=time.perf_counter() - t0, jobs=jobs)
-
-
-def _map(fn, args: list, jobs: int) -> Iterable:
-    if jobs == 1:
-        return map(fn, args)
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
-    # spawn, not fork: the parent may hold torch/OpenMP threads (tagging, tests), and a
-    # forked child of a multi-threaded process can deadlock.
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
-        return list(pool.map(fn, args, chunksize=1))
+    args = [(k, Path(p), *rest) for k, p, *rest in items]
+    facts: dict[str, Any] = {}
+    results = map_clips(FilterTask(cfg), args, jobs=jobs or cfg.jobs, transport=transport, facts=facts)
+    return FilterRun(results=results, wall_s=time.perf_counter() - t0, jobs=facts.get("jobs", 1))
 
 
 def filter_manifest(manifest: Path, audio_root: Path, cfg: FilterConfig,
-                    jobs: int | None = None) -> FilterRun:
+                    jobs: int | None = None, transport: ExecutorConfig | None = None) -> FilterRun:
     """Filter every clip of a manifest, audio at `<audio_root>/<key>/<mp3name>`.
 
     A clip the dataset's lock lists whose file is gone is damage, not a "missing" row (DVC
@@ -298,4 +294,4 @@ def filter_manifest(manifest: Path, audio_root: Path, cfg: FilterConfig,
                        f"{Path(audio_root) / gone[0]}): the dataset is damaged; run `agl download` "
                        "to restore them")
     items = [(c.key, Path(audio_root) / c.relpath, c.seconds) for c in listed]
-    return run_filter(items, cfg, jobs)
+    return run_filter(items, cfg, jobs, transport)

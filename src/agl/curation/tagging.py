@@ -47,6 +47,8 @@ from agl.curation.ontology import (
 )
 from agl.dataset.manifest import CATEGORY_COLUMNS
 from agl.errors import AglError, reject_unknown_keys
+from agl.executor import ClipTask, map_clips
+from agl.executor.config import ExecutorConfig
 
 DEFAULT_CHECKPOINT = "MIT/ast-finetuned-audioset-10-10-0.4593"
 TAGGERS = ("precomputed", "transformers")
@@ -68,6 +70,9 @@ class TagConfig:
     speech: str = "vad"
     vad_threshold: float = 0.5
     only_passed: bool = True  # tag only the clips that passed the filter
+    # Processes hearing clips at once on this host (agl.executor; the same rows for any value).
+    # 1: on the demo a second process costs more CPU (its imports) than it saves.
+    jobs: int = 1
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml tag") -> TagConfig:
@@ -84,6 +89,7 @@ class TagConfig:
             raise AglError(f"{source}.speech: '{cfg.speech}' is not vad or none")
         # A speech probability: "loud" or 1.5 would fail inside the VAD, or hear no speech anywhere.
         check_value("vad_threshold", cfg.vad_threshold, source, rule="share_open", example="0.5")
+        check_value("jobs", cfg.jobs, source, rule="count", example="1")
         for name in ("window_s", "hop_s"):
             value = getattr(cfg, name)
             if value is not None and not float(value) > 0:
@@ -101,10 +107,30 @@ def window_bounds(n: int, window: int, hop: int) -> list[tuple[int, int]]:
     return bounds
 
 
+def checkpoint_plan(cfg: TagConfig) -> tuple[Any, Any]:
+    """(the checkpoint's config, its feature extractor): what the run's class ids, sample rate
+    and windows come from, read without its weights (the workers load those)."""
+    from transformers import AutoConfig, AutoFeatureExtractor
+
+    try:
+        return AutoConfig.from_pretrained(cfg.checkpoint), AutoFeatureExtractor.from_pretrained(cfg.checkpoint)
+    except OSError as exc:
+        raise AglError(f"cannot load tagger checkpoint '{cfg.checkpoint}' ({exc}); "
+                       "check tag.checkpoint or the Hugging Face cache") from None
+
+
+def tagger_windows(cfg: TagConfig, extractor: Any) -> tuple[float, float]:
+    """(window_s, hop_s): the settings, or the checkpoint's own input length without overlap."""
+    frames = getattr(extractor, "max_length", None)
+    default_window = frames / 100.0 if frames else 10.0  # AST: 10 ms per frame
+    window_s = float(cfg.window_s or default_window)
+    return window_s, float(cfg.hop_s or window_s)
+
+
 class TransformersTagger:
     """An AudioSet audio-classification checkpoint, windowed and pooled over a clip."""
 
-    def __init__(self, cfg: TagConfig, ontology):
+    def __init__(self, cfg: TagConfig):
         from transformers import AutoFeatureExtractor, AutoModelForAudioClassification
 
         try:
@@ -116,11 +142,7 @@ class TransformersTagger:
         self.model.eval().to(cfg.device)
         self.cfg = cfg
         self.rate = int(self.extractor.sampling_rate)
-        self.class_ids, self.by_index = _class_ids(self.model.config.id2label, ontology, cfg.checkpoint)
-        frames = getattr(self.extractor, "max_length", None)
-        default_window = frames / 100.0 if frames else 10.0  # AST: 10 ms per frame
-        self.window_s = float(cfg.window_s or default_window)
-        self.hop_s = float(cfg.hop_s or self.window_s)
+        self.window_s, self.hop_s = tagger_windows(cfg, self.extractor)
 
     def scores(self, mono):
         """Pooled class probabilities (numpy, one per class) of a mono clip at `self.rate`."""
@@ -253,63 +275,100 @@ def resolve_ontology(cfg: TagConfig):
     return load_ontology(path)
 
 
-def tag_clips(items: Sequence[tuple[str, Path]], cfg: TagConfig, manifest=None) -> TagRun:
-    """Tag (key, audio path) pairs. `manifest` (a loaded manifest) is needed by `precomputed`."""
+@dataclass(frozen=True)
+class Heard:
+    """What a worker heard in one clip (`TagTask.run`): the status, the tagger's pooled class
+    scores and the seconds of speech; the driver turns it into the clip's `ClipTags`."""
+
+    status: str  # ok | missing | unreadable | skipped (no audio needed)
+    seconds: float | None = None
+    scores: Any = None
+    speech_seconds: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TagTask(ClipTask):
+    """The tag stage's per-clip work for `agl.executor.map_clips`: decode, the checkpoint's
+    class scores (each worker loads it once) and the VAD's speech seconds."""
+
+    cfg: TagConfig
+
+    def setup(self) -> tuple[TransformersTagger | None, SpeechDetector | None]:
+        tagger = TransformersTagger(self.cfg) if self.cfg.tagger == "transformers" else None
+        return tagger, (SpeechDetector(self.cfg.vad_threshold) if self.cfg.speech == "vad" else None)
+
+    def run(self, state: tuple[TransformersTagger | None, SpeechDetector | None], item: tuple) -> Heard:
+        key, path = item
+        tagger, vad = state
+        if tagger is None and vad is None:
+            return Heard("skipped")
+        path = Path(path)
+        if not path.is_file():
+            return Heard("missing", error=f"{path} not found")
+        try:
+            mono, sr = decode_mono(path)
+        except Exception as exc:  # soundfile raises several types for a bad file
+            return Heard("unreadable", error=f"{type(exc).__name__}: {exc}".replace("\n", " "))
+        seconds = len(mono) / sr if sr else 0.0
+        scores = resampled = None
+        if tagger is not None:
+            resampled = resample(mono, sr, tagger.rate)
+            scores = tagger.scores(resampled)
+        speech_s = None
+        if vad is not None:
+            at16k = resampled if tagger is not None and tagger.rate == VAD_RATE else None
+            speech_s = vad.speech_seconds(at16k if at16k is not None else resample(mono, sr, VAD_RATE))
+        return Heard("ok", seconds, scores, speech_s)
+
+
+def tag_clips(items: Sequence[tuple[str, Path]], cfg: TagConfig, manifest=None,
+              transport: ExecutorConfig | None = None, facts: dict[str, Any] | None = None) -> TagRun:
+    """Tag (key, audio path) pairs, heard by `cfg.jobs` processes or where `transport` says
+    (agl.executor). `manifest` (a loaded manifest) is needed by `precomputed`."""
     import numpy as np
 
     t0 = time.perf_counter()
     info: dict[str, Any] = {"tagger": cfg.tagger, "speech": cfg.speech}
-    tagger = None
     class_ids: list[str] = []
+    precomputed: dict[str, dict[str, float]] = {}
     if cfg.tagger == "transformers":
+        import pandas as pd
+
         ontology = resolve_ontology(cfg)
-        tagger = TransformersTagger(cfg, ontology)
-        class_ids = tagger.class_ids
+        config, extractor = checkpoint_plan(cfg)
+        class_ids, by_index = _class_ids(config.id2label, ontology, cfg.checkpoint)
         membership = column_membership(ontology, class_ids)
-        info.update(checkpoint=cfg.checkpoint, window_s=tagger.window_s, hop_s=tagger.hop_s,
-                    labels_mapped_by_index=tagger.by_index,
+        window_s, hop_s = tagger_windows(cfg, extractor)
+        info.update(checkpoint=cfg.checkpoint, window_s=window_s, hop_s=hop_s,
+                    labels_mapped_by_index=by_index,
                     pooling=cfg.pooling, multi_root_classes=len(multi_root_classes(ontology, class_ids)))
     else:
         if manifest is None:
             raise AglError("the precomputed tagger needs the manifest's category columns")
         by_key = manifest.set_index("key")
-    vad = SpeechDetector(cfg.vad_threshold) if cfg.speech == "vad" else None
-
-    out: list[ClipTags] = []
-    for key, path in items:
-        path = Path(path)
-        cats: dict[str, float] = {}
-        scores = None
-        if cfg.tagger == "precomputed":
+        for key, _ in items:
             if key not in by_key.index:
                 raise AglError(f"clip {key} is not in the manifest; the precomputed tagger "
                                "reads its category columns from there")
-            cats = {c: float(by_key.at[key, c]) for c in CATEGORY_COLUMNS}
-        if tagger is None and vad is None:
-            out.append(ClipTags(key, "ok", cfg.tagger, cats))
+            precomputed[key] = {c: float(by_key.at[key, c]) for c in CATEGORY_COLUMNS}
+    heard = map_clips(TagTask(cfg), [(k, Path(p)) for k, p in items], jobs=cfg.jobs, transport=transport,
+                      facts=facts)
+    out: list[ClipTags] = []
+    for (key, _), h in zip(items, heard, strict=True):
+        if h.status == "skipped":  # precomputed without the VAD: no audio read
+            out.append(ClipTags(key, "ok", cfg.tagger, precomputed[key]))
             continue
-        if not path.is_file():
-            out.append(ClipTags(key, "missing", cfg.tagger, {}, error=f"{path} not found"))
+        if h.status != "ok":
+            out.append(ClipTags(key, h.status, cfg.tagger, {}, error=h.error))
             continue
-        try:
-            mono, sr = decode_mono(path)
-        except Exception as exc:  # soundfile raises several types for a bad file
-            out.append(ClipTags(key, "unreadable", cfg.tagger, {},
-                                error=f"{type(exc).__name__}: {exc}".replace("\n", " ")))
-            continue
-        seconds = len(mono) / sr if sr else 0.0
-        if tagger is not None:
-            import pandas as pd
-
-            resampled = resample(mono, sr, tagger.rate)
-            scores = tagger.scores(resampled)
-            frame = pd.DataFrame([np.asarray(scores)], columns=class_ids)
+        cats = precomputed.get(key, {})
+        if h.scores is not None:
+            frame = pd.DataFrame([np.asarray(h.scores)], columns=class_ids)
             cats = rollup(frame, membership).iloc[0].to_dict()
-        speech_s = fraction = None
-        if vad is not None:
-            at16k = resampled if tagger is not None and tagger.rate == VAD_RATE else None
-            speech_s = vad.speech_seconds(at16k if at16k is not None else resample(mono, sr, VAD_RATE))
-            fraction = speech_s / seconds if seconds > 0 else None
-        out.append(ClipTags(key, "ok", cfg.tagger, cats, seconds=seconds, speech_seconds=speech_s,
-                            speech_fraction=fraction, class_scores=scores))
+        speech_s, fraction = h.speech_seconds, None
+        if speech_s is not None:
+            fraction = speech_s / h.seconds if h.seconds > 0 else None
+        out.append(ClipTags(key, "ok", cfg.tagger, cats, seconds=h.seconds, speech_seconds=speech_s,
+                            speech_fraction=fraction, class_scores=h.scores))
     return TagRun(tags=out, class_ids=class_ids, wall_s=time.perf_counter() - t0, info=info)

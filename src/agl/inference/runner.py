@@ -43,10 +43,10 @@ from agl.core.reach import OFFLINE_AFTER, Reach
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import known_secrets, scrub
 from agl.errors import AglError, ModelGone
+from agl.executor.config import ExecutorConfig
 from agl.http.transport import WIRE
 from agl.inference.cache import ResponseCache, cache_key
 from agl.inference.spend import SPEND, reply_cost
-from agl.inference.transport import ExecutorConfig
 
 PROBE_SECONDS = 1.0  # how much of each clip must decode before it is sent
 # The stream's reachability (agl.core.reach), read by each attempt; None: not watched.

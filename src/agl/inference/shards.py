@@ -1,9 +1,7 @@
 """A run cut into shards, and what one shard does where it runs (a Ray worker or actor).
 
-`plan_shards` is a pure function of the pending ids and the shard count: the ids sorted,
-shard i taking every n-th one from the i-th (interleaved: the AGL1K manifest's clip lengths
-and a key's neighbours spread over every shard instead of piling into one). The same ids
-and count always give the same shards, whatever machine plans them.
+The shards themselves are planned by `agl.executor.shards.plan_shards` (sorted ids dealt
+round-robin: a pure function of the ids and the count), the planner curation shares.
 
 A shard answers through a collector (`agl.inference.executors.ray_cluster`), never a file:
 it first asks the collector which of its ids are still unanswered (a shard retried after its
@@ -17,21 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from agl.backends.base import Backend, get_backend
 from agl.inference.runner import stream
 from agl.inference.work import Work
-
-
-def plan_shards(ids: Sequence[str], n: int) -> list[tuple[str, ...]]:
-    """`ids` sorted and dealt round-robin into at most `n` non-empty shards."""
-    order = sorted(set(ids))
-    if len(order) != len(ids):
-        raise ValueError("plan_shards: duplicate ids")  # the driver plans one request per clip
-    return [s for s in (tuple(order[i::n]) for i in range(max(1, n))) if s]
 
 
 def build_backend(work: Work) -> Backend:

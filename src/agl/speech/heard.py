@@ -27,12 +27,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from agl.core import diskwrite
 from agl.errors import AglError
+from agl.executor import ClipTask, map_clips
+from agl.executor.config import ExecutorConfig
 from agl.speech.languages import check_languages
 from agl.speech.listen import ClipSpeech, Listener, SpeechConfig, Window
 from agl.speech.mel import MEL_ARITHMETIC
@@ -137,10 +140,25 @@ class CachedListener:
         return heard
 
 
+@dataclass(frozen=True)
+class SpeechTask(ClipTask):
+    """The speech stage's per-clip work for `agl.executor.map_clips`: each worker loads its
+    listener (VAD, then Whisper on the first clip the cache does not answer) once."""
+
+    cfg: SpeechConfig
+
+    def setup(self) -> CachedListener:
+        return CachedListener(self.cfg)
+
+    def run(self, state: CachedListener, item: tuple) -> ClipSpeech:
+        key, path = item
+        return state.listen(key, path)
+
+
 def listen_clips(items: Sequence[tuple[str, Path]], cfg: SpeechConfig,
-                 listener: CachedListener | None = None) -> list[ClipSpeech]:
-    """Every (key, audio path) heard (`off` for each with `enabled: false`)."""
+                 transport: ExecutorConfig | None = None, facts: dict[str, Any] | None = None) -> list[ClipSpeech]:
+    """Every (key, audio path) heard (`off` for each with `enabled: false`), in order, by
+    `cfg.jobs` processes or where `transport` says (agl.executor)."""
     if not cfg.enabled:
         return [ClipSpeech(k, "off") for k, _ in items]
-    listener = listener or CachedListener(cfg)
-    return [listener.listen(k, p) for k, p in items]
+    return map_clips(SpeechTask(cfg), items, jobs=cfg.jobs, transport=transport, facts=facts)

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from agl.core.audio import decode_head, decode_mono, resample
-from agl.core.checks import check_field_types
+from agl.core.checks import check_field_types, check_value
 from agl.errors import AglError, reject_unknown_keys
 from agl.speech.languages import check_languages
 from agl.speech.model import CPU_ISAS, load_whisper, pin_kernels, resolve, vad_identity
@@ -76,6 +76,9 @@ class SpeechConfig:
     only_passed: bool = True
     # Seconds of a clip heard at most (decoded at most): a long file costs what this costs.
     max_listen_s: float = 600.0
+    # Processes listening at once on this host (agl.executor; the same rows for any value).
+    # 1: on the demo a second process costs more CPU (its imports, its own Whisper) than it saves.
+    jobs: int = 1
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml speech") -> SpeechConfig:
@@ -106,6 +109,7 @@ class SpeechConfig:
             raise AglError(f"{source}.window_s: must be in (0, 30] (Whisper reads 30 s), got {cfg.window_s}")
         if cfg.cpu_isa not in (*CPU_ISAS, "native"):
             raise AglError(f"{source}.cpu_isa: must be one of {', '.join((*CPU_ISAS, 'native'))}, got {cfg.cpu_isa!r}")
+        check_value("jobs", cfg.jobs, source, rule="count", example="1")
         for name in ("max_windows", "top_languages", "threads", "beam_size"):
             if int(getattr(cfg, name)) < 1:
                 raise AglError(f"{source}.{name}: must be at least 1")
@@ -117,7 +121,7 @@ class SpeechConfig:
     def thresholds(self) -> dict[str, Any]:
         """The knobs that decide a clip's status and language (recorded with the outputs)."""
         skip = {"enabled", "model", "sha256", "device", "threads", "cache_dir", "only_passed", "cpu_isa",
-                "heard_cache"}
+                "heard_cache", "jobs"}
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
 
 

@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from agl.core.canonical import jsonl_line
+from agl.executor.config import ExecutorConfig
 from agl.speech.census import language_name
-from agl.speech.heard import CachedListener, listen_clips
+from agl.speech.heard import listen_clips
 from agl.speech.listen import ClipSpeech, SpeechConfig
+from agl.speech.model import resolve, vad_identity
 
 PROB_DECIMALS = 3
 COLUMNS = [
@@ -89,15 +91,18 @@ def windows_jsonl(results: Sequence[ClipSpeech]) -> str:
     return "".join(out)
 
 
-def run_speech(items: Sequence[tuple[str, Path]], cfg: SpeechConfig) -> tuple[list[ClipSpeech], dict[str, Any], float]:
-    """The speech stage's one call: every (key, audio path) listened to (no model loaded with
-    `enabled: false`); returns the results, the summary (a DVC output) and the wall seconds."""
+def run_speech(items: Sequence[tuple[str, Path]], cfg: SpeechConfig, transport: ExecutorConfig | None = None,
+               facts: dict[str, Any] | None = None) -> tuple[list[ClipSpeech], dict[str, Any], float]:
+    """The speech stage's one call: every (key, audio path) listened to where `cfg.jobs` and
+    `transport` say (agl.executor; no model loaded with `enabled: false`); returns the results,
+    the summary (a DVC output) and the wall seconds. `facts`: where the clips were heard."""
     t0 = time.perf_counter()
-    listener = CachedListener(cfg) if cfg.enabled else None
-    results = listen_clips(items, cfg, listener)
-    wall = time.perf_counter() - t0
-    identity = listener.identity.as_dict() if listener else None
-    return results, summary(results, cfg, identity, listener.vad if listener else None), wall
+    # The model's and the VAD's identity, resolved here first: the packaged model's parts are
+    # joined into cache_dir once, before any worker looks for them.
+    identity = resolve(cfg.model, Path(cfg.cache_dir), cfg.sha256).as_dict() if cfg.enabled else None
+    vad = vad_identity() if cfg.enabled else None
+    results = listen_clips(items, cfg, transport, facts)
+    return results, summary(results, cfg, identity, vad), time.perf_counter() - t0
 
 
 def summary(results: Sequence[ClipSpeech], cfg: SpeechConfig, identity: dict[str, Any] | None,

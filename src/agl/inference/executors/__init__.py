@@ -9,7 +9,7 @@ answers them and does nothing else: each answer goes back through `Sink.put` as 
 * `batch` (`agl.inference.executors.batch`): the provider's batch API (`agl.inference.batch`),
   the clips it cannot take going through `local`.
 * `ray` (`agl.inference.executors.ray_cluster`): shards on a Ray cluster, replies streamed
-  back to this process (params.yaml `executor:`, `agl.inference.transport`).
+  back to this process (params.yaml `executor:`, `agl.executor.config`).
 
 An executor is one module here, with an entry in the index at the end of this file: a small
 factory that imports its module when the name is first asked for (`get_executor(name)`), as

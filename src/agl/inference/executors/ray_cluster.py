@@ -2,7 +2,7 @@
 `executor.kind: ray`, or `agl infer --executor ray`); docs/cluster.md says where it runs.
 
 The driver (this process) stays the one writer: it leaves out what the reply cache answers,
-cuts the rest into shards (`agl.inference.shards.plan_shards`), and turns every reply a shard
+cuts the rest into shards (`agl.executor.shards.plan_shards`), and turns every reply a shard
 posts into a record through its sink, writing the cache entry too. Shards never touch a file.
 
 * API backends (gemini, openai, openai-compatible, the baselines): one Ray task per shard,
@@ -25,9 +25,6 @@ summary's `ray` section, which the run's timings file holds (never a tracked out
 from __future__ import annotations
 
 import asyncio
-import atexit
-import contextlib
-import socket
 import sys
 import time
 from collections import Counter
@@ -35,71 +32,21 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from agl.backends.base import Backend
 from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.reach import NoNetwork
-from agl.errors import AglError, ModelGone
+from agl.errors import ModelGone
+from agl.executor.config import RayConfig
+from agl.executor.ray_connect import connect, require_ray
+from agl.executor.shards import plan_shards
 from agl.inference.cache import ResponseCache
-from agl.inference.executors import Executor, ray_leftovers
+from agl.inference.executors import Executor
 from agl.inference.runner import lookup, remember
-from agl.inference.shards import build_backend, plan_shards, serve_shard
-from agl.inference.transport import RayConfig
+from agl.inference.shards import build_backend, serve_shard
 from agl.inference.work import Answer, Sink, Work
 
-INSTALL = 'the ray executor needs Ray: pip install -e ".[ray]" (or pip install "ray==2.60.*")'
 POLL_S = 0.1  # how often the driver collects posted replies (and refreshes its progress bar)
-
-
-def require_ray() -> Any:
-    """The `ray` module, or one AglError saying how to install it. Imported here, never at
-    `import agl`: Ray takes seconds to import and is an optional extra."""
-    try:
-        import ray
-    except ImportError:
-        raise AglError(INSTALL) from None
-    return ray
-
-
-def connect(ray: Any, cfg: RayConfig) -> None:
-    """Join `cfg.address` (None: start a local Ray sized to this machine); an address that
-    does not answer is one AglError naming it. A process already connected stays so."""
-    if ray.is_initialized():
-        return
-    address = cfg.address
-    if address not in (None, "auto", "local"):
-        _reachable(address, cfg.connect_timeout_s)
-    local = address in (None, "local")
-    if local:  # what a killed driver's local Ray left running (ray_leftovers)
-        ray_leftovers.end_leftovers()
-    try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                 logging_level="ERROR", configure_logging=True)
-    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise AglError(f"cannot reach the Ray cluster at {address}: {first}; start it (ray start "
-                       "--head) or fix executor.ray.address / --ray-address") from None
-    if local:
-        with contextlib.suppress(Exception):  # a note is a courtesy to the next run, never a failure
-            ray_leftovers.note_session(ray._private.worker._global_node.get_session_dir_path())
-            atexit.register(ray_leftovers.forget_session)  # after Ray's own shutdown at exit
-
-
-def _reachable(address: str, timeout_s: float) -> None:
-    """A TCP connect to host:port of `address` (ray://host:port or host:port), so an address
-    that is down fails in seconds and in one line, not after Ray's minute of retries."""
-    parts = urlsplit(address if "://" in address else f"//{address}")
-    host, port = parts.hostname, parts.port
-    if not host or not port:
-        raise AglError(f"executor.ray.address: '{address}' is not host:port, ray://host:port, auto "
-                       "or null")
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            pass
-    except OSError as exc:
-        raise AglError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}; start it "
-                       "(ray start --head) or fix executor.ray.address / --ray-address") from None
 
 
 class _Collector:

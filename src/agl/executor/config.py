@@ -1,14 +1,14 @@
-"""How a run's requests are carried out (the executor), as opposed to what is asked: params.yaml
-`executor:`.
+"""Where work runs, as opposed to what is asked or computed: params.yaml `executor:`.
 
-Transport, like a model's replicas: which executor answers a clip never changes the answer's
-record, the run's fingerprint or a cache key. So the section is read by the stages outside
-DVC's params (no stage declares `executor`, tests/test_ray_transport.py checks it; the stages
-call `read_transport`): moving a run from this machine to a Ray cluster re-runs no stage and
-leaves dvc.lock as it is.
+Transport, like a model's replicas: which executor answers a clip (inference, listening) or
+measures it (the curation stages' per-clip work, `agl.executor.map_clips`) never changes a
+record, a run's fingerprint, a cache key or a table's bytes. So the section is read by the
+stages outside DVC's params (no stage declares `executor`, tests/test_ray_transport.py checks
+it; the stages call `read_transport`): moving a run from this machine to a Ray cluster
+re-runs no stage and leaves dvc.lock as it is.
 
     executor:
-      kind: local            # local: the async runner here; ray: shards on a Ray cluster
+      kind: local            # local: this host (the async runner; a process pool of `jobs`)
       ray: {address: null, shards: 16, ...}
       models:                # per model entry (by name), over the two above
         qwen2-audio: {kind: ray, ray: {num_gpus: 1}}
@@ -22,7 +22,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agl.core.checks import check_field_types
+from agl.core.checks import check_field_types, check_sections
+from agl.core.secrets import check_config
+from agl.core.yamlfile import load_yaml
 from agl.errors import AglError, reject_unknown_keys
 
 KINDS = ("local", "ray")
@@ -87,12 +89,22 @@ class ExecutorConfig:
 
 def read_transport(params_path: str | Path) -> ExecutorConfig:
     """params.yaml `executor:` under the environment's AGL_EXECUTOR / AGL_RAY_ADDRESS (what a
-    cluster job script sets). The infer and listen stages call this instead of declaring the
-    section: transport never re-runs a stage (docs/cluster.md)."""
-    from agl.inference.runspec import load_params  # the one reader of a params file
-
-    cfg = ExecutorConfig.from_params(load_params(params_path).get("executor"), str(params_path))
+    cluster job script sets). The infer, listen and curation stages call this instead of
+    declaring the section: transport never re-runs a stage (docs/cluster.md)."""
+    cfg = ExecutorConfig.from_params(_section(Path(params_path)), str(params_path))
     return cfg.with_flags(os.environ.get("AGL_EXECUTOR") or None, os.environ.get("AGL_RAY_ADDRESS") or None)
+
+
+def _section(path: Path) -> Any:
+    """The `executor:` section of a params file, read as every params reader reads it (a
+    missing or malformed file is one AglError)."""
+    try:
+        doc = load_yaml(path)
+    except FileNotFoundError:
+        raise AglError(f"{path}: not found; run from the repository root") from None
+    check_config(doc, str(path))  # no credential: params reach dvc.lock and MLflow
+    check_sections(doc, path)  # `executer:` is no section: its knobs would be ignored
+    return doc.get("executor") if isinstance(doc, dict) else None
 
 
 def _one(section: dict[str, Any], base: RayConfig, where: str) -> ExecutorConfig:
