@@ -236,15 +236,13 @@ def test_worker_node_killed_mid_run_completes_identically(cluster, tmp_path):
     c.wait_for_nodes()
 
 
-def test_demo_infer_stages_on_ray_match_local(cluster, tmp_path, monkeypatch):
+def test_demo_infer_stages_on_ray_match_local(cluster, tmp_path, monkeypatch, demo_data):
     """The demo's infer@<model> stages (stages/infer.py, as `dvc repro` runs them) with
     AGL_EXECUTOR=ray write the same tracked outputs as with the default executor: with no
     stage declaring `executor`, dvc.lock stays as it is (tests/test_ray_transport.py)."""
     import sys
 
     import yaml
-
-    from agl.dataset.demo import write_demo
 
     c, _ = cluster
     repo = Path(__file__).resolve().parents[1]
@@ -255,7 +253,7 @@ def test_demo_infer_stages_on_ray_match_local(cluster, tmp_path, monkeypatch):
     params["infer"]["cache_dir"] = str(tmp_path / "cache")  # never the checkout's cache
     params["executor"]["ray"].update(shards=4, actors=1)  # one model copy: the test's time
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    write_demo(tmp_path / "data")
+    shutil.copytree(demo_data, tmp_path / "data")  # the session's demo set (conftest.py)
     monkeypatch.chdir(tmp_path)
     # Two of the demo's five: random (a pure function of the clip id) and knn (features read
     # from each clip's audio), both as shards of plain tasks, the path random-sphere and prior
@@ -354,3 +352,93 @@ def test_a_retired_model_in_a_shard_stops_the_run_as_locally(cluster, tmp_path):
     assert sent <= 1 + 3, sent
     assert not (tmp_path / "ray" / "predictions.jsonl").exists() or \
         not (tmp_path / "ray" / "predictions.jsonl").read_text().strip()
+
+
+def _kill_when(c, victim, seen, killed: dict) -> threading.Thread:
+    """A thread that removes `victim` without grace as soon as `seen()` is true (the stage
+    has produced its first clip somewhere, so every actor still holds a shard)."""
+    def run():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not seen():
+            time.sleep(0.02)
+        killed["at"] = time.monotonic()
+        c.remove_node(victim, allow_graceful=False)
+        killed["done"] = time.monotonic()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_curation_speech_and_mask_speech_on_ray_match_local_through_a_node_kill(cluster, tmp_path,
+                                                                                monkeypatch, demo_data):
+    """Issue 43's floor: the speech stage and perturb@mask_speech (stages/*.py, as `dvc repro`
+    runs them) on six demo clips, with AGL_EXECUTOR=ray, write what they write locally, byte
+    for byte, while a worker node is removed mid-stage: its actor restarts elsewhere and the
+    shards it held run again (agl.executor.ray_map)."""
+    import sys
+
+    import yaml
+
+    from agl.dataset.manifest import load_manifest, write_manifest
+
+    c, workers = cluster
+    repo = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(repo / "stages"))
+    import perturb as perturb_stage
+    import speech as speech_stage
+
+    keys = ["demo_0001", "demo_0002", "demo_0003", "demo_0005", "demo_0010", "demo_0011"]  # 4 with speech
+    data = tmp_path / "data"
+    frame = load_manifest(demo_data / "manifest.csv")
+    frame = frame[frame["key"].isin(keys)].reset_index(drop=True)
+    for key in keys:
+        shutil.copytree(demo_data / "audio" / key, data / "audio" / key)
+    write_manifest(frame, data / "manifest.csv")
+    (tmp_path / "filter.csv").write_text("key,passed\n" + "".join(f"{k},True\n" for k in keys))
+    monkeypatch.chdir(tmp_path)
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["speech"]["cache_dir"] = str(tmp_path / "whisper")
+
+    def speech(kind: str) -> tuple[bytes, ...]:
+        params["speech"]["heard_cache"] = str(tmp_path / f"heard-{kind}")  # each hears every clip
+        (tmp_path / f"{kind}.yaml").write_text(yaml.safe_dump(params))
+        out = tmp_path / f"speech-{kind}"
+        assert speech_stage.main(["--manifest", "data/manifest.csv", "--audio-root", "data/audio", "--filter",
+                                  "filter.csv", "--out", f"{out}/speech.csv", "--windows", f"{out}/w.jsonl",
+                                  "--summary", f"{out}/summary.json", "--params", f"{kind}.yaml"]) == 0
+        return tuple((out / n).read_bytes() for n in ("speech.csv", "w.jsonl", "summary.json"))
+
+    def perturb(kind: str) -> dict[str, bytes]:
+        out = tmp_path / f"perturb-{kind}"
+        assert perturb_stage.main(["mask_speech", "data", str(out), f"{out}.json"]) == 0
+        files = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        return {**files, "summary": Path(f"{out}.json").read_bytes()}
+
+    local = speech("local"), perturb("local")
+    assert "speech_heard" in local[0][0].decode() and len(local[1]) == 6 + 3 + 1  # audio, the level's files, summary
+
+    monkeypatch.setenv("AGL_EXECUTOR", "ray")
+    monkeypatch.setenv("AGL_RAY_ADDRESS", c.address)
+    victim, killed = workers[0], {}
+    killer = _kill_when(c, victim, lambda: any((tmp_path / "heard-ray").rglob("*.json")), killed)
+    t0 = time.monotonic()
+    assert speech("ray") == local[0]
+    killer.join(60)
+    assert t0 < killed["at"] < time.monotonic(), "the node was not removed while the stage ran"
+    facts = json.loads((tmp_path / "speech-ray" / "summary.timings.json").read_text())["ray"]
+    held = {n for n in range(facts["shards"]) if facts["actor_nodes"][n % facts["actors"]] == victim.node_id}
+    served = {r["shard"]: r["node"] for r in facts["shard_results"]}
+    assert held and any(served[n] != victim.node_id for n in held), facts  # ran again elsewhere
+    workers[0] = c.add_node(num_cpus=2)
+    c.wait_for_nodes()
+
+    victim, killed = workers[0], {}
+    killer = _kill_when(c, victim, lambda: any(p.is_file() for p in (tmp_path / "perturb-ray").rglob("*")), killed)
+    t0 = time.monotonic()
+    assert perturb("ray") == local[1]  # no temporary of the killed writer left behind either
+    killer.join(60)
+    assert t0 < killed["at"] < time.monotonic(), "the node was not removed while the stage ran"
+    print(f"\ncuration node kill: speech shards {sorted(held)} re-served on "
+          f"{sorted({served[n][:8] for n in held})}; remove_node took {killed['done'] - killed['at']:.2f} s")
+    workers[0] = c.add_node(num_cpus=2)  # the next test has its two workers again
+    c.wait_for_nodes()

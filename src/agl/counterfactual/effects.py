@@ -190,6 +190,11 @@ def _perturb_clips(parent: Path, out: Path, frame: pd.DataFrame, levels: list[In
     task = PerturbTask(parent, out, tuple(levels), fmt)
     results = map_clips(task, items, jobs=jobs, transport=transport,
                         progress=f"perturb {levels[0].name}" if progress else None)
+    # A writer killed mid-file (its node lost, on Ray) leaves its temporary beside the file
+    # (agl.core.diskwrite); the shard that ran again wrote the file whole: swept, so the folder
+    # holds what a local run writes.
+    for stray in out.rglob(".*.tmp"):
+        stray.unlink()
     for (key, _), (why, done) in zip(items, results, strict=True):
         if why is not None:
             failed[key] = why
