@@ -84,6 +84,12 @@ class Cascade(Backend):
         self.default_key_envs = cls.default_key_envs
         self._tables: _perception.Perception | None = None
         self._reports: dict[str, dict[str, Any]] = {}
+        self._seconds: dict[str, Any] = {}  # the manifest's durations (`prepare`), by clip
+
+    def prepare(self, clips: Any, audio_root: Any) -> None:
+        # A shard (agl.inference.shards) composes nothing: it reads each report again, and
+        # needs the duration the driver's `compose` had from the clip (the same report bytes).
+        self._seconds = {c.key: getattr(c, "seconds", None) for c in clips}
 
     def compose(self, request: Request, clip: Any) -> Request:
         if SLOT not in request.prompt:
@@ -105,7 +111,7 @@ class Cascade(Backend):
         if report is None:  # composed in another process (a cluster shard): read again
             if self._tables is None:
                 self._tables = _perception.load(self.folder, self.max_chars)
-            report = self._tables.report(request.sample_id, None)
+            report = self._tables.report(request.sample_id, self._seconds.get(request.sample_id))
         return replace(reply, extra={**reply.extra, "perception": report})
 
     async def aclose(self) -> None:

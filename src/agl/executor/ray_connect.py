@@ -67,3 +67,16 @@ def _reachable(address: str, timeout_s: float) -> None:
     except OSError as exc:
         raise AglError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}; start it "
                        "(ray start --head) or fix executor.ray.address / --ray-address") from None
+
+
+def work_in(folder: str) -> None:
+    """Inside a Ray worker: change to the driver's folder, where every relative path of the
+    run starts (the repository, on a filesystem every node mounts at the same path); one line
+    where this node lacks it."""
+    import os
+
+    try:
+        os.chdir(folder)
+    except OSError as exc:
+        raise AglError(f"ray: {folder} is not on this node ({exc.strerror}); the repository must "
+                       "be on a filesystem every node mounts at the same path (docs/cluster.md)") from None

@@ -34,7 +34,7 @@ from typing import Any
 from agl.errors import AglError
 from agl.executor import ClipExecutor, ClipTask, Item, register_clip_executor
 from agl.executor.config import RayConfig
-from agl.executor.ray_connect import connect, require_ray
+from agl.executor.ray_connect import connect, require_ray, work_in
 from agl.executor.shards import plan_shards
 
 
@@ -44,11 +44,7 @@ class _ClipActor:
     def __init__(self, task: ClipTask, folder: str) -> None:
         import ray  # inside a Ray worker
 
-        try:  # this actor's own process: the driver's folder, where every relative path starts
-            os.chdir(folder)
-        except OSError as exc:
-            raise AglError(f"ray: {folder} is not on this node ({exc.strerror}); the repository must "
-                           "be on a filesystem every node mounts at the same path (docs/cluster.md)") from None
+        work_in(folder)  # this actor's own process: where every relative path starts
         self.task, self.state, self.ready = task, None, False
         self.node = ray.get_runtime_context().get_node_id()
 

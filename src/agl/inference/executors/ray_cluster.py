@@ -25,6 +25,7 @@ summary's `ray` section, which the run's timings file holds (never a tracked out
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections import Counter
@@ -38,7 +39,7 @@ from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.reach import NoNetwork
 from agl.errors import ModelGone
 from agl.executor.config import RayConfig
-from agl.executor.ray_connect import connect, require_ray
+from agl.executor.ray_connect import connect, require_ray, work_in
 from agl.executor.shards import plan_shards
 from agl.inference.cache import ResponseCache
 from agl.inference.executors import Executor
@@ -81,10 +82,12 @@ class _Collector:
                 "answered": sorted(self.answered)}
 
 
-def _shard_task(work: Work, requests: tuple[Request, ...], shard: int, collector: Any) -> dict[str, Any]:
+def _shard_task(work: Work, requests: tuple[Request, ...], shard: int, collector: Any,
+                folder: str) -> dict[str, Any]:
     """One shard of an API backend: its own backend, the async runner, replies posted."""
     import ray  # inside a Ray worker
 
+    work_in(folder)  # a backend's relative settings (the cascade's perception folder) as the driver's
     node = ray.get_runtime_context().get_node_id()
     return serve_shard(replace(work, requests=requests), shard, build_backend(work), collector, node,
                        close=True)
@@ -94,9 +97,10 @@ class _ModelActor:
     """One loaded model (transformers), or one dataset-wide state (knn's features), serving
     shard after shard on its node's devices."""
 
-    def __init__(self, work: Work) -> None:
+    def __init__(self, work: Work, folder: str) -> None:
         import ray  # inside a Ray worker
 
+        work_in(folder)
         self.work, self.backend = work, build_backend(work)  # the weights load on the first clip
         self.node = ray.get_runtime_context().get_node_id()
 
@@ -198,7 +202,7 @@ class _ClusterRun:
         if not (self.backend.loads_model or self.backend.reads_dataset):
             task = ray.remote(_shard_task).options(num_cpus=cfg.num_cpus, max_retries=cfg.max_retries,
                                                    scheduling_strategy="SPREAD")
-            return {task.remote(base, tuple(by_id[i] for i in ids), n, self.collector): n
+            return {task.remote(base, tuple(by_id[i] for i in ids), n, self.collector, os.getcwd()): n
                     for n, ids in enumerate(shards)}
         alive = sum(1 for node in ray.nodes() if node.get("Alive"))
         size = min(len(shards), cfg.actors or max(1, alive))
@@ -206,7 +210,7 @@ class _ClusterRun:
                                                 max_restarts=cfg.max_retries,
                                                 max_task_retries=cfg.max_retries,
                                                 scheduling_strategy="SPREAD")
-        self.actors = [actor.remote(self.work) for _ in range(size)]
+        self.actors = [actor.remote(self.work, os.getcwd()) for _ in range(size)]
         return {self.actors[n % size].serve.remote(tuple(by_id[i] for i in ids), n, self.collector): n
                 for n, ids in enumerate(shards)}
 
