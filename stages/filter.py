@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     canonical.write_csv(run.frame(), args.out)
     summary, timings = canonical.split(run.summary(cfg), ("wall_s", "x_real_time", "jobs"))
     canonical.write_json(args.summary, summary)
-    canonical.write_timings(args.summary, timings)  # machine-dependent: kept out of DVC
+    canonical.write_timings(args.summary, {**timings, **run.where})  # machine-dependent: kept out of DVC
     if args.headline:
         from agl.core.headline import filter_headline, write_headline
 

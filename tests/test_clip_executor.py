@@ -65,7 +65,7 @@ def test_bad_jobs_are_one_line():
             with pytest.raises(AglError) as err:
                 cls.from_params({"jobs": bad})
             text = str(err.value)
-            assert "jobs" in text and "\n" not in text, text
+            assert f"params.yaml {section}" in text and "jobs" in text and "\n" not in text, text
         assert cls.from_params({"jobs": 2}).jobs == 2
     for key in ("filter.jobs", "tag.jobs", "birds.jobs", "speech.jobs", "counterfactual.jobs"):
         with pytest.raises(AglError, match=rf"params.yaml {key}: 0 is not a whole number of at least 1"):

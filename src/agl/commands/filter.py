@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="per-clip table (CSV)")
     p.add_argument("--params", type=Path, default=Path("params.yaml"),
                    help="thresholds from its `filter:` section (absent: built-in defaults)")
-    p.add_argument("--jobs", type=int, help="processes (default: params, else 2)")
+    p.add_argument("--jobs", type=int, help="processes (default: params, else 1)")
     p.set_defaults(func=run)
 
 

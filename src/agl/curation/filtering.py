@@ -69,7 +69,9 @@ class FilterConfig:
     # `too_short` under min_seconds (one 5 s ACI cluster: shorter is not a soundscape).
     duration_tolerance: float = 0.1
     min_seconds: float = 5.0
-    jobs: int = 2
+    # Processes here (agl.executor): 1, since on the demo a second one costs more CPU (its
+    # imports) than it saves; raise it for AGL1K's 51 hours (docs/curation.md#where-it-runs).
+    jobs: int = 1
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml filter") -> FilterConfig:
@@ -240,6 +242,7 @@ class FilterRun:
     wall_s: float
     jobs: int
     reasons: Counter = field(default_factory=Counter)
+    where: dict[str, Any] = field(default_factory=dict)  # the executor's facts (timings only)
 
     def frame(self):
         """The filter table (filter.csv): one row per clip, `ClipFilterResult`'s columns."""
@@ -278,7 +281,7 @@ def run_filter(items: Sequence[tuple], cfg: FilterConfig, jobs: int | None = Non
     args = [(k, Path(p), *rest) for k, p, *rest in items]
     facts: dict[str, Any] = {}
     results = map_clips(FilterTask(cfg), args, jobs=jobs or cfg.jobs, transport=transport, facts=facts)
-    return FilterRun(results=results, wall_s=time.perf_counter() - t0, jobs=facts.get("jobs", 1))
+    return FilterRun(results=results, wall_s=time.perf_counter() - t0, jobs=facts.get("jobs", 1), where=facts)
 
 
 def filter_manifest(manifest: Path, audio_root: Path, cfg: FilterConfig,
