@@ -42,6 +42,7 @@ from typing import Any
 
 from agl.core import canonical
 from agl.core.audio import decode, duration_problem
+from agl.core.checks import check_value
 from agl.curation import acoustics
 from agl.dataset.checksums import locked_but_missing
 from agl.dataset.manifest import clips, load_manifest
@@ -97,8 +98,7 @@ class FilterConfig:
                 what = "a whole number" if isinstance(default, int) and not isinstance(default, tuple) else "a number"
                 raise AglError(f"{source}.{name}: {value!r} is not {what}; e.g. {name}: {default}") from None
         cfg = cls(**kw)
-        if cfg.jobs < 1:
-            raise AglError(f"{source}.jobs: must be at least 1, got {cfg.jobs}")
+        check_value("jobs", cfg.jobs, source, rule="count", example="1")  # the one rule (agl.core.checks)
         if not 0 <= cfg.duration_tolerance < 1:
             raise AglError(f"{source}.duration_tolerance: a fraction in [0, 1), got "
                            f"{cfg.duration_tolerance}")
