@@ -50,7 +50,7 @@ def _class_name(module: str, cls: str) -> str | None:
 
 
 @pytest.mark.parametrize("index", ["agl/backends/__init__.py", "agl/inference/executors/__init__.py",
-                                   "agl/inference/batch/providers/__init__.py"])
+                                   "agl/inference/batch/providers/__init__.py", "agl/executor/__init__.py"])
 def test_every_entry_of_an_index_names_a_class_of_its_own_name(index):
     """Read, not imported (the transformers entry would load torch): each factory's class says
     the name it is indexed under, and every module of the package is indexed."""
@@ -60,7 +60,8 @@ def test_every_entry_of_an_index_names_a_class_of_its_own_name(index):
     indexed = {module for _, module, _ in entries}
     parts = {f"{package}.{p.stem}" for p in (SRC / index).parent.glob("[!_]*.py")}
     helpers = {"agl.backends.base", "agl.backends.service", "agl.backends.endpoints",
-               "agl.inference.executors.ray_leftovers"}
+               "agl.executor.config", "agl.executor.ray_connect", "agl.executor.ray_leftovers",
+               "agl.executor.shards"}
     assert parts - helpers == indexed
 
 

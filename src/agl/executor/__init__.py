@@ -15,10 +15,11 @@ results in the order of the items whatever ran them, so the stage writes the sam
   once; an actor whose node died restarts elsewhere and its shards run again
   (`executor.ray.max_retries`).
 
-Like inference's executors (`agl.inference.executors`), a map executor is one module here
-that registers itself with `@register_clip_executor("<name>")`; `get_clip_executor(name)`
-imports them on first use. The section is transport: read outside DVC's params
-(`agl.executor.config.read_transport`), so moving curation to a cluster re-runs no stage.
+Like inference's executors (`agl.inference.executors`), a map executor is one module here,
+listed in this package's index below (a factory that imports the module on the first ask:
+a local run never imports the Ray module); `get_clip_executor(name)` finds it. The section
+is transport: read outside DVC's params (`agl.executor.config.read_transport`), so moving
+curation to a cluster re-runs no stage.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class ClipTask(abc.ABC):
 
 
 class ClipExecutor(abc.ABC):
-    """Runs a `ClipTask` over items. Subclasses are registered with @register_clip_executor."""
+    """Runs a `ClipTask` over items. Subclasses set `name`, their entry in the index."""
 
     name: ClassVar[str] = ""
 
@@ -65,8 +66,7 @@ class ClipExecutor(abc.ABC):
         return {}
 
 
-_CLIP_EXECUTORS: Registry[type[ClipExecutor]] = Registry("clip executor", __name__)
-register_clip_executor = _CLIP_EXECUTORS.register  # class decorator; duplicate names are refused
+_CLIP_EXECUTORS: Registry[type[ClipExecutor]] = Registry("clip executor")
 
 
 def get_clip_executor(name: str) -> ClipExecutor:
@@ -116,3 +116,20 @@ class _bar:
     def __exit__(self, *exc: Any) -> None:
         if self.tqdm is not None:
             self.tqdm.close()
+
+
+# --- the index ---------------------------------------------------------------------------
+
+
+@_CLIP_EXECUTORS.lazy("local")
+def _local() -> type[ClipExecutor]:
+    from agl.executor.local import LocalMap
+
+    return LocalMap
+
+
+@_CLIP_EXECUTORS.lazy("ray")
+def _ray() -> type[ClipExecutor]:
+    from agl.executor.ray_map import RayMap
+
+    return RayMap

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from agl.executor import ClipExecutor, ClipTask, Item, register_clip_executor
+from agl.executor import ClipExecutor, ClipTask, Item
 from agl.executor.config import RayConfig
 
 _worker: dict[str, Any] = {}  # in a pool process: its task and what the task's setup loaded
@@ -34,9 +34,10 @@ def _run_one(item: Item) -> Any:
     return task.run(_worker["state"], item)
 
 
-@register_clip_executor("local")
 class LocalMap(ClipExecutor):
     """This process (`jobs` 1) or a pool of `jobs` spawned processes."""
+
+    name = "local"  # its entry in the index (agl.executor)
 
     def __init__(self) -> None:
         self.jobs = 1

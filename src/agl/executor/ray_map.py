@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agl.errors import AglError
-from agl.executor import ClipExecutor, ClipTask, Item, register_clip_executor
+from agl.executor import ClipExecutor, ClipTask, Item
 from agl.executor.config import RayConfig
 from agl.executor.ray_connect import connect, require_ray, work_in
 from agl.executor.shards import plan_shards
@@ -57,9 +57,10 @@ class _ClipActor:
         return self.node, [self.task.run(self.state, item) for item in items]
 
 
-@register_clip_executor("ray")
 class RayMap(ClipExecutor):
     """The items as shards on a pool of Ray actors; results back in the items' order."""
+
+    name = "ray"  # its entry in the index (agl.executor)
 
     def __init__(self) -> None:
         self._facts: dict[str, Any] = {}
