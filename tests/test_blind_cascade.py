@@ -229,3 +229,43 @@ def test_roster_baselines_are_priced_entries_whose_dry_run_sends_no_audio(demo):
                        audio_root=demo / "audio", out_dir=demo / "no-run", fetch=False)
     assert est.requests == 32 and est.audio_minutes == 0 and est.cost_usd > 0
     assert est.output_tokens == 32 * 300
+
+
+def test_a_shard_reads_the_report_the_driver_composed(demo, tmp_path, monkeypatch):
+    """On Ray a shard builds its own cascade (agl.inference.shards.build_backend) and is
+    handed requests composed by the driver: prepared with the manifest's clips, in the
+    driver's folder (the shard works there), it keeps the same report bytes, the manifest's
+    duration included where no table has the clip's seconds."""
+    import asyncio
+
+    from agl.backends import get_backend
+    from agl.contracts.calls import Request
+
+    perception_tables(demo, tmp_path / "curation")
+    speech = pd.read_csv(tmp_path / "curation" / "speech.csv")
+    speech.drop(columns="seconds").to_csv(tmp_path / "curation" / "speech.csv", index=False)
+    tags = pd.read_csv(tmp_path / "curation" / "tags.csv")
+    tags.drop(columns="seconds").to_csv(tmp_path / "curation" / "tags.csv", index=False)
+    monkeypatch.chdir(tmp_path)
+    cl = clips(load_manifest(demo / "manifest.csv"))[:2]
+    with FakeServer(lambda call: Answer(200, openai_completion(GOOD))) as server:
+        settings = {"text_backend": "openai-compatible", "base_url": server.url + "/v1",
+                    "perception": "curation", "temperature": 0}
+        driver, shard = (get_backend("cascade")("m", **settings) for _ in range(2))
+        for b in (driver, shard):
+            b.prepare(cl, demo / "audio")
+        prompt = load_prompt("cascade-v1").text
+
+        async def both(clip):
+            composed = driver.compose(Request(sample_id=clip.key, prompt=prompt), clip)
+            return [(await b.generate(composed)).extra["perception"] for b in (driver, shard)]
+
+        async def ask():
+            try:
+                return [await both(clip) for clip in cl]
+            finally:
+                for b in (driver, shard):
+                    await b.aclose()
+
+        for clip, (here, there) in zip(cl, asyncio.run(ask()), strict=True):
+            assert there == here and here["duration_s"] == round(clip.seconds, 1)
