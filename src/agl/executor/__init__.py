@@ -123,13 +123,13 @@ class _bar:
 
 @_CLIP_EXECUTORS.lazy("local")
 def _local() -> type[ClipExecutor]:
-    from agl.executor.local import LocalMap
+    from agl.executor.local import LocalMap  # the index: imported on the first ask
 
     return LocalMap
 
 
 @_CLIP_EXECUTORS.lazy("ray")
 def _ray() -> type[ClipExecutor]:
-    from agl.executor.ray_map import RayMap
+    from agl.executor.ray_map import RayMap  # the index: a local run never imports it
 
     return RayMap
