@@ -12,6 +12,7 @@ recur, and this test holds the pin to its promise on the clips that have speech.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -75,6 +76,19 @@ def test_a_named_set_the_cpu_lacks_is_one_line_naming_generic(monkeypatch):
     model._check_cpu_has("AVX2")
     model._check_cpu_has("GENERIC")
 
+
+
+def test_ctranslate2_threads_sleep_while_waiting_unless_told_otherwise(monkeypatch):
+    """OMP_WAIT_POLICY=PASSIVE before CTranslate2 loads: its spinning OpenMP threads were a
+    third of the speech stage's user CPU on a loaded 2-core host; a caller's choice is kept."""
+    from agl.speech import model
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    model.pin_kernels("native")
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    model.pin_kernels("native")
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
 
 # (kernels, threads): the default AVX2, GENERIC, and AVX2 on one thread (OpenMP and CTranslate2
 # alike), so the committed lock holds on a machine with any core count. (The demo pipeline's own

@@ -251,6 +251,11 @@ def pin_kernels(cpu_isa: str) -> None:
         raise AglError(f"speech.cpu_isa: {cpu_isa} asked after CTranslate2 was loaded with other kernels in this "
                        "process; run it in a fresh process")
     os.environ.update(env)
+    # Also before CTranslate2 loads: its OpenMP threads (its own libgomp) spin while they wait
+    # for work: on the 2-core demo host under load, 8 of the speech stage's 23 user CPU seconds
+    # went to spinning. Sleeping instead changes no bit (the same arithmetic, the same
+    # threads); a caller's own OMP_WAIT_POLICY is kept.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def load_whisper(identity: ModelIdentity, *, device: str = "cpu", compute_type: str = "float32", threads: int = 2,
