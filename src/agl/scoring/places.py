@@ -157,8 +157,15 @@ def locate(lat, lon, *, land: str | None = None, coast_km: float = 5.0) -> Place
         if land is not None:
             town = np.array([[float(f["lat"]), float(f["lon"])] for f in found])
             km = geodesic_km(pts[:, 0], pts[:, 1], town[:, 0], town[:, 1])
+            # Only a point far from its town is tested against the coastline: the polygons
+            # (and matplotlib's Path) cost ~0.5 s of CPU per process, which a run answering
+            # with towns (knn, prior) never needs.
+            far = np.flatnonzero(km > coast_km)
+            at_sea = np.zeros(len(pts), dtype=bool)
+            if far.size:
+                at_sea[far] = ~on_land(pts[far, 0], pts[far, 1], land)
             sea = np.zeros(n, dtype=bool)
-            sea[ok] = (~on_land(pts[:, 0], pts[:, 1], land) & (km > coast_km))[inverse]
+            sea[ok] = at_sea[inverse]
             for column in (cc, admin1, admin2, city):
                 column[sea] = None
     return Places(_iso3_of_iso2(cc), admin1, admin2, city)
