@@ -10,8 +10,11 @@ absence is a failure, so a missing tool can never turn into silently skipped tes
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -117,6 +120,23 @@ def sh(cmd: str | list[str], cwd: Path | None = None, env: dict | None = None, *
     """Run `cmd`, which must succeed; its stdout and stderr together."""
     done = run(cmd, cwd, env, **kwargs)
     return done.stdout + done.stderr
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_agl(*argv: str) -> tuple[int, str, str]:
+    """`agl ARGV` in this process: (exit status, stdout, stderr)."""
+    from agl.cli import main  # the CLI's own imports stay out of tests that never call it
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
 
 
 def agl(*argv: str, cwd: Path | None = None, env: dict | None = None, ok: bool | None = None,

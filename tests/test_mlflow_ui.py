@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import warnings
 from dataclasses import replace
 
 import pytest
-from helpers import NO_NETWORK, require_chromium
+from helpers import NO_NETWORK, free_port, require_chromium
 
 from agl.core.headline import run_metric_keys
 from agl.core.mlflow_view import DEFAULT_UI, VIEW_NAME
@@ -27,12 +26,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mlflow_ui")]
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 PROTOCOLS = ["paper", "strict"]  # params.yaml's: both protocols' headline are columns
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _evaluate(root, qwen_published, agl1k_manifest) -> dict:
@@ -90,7 +83,7 @@ def served(tmp_path_factory, qwen_published, agl1k_manifest):
     root = tmp_path_factory.mktemp("mlflow_ui")
     db = root / "mlflow.db"
     mlflow.MlflowClient(f"sqlite:///{db}").search_experiments()  # the schema, before the server
-    port, log = _free_port(), root / "ui.log"
+    port, log = free_port(), root / "ui.log"
     proc = _start_ui(db, port, log)
     try:
         with pytest.MonkeyPatch.context() as mp:

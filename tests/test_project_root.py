@@ -4,23 +4,14 @@ project's files from its root name the root in one line, and a non-zero exit."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 from pathlib import Path
 
 import pytest
+from helpers import run_agl
 
 from agl.cli import FROM_ROOT
-from agl.cli import main as agl
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def run_agl(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = agl(list(argv))
-    return rc, out.getvalue(), err.getvalue()
 
 
 @pytest.mark.parametrize("argv", [("verify",), ("report", "--no-track"), ("explore", "--no-browser"),

@@ -5,8 +5,6 @@ of `gemini-2.5-flash` as nesting: no roster name has one) and `agl infer --entry
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
 import subprocess
@@ -14,22 +12,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import copy_repo, subprocess_env
+from helpers import copy_repo, run_agl, subprocess_env
 from test_inference_api import make_clips
 
-from agl.cli import main as agl
 from agl.contracts.models import parse_models
 from agl.errors import AglError
 from agl.inference.roster import PAPER_PROMPT_SOURCE, load_roster
 
 NAMES = [r.spec.name for r in load_roster()]
-
-
-def run_agl(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = agl(list(argv))
-    return rc, out.getvalue(), err.getvalue()
 
 
 def paste_roster(params: Path) -> None:

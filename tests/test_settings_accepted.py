@@ -6,30 +6,21 @@ params.yaml (`evalute:`) is refused. Each case ran before on the default without
 
 from __future__ import annotations
 
-import contextlib
-import io
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import run_agl
 from test_inference_api import make_clips
 
 from agl.backends import available_backends, get_backend
-from agl.cli import main as agl
 from agl.core.checks import RULES, SECTIONS, check_sections, declared_sections
 from agl.curation.filtering import FilterConfig
 from agl.errors import AglError
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def run_agl(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = agl(list(argv))
-    return rc, out.getvalue(), err.getvalue()
 
 
 def test_every_backend_declares_its_settings_with_known_rules():

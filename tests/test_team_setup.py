@@ -23,18 +23,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import NO_NETWORK, agl, copy_repo, require_postgresql, sh, subprocess_env
+from helpers import NO_NETWORK, agl, copy_repo, free_port, require_postgresql, sh, subprocess_env
 
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = "leaderboard localize birds counterfactual track"
 # One worker runs them all: the session's `team` (PostgreSQL, MLflow, a pipeline run) is built once.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("team")]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # Module scope: the MLflow server, its job consumers and PostgreSQL stop once this file's tests
@@ -46,7 +40,7 @@ def team(tmp_path_factory):
     # world-traversable temp dir (pytest's own are 0700).
     server_dir = Path(tempfile.mkdtemp(prefix="agl-mlflow-"))
     server_dir.chmod(0o755)
-    ports = {"MLFLOW_PORT": str(_free_port()), "PG_PORT": str(_free_port())}
+    ports = {"MLFLOW_PORT": str(free_port()), "PG_PORT": str(free_port())}
     root = tmp_path_factory.mktemp("team")
     work = copy_repo(root / "repo")
     params = yaml.safe_load((work / "params.yaml").read_text())
@@ -277,8 +271,8 @@ def test_kill_9_of_the_leader_then_status_and_stop_tell_the_truth():
     server_dir = Path(tempfile.mkdtemp(prefix="agl-mlflow-"))
     server_dir.chmod(0o755)  # as root the cluster runs as `postgres` (see `team`)
     srv = server_dir / "srv"
-    port = _free_port()
-    env = subprocess_env(MLFLOW_PORT=str(port), PG_PORT=str(_free_port()))
+    port = free_port()
+    env = subprocess_env(MLFLOW_PORT=str(port), PG_PORT=str(free_port()))
 
     def script(cmd: str) -> subprocess.CompletedProcess:
         return subprocess.run([str(REPO / "scripts" / "mlflow-server"), cmd, str(srv)], env=env,

@@ -246,16 +246,23 @@ def _cell(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
+def _read_table(path: Path) -> tuple[pd.DataFrame | None, str | None]:
+    """A curation table, keys as text and empty cells empty; or None and the one line why not."""
+    try:
+        return pd.read_csv(path, dtype={"key": str}, keep_default_na=False, na_values=[""]), None
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        return None, f"{path}: unreadable ({str(exc).splitlines()[0][:120]})"
+
+
 def read_birds(path: Path | None) -> tuple[dict[str, dict[str, Any]] | None, str | None]:
     """BirdNET per clip: status, species and other classes with confidences."""
     if path is None:
         return None, "BirdNET: not read (--birds none)"
     if not path.is_file():
         return None, f"BirdNET stage not run: {path} not found (`dvc repro birds`)"
-    try:
-        table = pd.read_csv(path, dtype={"key": str}, keep_default_na=False, na_values=[""])
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        return None, f"{path}: unreadable ({str(exc).splitlines()[0][:120]})"
+    table, unreadable = _read_table(path)
+    if table is None:
+        return None, unreadable
     if "key" not in table.columns or "status" not in table.columns:
         return None, f"{path}: not a BirdNET table (needs columns key and status)"
     birds: dict[str, dict[str, Any]] = {}
@@ -288,10 +295,9 @@ def read_speech(path: Path | None) -> tuple[dict[str, dict[str, Any]] | None, st
         return None, "speech stage: not read (--speech none)"
     if not path.is_file():
         return None, f"speech stage not run: {path} not found (no identified language)"
-    try:
-        table = pd.read_csv(path, dtype={"key": str}, keep_default_na=False, na_values=[""])
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        return None, f"{path}: unreadable ({str(exc).splitlines()[0][:120]})"
+    table, unreadable = _read_table(path)
+    if table is None:
+        return None, unreadable
     if "key" not in table.columns:
         return None, f"{path}: no `key` column; cannot tell which clip a row describes"
     speech = {}

@@ -124,17 +124,7 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
             row["hears"] = hears
         # The interval is the run's resampling unit's (agl.scoring.clusters); the clip one
         # and Kish's design effect (variance ratio, agl.scoring.design) stand beside it.
-        row["n_clusters"] = res.get("n_clusters", res["n"])
-        row["median_refused"] = bool(res.get("median_refused", False))  # at the refusal distance
-        row["resampling_unit"] = res.get("resampling_unit", "clip")
-        for c in COLUMNS:
-            row[c] = res.get(c)
-            lo, hi = res.get("ci95", {}).get(c, (None, None))
-            row[f"{c}_lo"], row[f"{c}_hi"] = lo, hi
-            lo, hi = res.get("ci95_clip", res.get("ci95", {})).get(c, (None, None))
-            row[f"{c}_clip_lo"], row[f"{c}_clip_hi"] = lo, hi
-        for c in ("distance_error_km", "country_acc"):
-            row[f"design_effect_{c}"] = res.get("design_effect", {}).get(c, 1.0)
+        row.update(_result_cells(res, unit=res.get("resampling_unit", "clip")))
         row.update(board_columns(res))  # labels and the levels from the predicted point
         if res.get("repeats"):  # infer.repeats > 1 (agl.scoring.repeats): only then a column
             rep = res["repeats"]
@@ -181,17 +171,27 @@ def _post_cutoff_row(row: dict[str, Any], late: dict[str, Any]) -> dict[str, Any
     out = {**row, "run": f"{row['run']} (uploaded after {late['cutoff']})", "n": late["n"],
            "clips_predicted": late["n"], "post_cutoff": late["cutoff"],
            **{k: late.get(k) for k in COUNTS}}
-    out["n_clusters"] = late.get("n_clusters", late["n"])
-    out["median_refused"] = bool(late.get("median_refused", False))
-    for c in COLUMNS:
-        out[c] = late.get(c)
-        lo, hi = late.get("ci95", {}).get(c, (None, None))
-        out[f"{c}_lo"], out[f"{c}_hi"] = lo, hi
-        lo, hi = late.get("ci95_clip", late.get("ci95", {})).get(c, (None, None))
-        out[f"{c}_clip_lo"], out[f"{c}_clip_hi"] = lo, hi
-    for c in ("distance_error_km", "country_acc"):
-        out[f"design_effect_{c}"] = late.get("design_effect", {}).get(c, 1.0)
+    out.update(_result_cells(late))  # the run's resampling unit stands
     return out
+
+
+def _result_cells(res: dict[str, Any], *, unit: str | None = None) -> dict[str, Any]:
+    """A row's metric cells from one metrics.json result (a run's or its post-cutoff subset's),
+    in leaderboard.csv's column order: clusters, the median at the refusal distance, the
+    resampling unit (where given), each metric with its interval under that unit and the clip
+    one, Kish's design effects."""
+    cells: dict[str, Any] = {"n_clusters": res.get("n_clusters", res["n"]),
+                             "median_refused": bool(res.get("median_refused", False))}
+    if unit is not None:
+        cells["resampling_unit"] = unit
+    for c in COLUMNS:
+        cells[c] = res.get(c)
+        cells[f"{c}_lo"], cells[f"{c}_hi"] = res.get("ci95", {}).get(c, (None, None))
+        clip = res.get("ci95_clip", res.get("ci95", {}))
+        cells[f"{c}_clip_lo"], cells[f"{c}_clip_hi"] = clip.get(c, (None, None))
+    for c in ("distance_error_km", "country_acc"):
+        cells[f"design_effect_{c}"] = res.get("design_effect", {}).get(c, 1.0)
+    return cells
 
 
 def _with_rank_intervals(frame: pd.DataFrame, n: int) -> pd.DataFrame:
