@@ -111,6 +111,8 @@ def test_importing_agl_and_the_default_executor_never_import_ray():
     code = ("import sys, agl, agl.cli, agl.inference.model_run, agl.inference.executors as e; "
             "from agl.executor.config import read_transport; e.available_executors(); "
             "e.get_executor('ray'); read_transport('params.yaml'); "
+            "import agl.executor as x; x.get_clip_executor('ray'); "
+            "from agl.curation.filtering import run_filter, FilterConfig; run_filter([], FilterConfig()); "
             "assert 'ray' not in sys.modules, 'ray imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=subprocess_env(),
                           capture_output=True, text=True, timeout=120)
