@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -60,15 +61,41 @@ def family_model(tmp_path_factory):
     return get
 
 
+def _session_dir(tmp_path_factory, worker_id) -> Path:
+    """The folder every xdist worker of this session sees (above each worker's own)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if worker_id != "master" else base
+
+
 @pytest.fixture(scope="session")
-def demo_data(tmp_path_factory) -> Path:
-    """The demo set written once per session (manifest.csv, audio/), for tests that only read
-    it: writing it costs seconds of MP3 encoding each time."""
+def demo_data(tmp_path_factory, worker_id) -> Path:
+    """The demo set written once per test session (manifest.csv, audio/), shared by the xdist
+    workers as `built_demo` is (the first to need it writes it under a lock): for tests that
+    only read it. Writing it costs about 5 CPU-seconds of MP3 encoding each time; a test that
+    changes it works on a copy (`fresh_demo`)."""
     from agl.dataset.demo import write_demo
 
-    root = tmp_path_factory.mktemp("demo-data")
-    write_demo(root)
+    base = _session_dir(tmp_path_factory, worker_id)
+    root, done = base / "demo-data", base / "demo-data.done"
+    with open(base / "demo-data.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.is_file():
+            if root.exists():  # a write that failed in another worker
+                pytest.fail(f"writing the demo set in {root} failed in another xdist worker (see its error)")
+            write_demo(root)
+            done.write_text("ok\n")
     return root
+
+
+@pytest.fixture(scope="session")
+def fresh_demo(demo_data):
+    """A function: fresh_demo(dest) -> dest, a copy of the session's demo set that a test may
+    change (what `agl.dataset.demo.write_demo(dest)` would write, without encoding it again)."""
+    def copy(dest: Path) -> Path:
+        shutil.copytree(demo_data, dest, symlinks=True)
+        return dest
+
+    return copy
 
 
 @pytest.fixture(scope="session")
@@ -78,9 +105,7 @@ def built_demo(tmp_path_factory, worker_id) -> BuiltDemo:
     every later test reads it (tests/test_pipeline_demo.py's first test asks first; the tests
     that only read it run last, see `pytest_collection_modifyitems`). Tests that change it
     work on a copy (helpers.copy_built_demo); none runs `dvc` in it but the first."""
-    base = tmp_path_factory.getbasetemp()
-    if worker_id != "master":
-        base = base.parent  # the session's folder, above each worker's own
+    base = _session_dir(tmp_path_factory, worker_id)
     root = base / "built-demo"
     with open(base / "built-demo.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
@@ -98,29 +123,71 @@ def built_demo(tmp_path_factory, worker_id) -> BuiltDemo:
         return BuiltDemo(work, db, env, out)
 
 
-# The tests that only read the built demo: after everything else, so that the worker which
-# builds it (for test_pipeline_demo's first test, handed out first) has finished by then.
-DEMO_READERS = {"test_eee_demo.py", "test_explore_browser.py", "test_secrets_pipeline.py"}
-
+# The tests that read the built demo (or change a copy of it), handed out right after the
+# build's worker is done with it (see `pytest_collection_modifyitems`), the longest first.
+DEMO_READERS = ("test_pipeline_demo.py::test_reruns", "test_secrets_pipeline.py", "test_explore_browser.py",
+                "test_eee_demo.py")
+DEMO_BUILD = "test_dvc_repro_on_the_demo_set_end_to_end"
 
 # Not end-to-end, but minutes long (fresh processes running Whisper under two kernel ISAs;
 # a real tagger on real MP3s): handed out early too, so they do not end the run.
 LONG_FILES = {"test_kernels_isa.py", "test_tagging.py", "test_stage_deps.py"}
 
+# Modules whose module- or session-scoped fixture costs seconds (a browser, a BirdNET run, a
+# counterfactual experiment): one xdist group each, so one worker builds it once. Handed out
+# one test at a time, a module's tests alternate between the workers, and pytest sets up a
+# module fixture again each time a worker comes back to its module.
+MODULE_GROUPS = {"test_explore_browser.py", "test_counterfactual.py", "test_birds.py"}
 
+
+def pytest_configure(config):
+    # xdist's loadgroup hands out its work units (an xdist group, or a single test) largest
+    # group first unless told otherwise, which put the team group's five tests ahead of the
+    # demo build and the Ray suite: the order below is the order they are handed out in.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
-    """The longest first: the xdist groups (team setup's, Ray's), the demo build and the other
-    end-to-end (`slow`) tests, then the rest, then the readers of the built demo; each in
-    file order. Under xdist (README's command) the workers start on the longest chains at
-    once and share out the many short tests after; run alone, the order changes nothing else
-    (no test depends on another's having run)."""
-    def rank(item) -> int:
-        if item.path.name in DEMO_READERS and "built_demo" in getattr(item, "fixturenames", ()):
-            return 3
-        if item.path.name == "test_pipeline_demo.py" and "reruns" in item.name:
-            return 3
-        if item.get_closest_marker("xdist_group") or item.name == "test_dvc_repro_on_the_demo_set_end_to_end":
-            return 0
-        return 1 if item.get_closest_marker("slow") or item.path.name in LONG_FILES else 2
+    """The order the work is handed out in under xdist (`-n auto --dist loadgroup`, the
+    README's command), which gives each worker its first unit, then tops each up to more than
+    two pending tests, one unit at a time, as its tests finish:
 
-    items.sort(key=rank)  # stable: file order within each rank
+    1. the demo build (test_pipeline_demo's first test): worker 1, at once;
+    2. the Ray group (the mini-cluster suite): worker 2, at once;
+    3. one short test: worker 1's top-up, run after the build;
+    4. the team group (PostgreSQL, MLflow, a pipeline run): worker 2's top-up, after Ray; the
+       two chains are each as long as the build and its readers together;
+    5. the readers of the built demo: worker 1 asks for more only once the build is done;
+    6. the other end-to-end (`slow`) and long tests, then the many short ones, which even out
+       the end. Each in file order. Run alone, the order changes nothing else (no test
+       depends on another's having run)."""
+    for item in items:
+        if item.path.name in MODULE_GROUPS:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+    def group(item) -> str | None:
+        mark = item.get_closest_marker("xdist_group")
+        return (mark.args[0] if mark.args else mark.kwargs.get("name", "default")) if mark else None
+
+    def rank(item) -> int:
+        if item.name == DEMO_BUILD:
+            return 0
+        if group(item) == "ray":
+            return 1
+        if group(item) == "team":
+            return 3
+        if reader(item) is not None:
+            return 4
+        return 5 if item.get_closest_marker("slow") or item.path.name in LONG_FILES else 6
+
+    def reader(item) -> int | None:
+        where = f"{item.path.name}::{item.name}"
+        return next((i for i, r in enumerate(DEMO_READERS) if where.startswith(r)), None)
+
+    items.sort(key=lambda item: (rank(item), reader(item) or 0))  # stable: file order within each
+    filler = next((i for i, item in enumerate(items) if rank(item) == 6 and group(item) is None), None)
+    if filler is not None:  # 3. above: between the Ray group and the team group
+        at = next((i for i, item in enumerate(items) if rank(item) > 1), 0)
+        items.insert(at, items.pop(filler))

@@ -41,13 +41,12 @@ def test_every_registered_backend_is_sorted_here():
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
+def demo(tmp_path_factory, fresh_demo):
     """(manifest of KEYS, audio root, a work folder: the caches the defaults name land there)."""
-    from agl.dataset.demo import write_demo
     from agl.dataset.manifest import load_manifest, write_manifest
 
     root = tmp_path_factory.mktemp("defaults")
-    write_demo(root / "demo")
+    fresh_demo(root / "demo")
     frame = load_manifest(root / "demo" / "manifest.csv")
     write_manifest(frame[frame["key"].isin(KEYS)], root / "manifest.csv")
     (root / "work").mkdir()

@@ -24,13 +24,11 @@ from agl.errors import AglError
 REPO = Path(__file__).resolve().parents[1]
 
 
-# Session scope: xdist hands this file's tests to both workers in turns, and a module-scoped
-# set would be generated again (7 s) each time a worker came back to the file.
+# The session's one demo set (conftest.demo_data, written once for all xdist workers), copied
+# once per worker: test_rewrite_is_byte_identical_and_touches_nothing writes into it.
 @pytest.fixture(scope="session")
-def demo_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("demo") / "data"
-    demo.write_demo(out)
-    return out
+def demo_dir(tmp_path_factory, fresh_demo) -> Path:
+    return fresh_demo(tmp_path_factory.mktemp("demo") / "data")
 
 
 @pytest.fixture(scope="session")

@@ -87,10 +87,8 @@ def test_each_threshold_fails_for_its_reason(tmp_path, signal, reason):
     assert reason in result.reason.split(";"), result.detail
 
 
-def test_demo_bad_clips_fail_for_the_right_reason(tmp_path):
-    demo = pytest.importorskip("agl.dataset.demo")
-    out = tmp_path / "demo"
-    demo.write_demo(out)
+def test_demo_bad_clips_fail_for_the_right_reason(demo_data):
+    out = demo_data  # read only: the session's demo set (conftest)
     truth = json.loads((out / "demo_truth.json").read_text())["clips"]
     from agl.curation.filtering import filter_manifest
 

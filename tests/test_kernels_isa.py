@@ -20,7 +20,6 @@ import pytest
 import yaml
 from helpers import run, subprocess_env
 
-from agl.dataset import demo
 from agl.dataset.manifest import load_manifest, write_manifest
 from agl.speech.model import kernel_env
 
@@ -42,10 +41,9 @@ pytestmark = pytest.mark.skipif(not _supports_avx2(), reason="needs an x86-64 CP
 
 
 @pytest.fixture(scope="module")
-def speech_set(tmp_path_factory) -> tuple[Path, Path]:
+def speech_set(tmp_path_factory, fresh_demo) -> tuple[Path, Path]:
     """Demo clips with speech (the only ones Whisper is asked about), as a manifest."""
-    root = tmp_path_factory.mktemp("isa") / "data"
-    demo.write_demo(root)
+    root = fresh_demo(tmp_path_factory.mktemp("isa") / "data")
     frame = load_manifest(root / "manifest.csv")
     manifest = root / "speech_manifest.csv"
     write_manifest(frame[frame["key"].isin(SUBSET)].reset_index(drop=True), manifest)

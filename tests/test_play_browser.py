@@ -37,12 +37,8 @@ def chromium_path() -> Path:
 
 
 @pytest.fixture(scope="module")
-def demo_set(tmp_path_factory) -> Path:
-    from agl.dataset.demo import write_demo
-
-    out = tmp_path_factory.mktemp("demo")
-    write_demo(out)
-    return out
+def demo_set(tmp_path_factory, fresh_demo) -> Path:
+    return fresh_demo(tmp_path_factory.mktemp("demo") / "data")
 
 
 class PlayServer:
