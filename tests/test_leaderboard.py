@@ -246,3 +246,27 @@ def test_a_median_at_the_refusal_distance_reads_refused(tmp_path):
         paths.append(path)
     head, rows = render_rows(collect(paths, "paper"))
     assert [r[head.index("median km")] for r in rows] == ["800.00", "refused"]
+
+
+def test_a_mean_made_only_of_refusals_reads_refused(tmp_path):
+    """The demo's langprior (32 of 32 clips without coordinates) showed `10000.00 [10000,
+    10000]`: a mean of the protocol's fixed distance alone is no distance; one clip with
+    coordinates makes it a mean again."""
+    from agl.report.tables import _refused
+    from agl.scoring.leaderboard import collect, render_rows
+
+    paths = []
+    for name, none in (("all", 10), ("most", 9)):
+        res = {"n": 10, "n_no_coordinates": none, "distance_error_km": 10_000.0 - 10 * (10 - none),
+               "median_km": 10_000.0, "median_refused": True, "reject_rate": none / 10,
+               "ci95": {"distance_error_km": [9_900.0, 10_000.0]}}
+        path = tmp_path / name / "metrics.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps({"run": name, "protocols": {"paper": res}}))
+        paths.append(path)
+    head, rows = render_rows(collect(paths, "paper"))
+    km = head.index("distance km [95% CI]")
+    assert {r[1]: r[km] for r in rows} == {"all": "refused", "most": "9990.00 [9900, 10000]"}
+    # the report's breakdown rows: every resample's mean at the fixed distance
+    group = pd.Series({"median_refused": True, "median_km": 10_000.0, "mean_km_lo": 10_000.0, "mean_km_hi": 10_000.0})
+    assert _refused(group, "mean_km") and not _refused(group.mask(group.index == "mean_km_lo", 9_900.0), "mean_km")

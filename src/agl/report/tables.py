@@ -150,7 +150,7 @@ def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
                 cells.append(gap_cell(gap))
                 continue
             value = with_ci(r, col, digits) if ci else number(r.get(col), digits)
-            if col == "median_km" and str(r.get("median_refused")).lower() == "true":
+            if col in ("median_km", "mean_km") and _refused(r, col):
                 value = "refused"  # the protocol's fixed distance, not a distance the run gave
             if where[col] == "cell" and n != row_n[i]:
                 value += f" (n = {n:,})"
@@ -160,6 +160,15 @@ def breakdown_table(frame: pd.DataFrame, table_id: str = "", min_n: int = 1,
         counts = [f"{int(r['n']):,}", *([shown] if "n_clusters" in frame else [])]
         rows.append([_group_cell(r, link), *counts, *_merge_gaps(cells)])
     return table(head, rows, table_id)
+
+
+def _refused(r: pd.Series, col: str) -> bool:
+    """The group's median is the protocol's fixed distance for clips without coordinates, and
+    for the mean every clip is (every resample's mean is that distance): no distance the run
+    gave, so the cell reads "refused" (the breakdown CSV keeps the numbers)."""
+    if str(r.get("median_refused")).lower() != "true":
+        return False
+    return col == "median_km" or r.get("mean_km_lo") == r.get("mean_km_hi") == r.get("median_km")
 
 
 def _group_cell(r: pd.Series, link: Callable[[str, str], str | None] | None) -> Cell:

@@ -76,6 +76,14 @@ def _with_ci(row: pd.Series, c: str, digits: int) -> str:
     return f"{v} [{lo}, {hi}]" if v != NOT_APPLICABLE and lo != NOT_APPLICABLE else v
 
 
+def mean_refused(row: pd.Series) -> bool:
+    """Every clip of the run was scored at the protocol's fixed distance for no coordinates
+    (the demo's langprior: 32 of 32): its mean is that distance, no distance the run gave, and
+    reads "refused" as such a median does; leaderboard.csv keeps the number."""
+    n, none = pd.to_numeric(row.get("n"), errors="coerce"), pd.to_numeric(row.get("n_no_coordinates"), errors="coerce")
+    return bool(pd.notna(n) and pd.notna(none) and n > 0 and none == n)
+
+
 def _flag(row: pd.Series, name: str) -> bool:
     return str(row.get(name, False)).lower() == "true"
 
@@ -121,7 +129,8 @@ def render_rows(board: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         any_paper |= in_paper
         paper = {c: _cell(r.get(f"paper_{c}"), 2) if in_paper else "" for c in PAPER_COLUMNS}
         rows.append([
-            rank, run, r["model"], coverage, _with_ci(r, "distance_error_km", 2),
+            rank, run, r["model"], coverage,
+            "refused" if mean_refused(r) else _with_ci(r, "distance_error_km", 2),
             paper["distance_error_km"], "refused" if _flag(r, "median_refused") else _cell(r["median_km"], 2),
             _cell(r["geoscore"], 1), _with_ci(r, "continent_acc", 2),
             paper["continent_acc"], _with_ci(r, "country_acc", 2),
