@@ -200,3 +200,20 @@ def test_the_fairness_section_withholds_what_lacks_support(tmp_path):
     assert page.count("needs 30 of each") == 1  # the regression: one row for its 3 covariates
     assert "<td>France</td><td>24</td><td>0</td><td>+24</td><td class='insufficient'>never the truth" in page
     assert "id='magnets-map-r'" in page and (tmp_path / "covariates-r.csv").exists()
+
+
+def test_a_share_of_zero_in_a_group_gets_wilson_with_its_effective_countries():
+    """`agl evaluate --by income` on the demo printed `country 0.000 [0.000, 0.000]` per group:
+    resampling countries repeats a share of 0. Now the Wilson interval with Kish's effective
+    number of the group's countries (sizes 20, 20, 10: 2500 / 900 = 2.78), as the run's cells."""
+    from agl.scoring.design import wilson
+
+    table = _table(0.0, 0.5, seed=3)
+    high = table.index[:len(HIGH) * 20]
+    table = table.drop(high[50:]).copy()  # High: three countries, 20 + 20 + 10 clips, none right
+    table.loc[table.index[:50], ["country_correct", "continent_correct", "distance_km"]] = [0.0, 0.0, 3000.0]
+    shown = {g["group"]: g for g in by_group(table, GroupSpec("income", bootstrap=200, seed=0))["groups"]}
+    lo, hi = wilson(0.0, 2500 / 900)
+    assert shown["High"]["country_acc_ci95"] == pytest.approx([lo, hi]) and hi > 0.4
+    assert shown["High"]["city_acc_ci95"] == pytest.approx([lo, hi])
+    assert shown["High"]["distance_error_km_ci95"] == [3000.0, 3000.0]  # not a share: as resampled

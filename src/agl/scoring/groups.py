@@ -8,7 +8,9 @@ agl.scoring.covariates, or from its speech flag.
 * Each group: n clips, n countries, n clusters (the run's unit), and each metric with a 95%
   interval that resamples **countries** (whole countries with every clip in them: a group
   comparison is a comparison of places, and clips of one country share its language, birds
-  and recordists). A group of one country gets no interval (nothing to resample).
+  and recordists). A group of one country gets no interval (nothing to resample). A share
+  of 0 or 1 in a group (resampling can only repeat it) gets the Wilson interval with Kish's
+  effective number of the group's countries, as the run's own cells (agl.scoring.design).
 * Groups under `min_support` clips are pooled: income levels with their neighbours in order
   ("Low + Lower middle"), other covariates into one "other" row naming its members; a pool
   still under it, or the unlisted countries under it, is withheld ("insufficient data"),
@@ -28,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from agl.errors import AglError
-from agl.scoring import covariates, places
+from agl.scoring import covariates, design, places
 
 BY = ("income", "region", "subregion", "country", "language", "speech")
 # metric -> (score table column, higher is better); the means the groups compare
@@ -165,9 +167,17 @@ def by_group(scored: pd.DataFrame, spec: GroupSpec, *, clusters: np.ndarray | No
         values = scored[column].to_numpy(dtype=float)
         point = _means(values, groups)
         draws = _draws(values, groups, countries, spec) if spec.bootstrap and groups else None
-        for j, (row, _) in enumerate(shown):
+        for j, (row, rows) in enumerate(shown):
             row[name] = None if np.isnan(point[j]) else float(point[j])
             row[f"{name}_ci95"] = None if draws is None else _ci(draws[:, j])
+            if row[f"{name}_ci95"] is not None:  # two or more countries resampled
+                # A share of 0 or 1 in the group: every resample repeats it ([0, 0]), so the
+                # Wilson interval with Kish's effective number of its countries, as a run's
+                # own cells get it with the effective number of its clusters.
+                units = np.unique(countries[rows], return_inverse=True)[1]
+                fixed = design.degenerate_interval(values[rows], units)
+                if fixed is not None:
+                    row[f"{name}_ci95"] = [float(fixed[0]), float(fixed[1])]
         disparity[name] = _disparity(point, draws, [r["group"] for r, _ in shown], higher)
     return {"by": spec.by, "min_support": spec.min_support, "resampled": "country",
             "bootstrap": spec.bootstrap, "seed": spec.seed,
