@@ -61,21 +61,22 @@ def family_model(tmp_path_factory):
     return get
 
 
-def _session_dir(tmp_path_factory, worker_id) -> Path:
-    """The folder every xdist worker of this session sees (above each worker's own)."""
+def _session_dir(tmp_path_factory, config) -> Path:
+    """The folder every xdist worker of this session sees (above each worker's own). Not the
+    `worker_id` fixture: tests/ray_suite.py runs in a pytest of its own without xdist."""
     base = tmp_path_factory.getbasetemp()
-    return base.parent if worker_id != "master" else base
+    return base.parent if hasattr(config, "workerinput") else base
 
 
 @pytest.fixture(scope="session")
-def demo_data(tmp_path_factory, worker_id) -> Path:
+def demo_data(tmp_path_factory, pytestconfig) -> Path:
     """The demo set written once per test session (manifest.csv, audio/), shared by the xdist
     workers as `built_demo` is (the first to need it writes it under a lock): for tests that
     only read it. Writing it costs about 5 CPU-seconds of MP3 encoding each time; a test that
     changes it works on a copy (`fresh_demo`)."""
     from agl.dataset.demo import write_demo
 
-    base = _session_dir(tmp_path_factory, worker_id)
+    base = _session_dir(tmp_path_factory, pytestconfig)
     root, done = base / "demo-data", base / "demo-data.done"
     with open(base / "demo-data.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
@@ -99,13 +100,13 @@ def fresh_demo(demo_data):
 
 
 @pytest.fixture(scope="session")
-def built_demo(tmp_path_factory, worker_id) -> BuiltDemo:
+def built_demo(tmp_path_factory, pytestconfig) -> BuiltDemo:
     """One demo pipeline run per test session, shared by the xdist workers: the first worker
     to need it builds it while holding a lock, a worker that needs it meanwhile waits, and
     every later test reads it (tests/test_pipeline_demo.py's first test asks first; the tests
     that only read it run last, see `pytest_collection_modifyitems`). Tests that change it
     work on a copy (helpers.copy_built_demo); none runs `dvc` in it but the first."""
-    base = _session_dir(tmp_path_factory, worker_id)
+    base = _session_dir(tmp_path_factory, pytestconfig)
     root = base / "built-demo"
     with open(base / "built-demo.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
