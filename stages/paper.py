@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     p = _params.load("paper", "evaluate", "mlflow")
     ev = p["evaluate"]
-    check_resamples({"evaluate.metric_bootstrap": (ev["metric_bootstrap"], 0)}, ev.get("max_resamples"))
+    check_resamples({"evaluate.metric_bootstrap": (ev["metric_bootstrap"], 1)}, ev.get("max_resamples"))
     # The authors' runs are scored under their own protocol only.
     evaluation = EvaluateConfig(protocols=("paper",), metric_bootstrap=ev["metric_bootstrap"], seed=ev["seed"],
                                 experiment=p["mlflow"].get("experiment"))

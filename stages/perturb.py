@@ -34,12 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     levels = parse_perturb({args.name: p[key]} if p[key] is not None else {})
     if args.name not in levels:
         _params.load(key)  # exits: no intervention of that name
-    sub = p["counterfactual.subset"] or {}
     summary = derive_dataset(
         args.parent,
         args.out,
         levels[args.name],
-        subset=Subset(size=sub.get("size"), seed=int(sub.get("seed", 0))),
+        subset=Subset.from_params(p["counterfactual.subset"]),
         fmt=str(p["counterfactual.format"] or "mp3"),
         progress=sys.stderr.isatty(),
         jobs=p["counterfactual.jobs"] or 1,

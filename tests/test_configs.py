@@ -30,13 +30,13 @@ def test_the_repository_params_build_every_config():
 
 
 @pytest.mark.parametrize(("build", "message"), [
-    (lambda: EvaluateConfig.from_params({"metric_bootstrap": -1}), "evaluate metric_bootstrap: -1 is not"),
-    (lambda: EvaluateConfig(seed=1.5), "evaluate seed: 1.5 is not a seed"),
-    (lambda: EvaluateConfig(strict_refusal_km=0), "evaluate strict_refusal_km: 0 is not a positive"),
+    (lambda: EvaluateConfig.from_params({"metric_bootstrap": -1}), "params.yaml evaluate.metric_bootstrap: -1 is not"),
+    (lambda: EvaluateConfig(seed=1.5), "params.yaml evaluate.seed: 1.5 is not a seed"),
+    (lambda: EvaluateConfig(strict_refusal_km=0), "params.yaml evaluate.strict_refusal_km: 0 is not a positive"),
     (lambda: EvaluateConfig(protocols=()), "evaluate.protocols is empty"),
     (lambda: EvaluateConfig.from_params({"bootstrap": 10}), "unknown key(s) bootstrap"),
-    (lambda: ListenConfig.from_params({"level_bootstrap": 0}), "counterfactual level_bootstrap: 0 is not"),
-    (lambda: EffectsConfig.from_params({"min_support": 0}), "counterfactual min_support: 0 is not"),
+    (lambda: ListenConfig.from_params({"level_bootstrap": 0}), "params.yaml counterfactual.level_bootstrap: 0 is not"),
+    (lambda: EffectsConfig.from_params({"min_support": 0}), "params.yaml counterfactual.min_support: 0 is not"),
 ])
 def test_a_bad_knob_is_one_line_naming_it(build, message):
     with pytest.raises(AglError) as err:

@@ -388,7 +388,7 @@ def test_the_served_model_ledger_flags_a_mismatch_and_a_change(tmp_path, monkeyp
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
     doc = evaluate_run("run", run / "predictions.jsonl", tmp_path / "manifest.csv",
-                       run, EvaluateConfig(protocols=("strict",), metric_bootstrap=0,
+                       run, EvaluateConfig(protocols=("strict",), intervals=False,
                                            experiment="issue32"))
     logged = mlflow.get_run(doc["mlflow_run_id"]).data
     assert logged.metrics[f"run.served_share.{SERVED[1]}"] == 0.5

@@ -122,7 +122,7 @@ def test_repeats_are_asked_once_each_survive_kill_9_and_are_scored(tmp_path):
     from agl.scoring.evaluate import evaluate_run
 
     doc = evaluate_run("m", out / "predictions.jsonl", manifest, tmp_path / "eval",
-                       EvaluateConfig(protocols=("strict",), metric_bootstrap=0, track=False))
+                       EvaluateConfig(protocols=("strict",), intervals=False, track=False))
     got = doc["protocols"]["strict"]["repeats"]
     names = {k: [r[k]["country"] for r in records] for k in records[0]}
     flips = sum(len(set(v)) > 1 for v in names.values()) / 6

@@ -106,7 +106,7 @@ def test_every_count_in_params_is_bounded_in_its_from_params(build, key):
 
 def test_the_bound_is_a_param_checked_itself():
     assert EvaluateConfig.from_params({"metric_bootstrap": 20, "max_resamples": 20}).max_resamples == 20
-    with pytest.raises(AglError, match="metric_bootstrap: 21 is not a whole number in the allowed range 0 to 20"):
+    with pytest.raises(AglError, match="metric_bootstrap: 21 is not a whole number in the allowed range 1 to 20"):
         EvaluateConfig.from_params({"metric_bootstrap": 21, "max_resamples": 20})
     for bad in (0, math.nan, True, "1e5"):
         with pytest.raises(AglError, match="params.yaml evaluate.max_resamples: .* is not a whole number of at le"):

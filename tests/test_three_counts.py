@@ -42,7 +42,7 @@ def test_paper_run_metrics_and_leaderboard_name_each_count(tmp_path, qwen_publis
     write_predictions(run_dir / "predictions.jsonl", predictions)
     with pytest.warns(UserWarning, match="predictions for 1442 of 1444 clips"):
         doc = evaluate_run("paper/qwen25-omni", run_dir / "predictions.jsonl", agl1k_manifest, run_dir,
-                           EvaluateConfig(protocols=("paper",), metric_bootstrap=0, track=False),
+                           EvaluateConfig(protocols=("paper",), intervals=False, track=False),
                            info={"model": "Qwen2.5-Omni", "source": "published"})
     metrics = json.loads((run_dir / "metrics.json").read_text())["protocols"]["paper"]
     assert {k: metrics[k] for k in COUNTS} == COUNTS

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -169,6 +170,59 @@ class Backend(abc.ABC):
     async def aclose(self) -> None:
         """Release clients or models; the default has nothing to release."""
         return None
+
+
+class Wrapper(Backend):
+    """A backend that asks another one without the audio (`blind`, `cascade`): its own
+    settings are its `settings_rules` keys, every other one goes to the wrapped backend, which
+    it stands for (model, caching, keys, probing) and which sends each request without a file.
+    A subclass names the wrapped class (`inner_class`), may refuse it (`check_inner`), and
+    writes its prompt in `compose`."""
+
+    needs_audio = False
+
+    @classmethod
+    @abc.abstractmethod
+    def inner_class(cls, settings: dict[str, Any]) -> type[Backend]:
+        """The wrapped backend's class, from this wrapper's settings (or one line)."""
+
+    @classmethod
+    def passed(cls, settings: dict[str, Any]) -> dict[str, Any]:
+        """The settings the wrapped backend gets: all but this wrapper's own."""
+        return {k: v for k, v in settings.items() if k not in cls.settings_rules}
+
+    @classmethod
+    def wrapped_class(cls, settings: dict[str, Any]) -> type[Backend]:
+        return cls.inner_class(settings)
+
+    @classmethod
+    def unset_key_envs(cls, settings: dict[str, Any]) -> tuple[str, ...]:
+        return cls.inner_class(settings).unset_key_envs(cls.passed(settings))
+
+    def check_inner(self, inner: type[Backend]) -> None:
+        """Refuse a wrapped backend this wrapper cannot use; the default takes any."""
+        return None
+
+    def __init__(self, model: str = "", **settings: Any):
+        super().__init__(model, **settings)
+        inner = self.inner_class(settings)
+        self.check_inner(inner)
+        self.inner = inner(model, **self.passed(settings))
+        self.model = self.inner.model
+        self.deterministic = self.inner.deterministic
+        self.probe_first = inner.probe_first
+        self.over_http = inner.over_http
+        self.default_key_envs = inner.default_key_envs
+
+    async def ask(self, request: Request) -> Reply:
+        """The wrapped backend's reply to `request`, sent without a file whatever the runner
+        built, under this run's reply caps."""
+        self.inner.max_reply_bytes = self.max_reply_bytes
+        self.inner.max_batch_bytes = self.max_batch_bytes
+        return await self.inner.generate(replace(request, audio_path=None, audio_sha256=None))
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 # Read by the run driver for every backend: `mode` (sync or batch: agl.inference.batch says

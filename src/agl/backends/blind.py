@@ -24,12 +24,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from agl.backends.base import Backend, get_backend
+from agl.backends.base import Backend, Wrapper, get_backend
 from agl.contracts.calls import Reply, Request
 from agl.errors import AglError
 
 INPUTS = ("none", "title")
-OWN = ("of", "inputs")
 # How the title reaches the model: one labelled line after the prompt.
 TITLE_LINE = "\n\nThe recording's title, as its uploader gave it: {title}"
 
@@ -44,37 +43,23 @@ def inner_class(settings: dict[str, Any], name: str) -> type[Backend]:
     return get_backend(of)
 
 
-class Blind(Backend):
+class Blind(Wrapper):
     name = "blind"  # its entry in the index (agl.backends)
-    needs_audio = False
     example_model = "gemini-2.5-flash"
     settings_rules: ClassVar[dict[str, str | None]] = {"of": None, "inputs": None}
 
     @classmethod
-    def wrapped_class(cls, settings: dict[str, Any]) -> type[Backend]:
+    def inner_class(cls, settings: dict[str, Any]) -> type[Backend]:
         return inner_class(settings, cls.name)
 
-    @classmethod
-    def unset_key_envs(cls, settings: dict[str, Any]) -> tuple[str, ...]:
-        inner = {k: v for k, v in settings.items() if k not in OWN}
-        return inner_class(settings, cls.name).unset_key_envs(inner)
-
-    def __init__(self, model: str = "", **settings: Any):
-        super().__init__(model, **settings)
-        inputs = settings.get("inputs", "none")
+    def check_inner(self, inner: type[Backend]) -> None:
+        inputs = self.settings.get("inputs", "none")
         if inputs not in INPUTS:
             raise AglError(f"blind backend: inputs {inputs!r} is not one of {', '.join(INPUTS)}")
         self.inputs = inputs
-        cls = inner_class(settings, self.name)
-        if cls.reads_dataset or not cls.needs_audio:
-            raise AglError(f"blind backend: of: {cls.name} does not listen to begin with; "
+        if inner.reads_dataset or not inner.needs_audio:
+            raise AglError(f"blind backend: of: {inner.name} does not listen to begin with; "
                            "wrap a model that takes audio")
-        self.inner = cls(model, **{k: v for k, v in settings.items() if k not in OWN})
-        self.model = self.inner.model
-        self.deterministic = self.inner.deterministic
-        self.probe_first = cls.probe_first
-        self.over_http = cls.over_http
-        self.default_key_envs = cls.default_key_envs
 
     def compose(self, request: Request, clip: Any) -> Request:
         prompt = request.prompt
@@ -87,12 +72,5 @@ class Blind(Backend):
         return replace(request, prompt=prompt, audio_path=None, audio_sha256=None)
 
     async def generate(self, request: Request) -> Reply:
-        # Whatever the runner built, the wrapped backend never gets a file to send.
-        request = replace(request, audio_path=None, audio_sha256=None)
-        self.inner.max_reply_bytes = self.max_reply_bytes
-        self.inner.max_batch_bytes = self.max_batch_bytes
-        reply = await self.inner.generate(request)
+        reply = await self.ask(request)  # whatever the runner built, no file is sent
         return replace(reply, extra={**reply.extra, "inputs": self.inputs})
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()

@@ -31,13 +31,12 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from agl.backends import _perception
-from agl.backends.base import Backend, get_backend
+from agl.backends.base import Backend, Wrapper, get_backend
 from agl.contracts.calls import Reply, Request
 from agl.core.checks import number_setting
 from agl.errors import AglError
 
 TEXT_BACKENDS = ("openai", "openai-compatible", "gemini")
-OWN = ("text_backend", "perception", "max_transcript_chars")
 SLOT = "{perception}"
 DEFAULT_FOLDER = "build/curation"
 
@@ -50,21 +49,15 @@ def text_class(settings: dict[str, Any]) -> type[Backend]:
     return get_backend(name)
 
 
-class Cascade(Backend):
+class Cascade(Wrapper):
     name = "cascade"  # its entry in the index (agl.backends)
-    needs_audio = False
     example_model = "gpt-4.1"
     settings_rules: ClassVar[dict[str, str | None]] = {
         "text_backend": None, "perception": None, "max_transcript_chars": "count"}
 
     @classmethod
-    def wrapped_class(cls, settings: dict[str, Any]) -> type[Backend]:
+    def inner_class(cls, settings: dict[str, Any]) -> type[Backend]:
         return text_class(settings)
-
-    @classmethod
-    def unset_key_envs(cls, settings: dict[str, Any]) -> tuple[str, ...]:
-        inner = {k: v for k, v in settings.items() if k not in OWN}
-        return text_class(settings).unset_key_envs(inner)
 
     @classmethod
     def inputs_digest(cls, settings: dict[str, Any]) -> str | None:
@@ -72,16 +65,9 @@ class Cascade(Backend):
 
     def __init__(self, model: str = "", **settings: Any):
         super().__init__(model, **settings)
-        cls = text_class(settings)
         self.folder = str(settings.get("perception") or DEFAULT_FOLDER)
         self.max_chars = int(number_setting(settings, "max_transcript_chars", 2000, "count",
                                             "cascade setting"))
-        self.text = cls(model, **{k: v for k, v in settings.items() if k not in OWN})
-        self.model = self.text.model
-        self.deterministic = self.text.deterministic
-        self.probe_first = cls.probe_first
-        self.over_http = cls.over_http
-        self.default_key_envs = cls.default_key_envs
         self._tables: _perception.Perception | None = None
         self._reports: dict[str, dict[str, Any]] = {}
         self._seconds: dict[str, Any] = {}  # the manifest's durations (`prepare`), by clip
@@ -103,16 +89,10 @@ class Cascade(Backend):
                        audio_path=None, audio_sha256=None)
 
     async def generate(self, request: Request) -> Reply:
-        request = replace(request, audio_path=None, audio_sha256=None)
-        self.text.max_reply_bytes = self.max_reply_bytes
-        self.text.max_batch_bytes = self.max_batch_bytes
-        reply = await self.text.generate(request)
+        reply = await self.ask(request)
         report = self._reports.get(request.sample_id)
         if report is None:  # composed in another process (a cluster shard): read again
             if self._tables is None:
                 self._tables = _perception.load(self.folder, self.max_chars)
             report = self._tables.report(request.sample_id, self._seconds.get(request.sample_id))
         return replace(reply, extra={**reply.extra, "perception": report})
-
-    async def aclose(self) -> None:
-        await self.text.aclose()

@@ -32,16 +32,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.core.checks import check_resamples  # a command's lazy load
-    from agl.errors import AglError  # a command's lazy load: `agl --help` stays instant
-    from agl.interchange.eee_export import ExportConfig, export_runs  # (as above)
-    from agl.scoring.config import METRIC_BOOTSTRAP  # (as above)
+    # Lazy, so that `agl --help` stays instant (this module is imported to build the parser).
+    from agl.errors import AglError
+    from agl.interchange.eee_export import ExportConfig, export_runs
+    from agl.scoring.config import EvaluateConfig
 
     params = read_params(args.params)
-    evaluate, export = params.get("evaluate") or {}, params.get("export") or {}
-    report = params.get("report") or {}
-    check_resamples({"evaluate.metric_bootstrap": (evaluate.get("metric_bootstrap", METRIC_BOOTSTRAP), 0)},
-                    evaluate.get("max_resamples"), str(args.params))
+    export, report = params.get("export") or {}, params.get("report") or {}
+    # The intervals' fallback as the evaluate stage reads it (one rule: agl.core.checks.PARAMS).
+    evaluate = EvaluateConfig.from_params(params.get("evaluate"), source=str(args.params))
     if not args.manifest.is_file():
         raise AglError(f"--manifest {args.manifest}: not found; give the manifest the runs were scored on")
     if not isinstance(export, dict):
@@ -52,9 +51,8 @@ def run(args: argparse.Namespace) -> int:
         where = "--organization" if args.organization is not None else f"{args.params} export.organization"
         raise AglError(f"{where}: {organization!r} is not one organization's name (text); e.g. "
                        "organization: agl")
-    config = ExportConfig(organization=organization.strip(),
-                          resamples=int(evaluate.get("metric_bootstrap", METRIC_BOOTSTRAP)),
-                          seed=int(evaluate.get("seed", 0)),
+    config = ExportConfig(organization=organization.strip(), resamples=evaluate.metric_bootstrap,
+                          seed=evaluate.seed,
                           wrong_km=float(report.get("wrong_km", 750.0)))
     roots = list(args.runs) if args.runs else [Path("build/runs"), Path("build/paper")]
     written, notes = export_runs([r for r in roots if r.exists() or args.runs], args.manifest,
@@ -68,10 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def read_params(path: Path) -> dict:
-
-
-    if not path.is_file():
-        return {}
+    """The params file at `path` ({} where there is none: the defaults hold)."""
     from agl.core.yamlfile import load_yaml  # (lazy, as above)
 
-    return load_yaml(path)
+    return load_yaml(path) if path.is_file() else {}

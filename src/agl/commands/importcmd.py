@@ -63,11 +63,9 @@ def _is_eee(src: str) -> bool:
 
 def _import_eee(args: argparse.Namespace) -> int:
     from agl.commands.export import read_params  # the same params reading as `agl export`
-    from agl.core.checks import check_resamples, resample_bound  # lazy: as below
-    from agl.core.geo import EARTH_MAX_KM  # lazy: `agl --help` imports every command module
     from agl.errors import AglError  # lazy: `agl --help` imports every command module
-    from agl.interchange.eee_import import ImportConfig, import_records  # a command's lazy load
-    from agl.scoring.config import METRIC_BOOTSTRAP  # (lazy, as above)
+    from agl.interchange.eee_import import ImportConfig, import_records  # (as above)
+    from agl.scoring.config import EvaluateConfig  # (as above)
 
     if args.reparse:
         raise AglError("--reparse re-reads an authors' raw replies; EEE records are imported as "
@@ -76,13 +74,10 @@ def _import_eee(args: argparse.Namespace) -> int:
         raise AglError(f"--manifest {args.manifest}: not found; give the AGL1K manifest to score on")
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise AglError(f"--out {args.out}: a file; EEE records are imported into a folder (e.g. imported)")
-    evaluate = read_params(args.params).get("evaluate") or {}
-    bound = resample_bound(evaluate.get("max_resamples"), str(args.params))
-    check_resamples({"evaluate.metric_bootstrap": (evaluate.get("metric_bootstrap", METRIC_BOOTSTRAP), 0)}, bound,
-                    str(args.params))
-    config = ImportConfig(resamples=int(evaluate.get("metric_bootstrap", METRIC_BOOTSTRAP)), max_resamples=bound,
-                          seed=int(evaluate.get("seed", 0)),
-                          strict_refusal_km=float(evaluate.get("strict_refusal_km", EARTH_MAX_KM)))
+    # The fallbacks as the evaluate stage reads them (one rule: agl.core.checks.PARAMS).
+    evaluate = EvaluateConfig.from_params(read_params(args.params).get("evaluate"), source=str(args.params))
+    config = ImportConfig(resamples=evaluate.metric_bootstrap, max_resamples=evaluate.max_resamples,
+                          seed=evaluate.seed, strict_refusal_km=evaluate.strict_refusal_km)
     done = import_records(Path(args.src), args.manifest, Path(args.out), config)
     for folder, notes in done:
         for note in notes:

@@ -6,7 +6,11 @@ number that the meaning of a result rests on (resample and permutation counts, s
 supports, shares and distances) is checked here, wherever it comes from:
 
 * params.yaml: `PARAMS` maps each such key (a `*` stands for any name, e.g. `perturb.*.seed`)
-  to its rule; `check_params` checks a loaded section against it. The stages check every
+  to its rule: the one table for that setting. `check_params` checks a loaded section
+  against it, and the configs that read the key take its rule from here too (the knobs of
+  agl.scoring.config, `param_refusal` in the other readers), so the params check and the
+  config accept the same values and refuse the others with the same line
+  (tests/test_params_one_rule.py walks every key of params.yaml). The stages check every
   section they load (stages/_params.py), and the commands that read params.yaml themselves
   (`agl report`, `agl download`) check theirs.
 * the command line: `arg_type(rule)` is an argparse type (`--bootstrap`, `--seed`), so a bad
@@ -103,6 +107,8 @@ PARAMS: dict[str, tuple[str, str]] = {
     "evaluate.point_coast_km": ("nonnegative", "5.0"),
     "evaluate.geoscore_km": ("positive", "1492.0"),
     "evaluate.influence_share": ("share_open", "0.2"),
+    "duplicates.max_ber": ("share_open", "0.35"),
+    "duplicates.min_overlap_s": ("positive", "10.0"),
     "leaderboard.full_coverage": ("share", "0.99"),
     "leaderboard.refusal_note": ("share_closed", "0.5"),
     "leaderboard.max_refused": ("share_closed", "0.5"),
@@ -215,7 +221,7 @@ def number_setting(settings: Any, key: str, default: int | float, rule: str, whe
     absent), checked by `rule`: `k: four` is one line naming `where` and the key, where
     `int('four')` was a ValueError traceback and `int(1.5)` a silent 1."""
     value = settings.get(key, default)
-    check_value(key, value, where, rule=rule, example=str(default))
+    check_value(key, value, where, rule=rule, example=_yaml(default))
     return value
 
 
@@ -269,17 +275,37 @@ def _flatten(prefix: str, node: Any) -> list[tuple[str, Any]]:
     return [(prefix, node)]
 
 
+def param_rule(key: str) -> tuple[str, str] | None:
+    """(rule, a valid example) of the params key `key` in `PARAMS`, or None (no rule)."""
+    for pattern, spec in PARAMS.items():
+        if key.count(".") == pattern.count(".") and fnmatch.fnmatchcase(key, pattern):
+            return spec
+    return None
+
+
+def param_refusal(key: str, value: Any, source: str = "params.yaml") -> str | None:
+    """The one line for a value of the params key `key` that breaks its rule (the file, the
+    key, the rule and a valid value), or None where it keeps it or the key has no rule."""
+    spec = param_rule(key)
+    if spec is None or RULES[spec[0]].test(value):
+        return None
+    return (f"{source} {key}: {value!r} is not {RULES[spec[0]].what}; set it in {source}, "
+            f"e.g. `{key}: {spec[1]}`")
+
+
+def check_param(key: str, value: Any, source: str = "params.yaml") -> None:
+    """`param_refusal` raised as an AglError."""
+    line = param_refusal(key, value, source)
+    if line is not None:
+        raise AglError(line)
+
+
 def check_params(prefix: str, node: Any, source: str = "params.yaml") -> None:
     """Check the section (or value) of params.yaml found at `prefix` (`"evaluate"`,
     `"counterfactual.level_bootstrap"`, `"models.knn"`) against `PARAMS`; the first value
-    that breaks its rule is one line naming the file, the key, the rule and a valid value."""
+    that breaks its rule is one line (`param_refusal`)."""
     for key, value in _flatten(prefix, node):
-        for pattern, (rule, example) in PARAMS.items():
-            if key.count(".") == pattern.count(".") and fnmatch.fnmatchcase(key, pattern):
-                r = RULES[rule]
-                if not r.test(value):
-                    raise AglError(f"{source} {key}: {value!r} is not {r.what}; set it in "
-                                   f"{source}, e.g. `{key}: {example}`")
+        check_param(key, value, source)
 
 
 def arg_type(rule: str) -> Callable[[str], int | float]:

@@ -20,14 +20,14 @@ import numpy as np
 import pandas as pd
 
 from agl.core import canonical
-from agl.core.checks import check_names, check_resamples
+from agl.core.checks import check_names, check_params, check_resamples
 from agl.core.paths import remove
 from agl.core.tables import read_whole_csv
 from agl.counterfactual.perturb import KINDS, Intervention
 from agl.counterfactual.perturb_clips import AS_PUBLISHED, file_name, perturb_clips
 from agl.dataset.checksums import read_source, write_lock
 from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest, write_manifest
-from agl.errors import AglError
+from agl.errors import AglError, reject_unknown_keys
 from agl.executor.config import ExecutorConfig
 from agl.scoring.clusters import DEFAULT_UNIT, cluster_labels, parse_unit
 from agl.scoring.config import BOOTSTRAP, check_fields, knob
@@ -42,6 +42,14 @@ class Subset:
 
     size: int | None = None  # None: every clip
     seed: int = 0
+
+    @classmethod
+    def from_params(cls, section: dict[str, Any] | None, source: str = "params.yaml") -> Subset:
+        """params.yaml `counterfactual.subset:` (null: every clip), checked by the one table."""
+        section = dict(section or {})
+        reject_unknown_keys(section, {"size", "seed"}, f"{source} counterfactual.subset")
+        check_params("counterfactual.subset", section, source)
+        return cls(size=section.get("size"), seed=int(section.get("seed", 0)))
 
 
 def strata(frame: pd.DataFrame) -> pd.Series:
@@ -265,10 +273,10 @@ class EffectsConfig:
     models: tuple[str, ...] = ()
     interventions: tuple[str, ...] = ()
     protocol: str = "paper"
-    effect_bootstrap: int = knob("count", BOOTSTRAP)  # paired bootstrap resamples per effect
-    permutations: int = knob("count", 2000)  # sign-flip permutations per p-value
-    seed: int = knob("seed", 0)
-    min_support: int = knob("count", 10)  # fewer paired clips: n and a note, no estimate
+    effect_bootstrap: int = knob("counterfactual.effect_bootstrap", BOOTSTRAP)  # paired bootstrap resamples per effect
+    permutations: int = knob("counterfactual.permutations", 2000)  # sign-flip permutations per p-value
+    seed: int = knob("counterfactual.seed", 0)
+    min_support: int = knob("counterfactual.min_support", 10)  # fewer paired clips: n and a note, no estimate
     resampling_unit: str = DEFAULT_UNIT  # what an effect's CI resamples (agl.scoring.clusters)
     # One model's long-audio protocols, paired (issue 45): each a list of runs of one model,
     # the reference first (its first-30-s row, the paper's), e.g. [[gem-first30, gem-whole,
@@ -276,7 +284,7 @@ class EffectsConfig:
     long_audio: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
-        check_fields(self, "counterfactual")
+        check_fields(self)
         rows = self.long_audio
         if not isinstance(rows, list | tuple) or not all(isinstance(r, list | tuple) and len(r) >= 2
                                                           and all(isinstance(x, str) for x in r) for r in rows):
@@ -298,6 +306,7 @@ class EffectsConfig:
         """From `counterfactual:` (its other keys belong to perturb@* and listen@*); a count
         past `max_resamples` (evaluate.max_resamples) is one line naming it, before any work."""
         names = {f.name for f in fields(cls)}
+        check_params("counterfactual", {k: v for k, v in (section or {}).items() if k in names}, source)
         check_resamples({f"counterfactual.{k}": ((section or {}).get(k, getattr(cls, k)), 1)
                          for k in ("effect_bootstrap", "permutations")}, max_resamples, source)
         return cls(**{k: v for k, v in (section or {}).items() if k in names})

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.core import canonical
-from agl.core.checks import check_resamples
+from agl.core.checks import check_params, check_resamples
 from agl.core.tracking import DEFAULT_EXPERIMENT, log_run, tracking_uri
 from agl.dataset.checksums import read_source
 from agl.dataset.manifest import ManifestWarning, content_hash, load_manifest
@@ -39,15 +39,16 @@ RunModel = Callable[[Path, Path], tuple[dict[str, Any], dict[str, Any]]]
 class ListenConfig:
     """params.yaml `counterfactual:` (protocol, level_bootstrap, seed, track) and `mlflow:`."""
 
-    level_bootstrap: int = knob("count", BOOTSTRAP)  # resamples per 95% CI of a level's metrics
+    # resamples per 95% CI of a level's metrics
+    level_bootstrap: int = knob("counterfactual.level_bootstrap", BOOTSTRAP)
     protocol: str = "paper"
-    seed: int = knob("seed", 0)
+    seed: int = knob("counterfactual.seed", 0)
     resampling_unit: str = DEFAULT_UNIT  # what a level's CIs resample (agl.scoring.clusters)
     track: bool = True  # one MLflow run per level
     experiment: str | None = None
 
     def __post_init__(self) -> None:
-        check_fields(self, "counterfactual")
+        check_fields(self)
         object.__setattr__(self, "level_bootstrap", int(self.level_bootstrap))
         object.__setattr__(self, "seed", int(self.seed))
         object.__setattr__(self, "protocol", str(self.protocol))
@@ -60,6 +61,7 @@ class ListenConfig:
         """From the keys of `counterfactual:` this stage reads (others are ignored); a count
         past `max_resamples` (evaluate.max_resamples) is one line naming it, before any work."""
         values = {k: v for k, v in (section or {}).items() if k in KEYS and v is not None}
+        check_params("counterfactual", values, source)  # the one table (agl.core.checks.PARAMS)
         check_resamples({"counterfactual.level_bootstrap": (values.get("level_bootstrap", BOOTSTRAP), 1)},
                         max_resamples, source)
         return cls(**values, experiment=(mlflow or {}).get("experiment"))

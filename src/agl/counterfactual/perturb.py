@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from agl.core.audio import resample
-from agl.core.checks import check_value
+from agl.core.checks import check_param, check_value
 from agl.core.paths import is_plain_name
 from agl.core.vad import RATE as VAD_RATE
 from agl.core.vad import speech_timestamps
@@ -330,11 +330,10 @@ def parse_perturb(section: Any, source: str = "params.yaml") -> dict[str, list[I
         kind = KINDS[entry["kind"]]
         reject_unknown_keys(entry, {"kind", "seed", *kind.params}, where)
         seed = entry.get("seed", 0)
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise AglError(f"{where}.seed: expected an integer")
+        check_param(f"perturb.{name}.seed", seed, source)  # the one table (agl.core.checks.PARAMS)
         params = {k: entry.get(k, v) for k, v in kind.params.items()}
         if "vad_threshold" in params:  # a speech probability: 1.5 would hear no speech anywhere
-            check_value("vad_threshold", params["vad_threshold"], where, rule="share_open", example="0.5")
+            check_param(f"perturb.{name}.vad_threshold", params["vad_threshold"], source)
         for k, v in params.items():
             default = kind.params[k]
             if isinstance(default, int | float) and not isinstance(default, bool) and not isinstance(v, list):

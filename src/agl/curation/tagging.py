@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.core.audio import decode_mono, resample
-from agl.core.checks import check_field_types, check_value
+from agl.core.checks import check_field_types, check_params, check_value
 from agl.core.vad import RATE as VAD_RATE
 from agl.core.vad import speech_timestamps
 from agl.curation.ontology import (
@@ -79,6 +79,7 @@ class TagConfig:
         """Build from a params section; an unknown key or a bad choice names the key."""
         params = dict(params or {})
         reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
+        check_params("tag", params, source.split()[0])  # the one table (agl.core.checks.PARAMS)
         cfg = cls(**params)
         check_field_types(cfg, source)  # 'four' is one line naming the key, not a traceback
         if cfg.tagger not in TAGGERS:
@@ -87,8 +88,6 @@ class TagConfig:
             raise AglError(f"{source}.pooling: '{cfg.pooling}' is not max or mean")
         if cfg.speech not in ("vad", "none"):
             raise AglError(f"{source}.speech: '{cfg.speech}' is not vad or none")
-        # A speech probability: "loud" or 1.5 would fail inside the VAD, or hear no speech anywhere.
-        check_value("vad_threshold", cfg.vad_threshold, source, rule="share_open", example="0.5")
         check_value("jobs", cfg.jobs, source, rule="count", example="1")
         for name in ("window_s", "hop_s"):
             value = getattr(cfg, name)

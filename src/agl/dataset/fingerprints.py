@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agl.core.checks import check_field_types, check_value
+from agl.core.checks import check_field_types, check_params
 from agl.core.diskwrite import replace_atomically
 from agl.errors import AglError, reject_unknown_keys
 
@@ -233,10 +233,9 @@ class DuplicatesConfig:
     def from_params(cls, params: dict | None, source: str = "params.yaml duplicates") -> DuplicatesConfig:
         params = dict(params or {})
         reject_unknown_keys(params, {"enabled", "max_ber", "min_overlap_s"}, source)
+        check_params("duplicates", params, source.split()[0])  # the one table (agl.core.checks.PARAMS)
         cfg = cls(**params)
         check_field_types(cfg, source)
-        check_value("max_ber", cfg.max_ber, source, rule="share_open", example=str(MAX_BER))
-        check_value("min_overlap_s", cfg.min_overlap_s, source, rule="positive", example=str(MIN_OVERLAP_S))
         return cfg
 
 

@@ -346,6 +346,7 @@ def _checked_download(download: dict | None, overrides: dict, source: str) -> di
         if value is not None:
             section[key] = value
     reject_unknown_keys(section, set(DOWNLOAD_KEYS), f"{source}: download")
+    check_params("download", section, source)  # the one table (agl.core.checks.PARAMS) first
     for key, value in section.items():
         kind = DOWNLOAD_KEYS[key]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -354,7 +355,6 @@ def _checked_download(download: dict | None, overrides: dict, source: str) -> di
                 "min_rate_bps", "stall_window_s", "tag_audit_km"):
         if key in section and not 0 < section[key] < float("inf"):
             raise AglError(f"{source}: download.{key} must be positive, not {section[key]}")
-    check_params("download", section, source)  # demo_seed
     if section.get("manifest_sha256") is not None:
         section["manifest_sha256"] = sha256_value(section["manifest_sha256"],
                                                   f"{source}: download.manifest_sha256")

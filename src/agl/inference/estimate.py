@@ -16,17 +16,14 @@ from typing import Any
 
 from agl.backends.base import get_backend
 from agl.core import audio
-from agl.core.checks import number_setting
 from agl.dataset.manifest import ManifestWarning, clips, load_manifest
 from agl.inference.finalize import PREDICTIONS
 from agl.inference.long_audio import plan_windows, sent_s
 from agl.inference.model_run import run_fingerprint
 from agl.inference.runspec import prompt_source
+from agl.inference.spend import token_rates
 from agl.predictions.records import iter_records
 from agl.prompts import PAPER, fetched_source, load_prompt
-
-DEFAULT_AUDIO_TOKENS_PER_S = 32.0
-DEFAULT_OUTPUT_TOKENS = 400
 
 
 @dataclass(frozen=True)
@@ -97,10 +94,7 @@ def estimate(
             wins = plan_windows(length, fixed, key=c.key)
             requests += 1 if fixed.mode == "multi_part" else len(wins)  # parts: one prompt
             seconds += sent_s(wins)
-    settings = spec.settings
-    rate = float(number_setting(settings, "audio_tokens_per_s", DEFAULT_AUDIO_TOKENS_PER_S, "nonnegative",
-                                "model setting"))
-    out_each = int(number_setting(settings, "est_output_tokens", DEFAULT_OUTPUT_TOKENS, "count0", "model setting"))
+    rate, out_each = token_rates(spec.settings)
     tokens_in = int(round(seconds * rate + requests * len(prompt_text) / 4))
     tokens_out = out_each * requests
     audio_in = int(round(seconds * rate))

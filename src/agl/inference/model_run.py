@@ -124,10 +124,10 @@ def _run_locked(spec: ModelSpec, prompt: Prompt, clips: Sequence[Any], *, out_di
     settings = dict(spec.settings or {})
     backend_cls = get_backend(spec.backend)
     backend_cls.check_settings(settings, settings_where(spec))  # before any work, cached or not
-    plan = _plan(spec, prompt, list(clips), out_dir, audio_root, options, backend_cls)
-    plan, before, backend = _rederive(plan, spec, options, backend_cls, backend)
     # mode: batch hands clips to the provider's batch API; else params.yaml `executor.kind`
     executor = executor_for(settings, options.transport.kind)
+    plan = _plan(spec, prompt, list(clips), out_dir, audio_root, options, backend_cls)
+    plan, before, backend = _rederive(plan, spec, options, backend_cls, backend, executor)
     _check_long_audio(spec, backend_cls, executor)
     _check_spend_cap(spec, options, executor)
     t0 = time.perf_counter()
@@ -185,23 +185,19 @@ def _check_long_audio(spec: ModelSpec, backend_cls: type[Backend], executor: Exe
         raise AglError(f"{where}: the {spec.backend} backend sends one audio part per prompt; "
                        "use windows (one request per window, answers combined) or truncate, or "
                        "a backend that takes several parts (transformers, gemini, openai, openai-compatible)")
-    if getattr(executor, "name", "local") != "local":
+    if not executor.local:
         raise AglError(f"{where}: windows are cut by the local executor only (the "
-                       f"{getattr(executor, 'name', '?')} executor sends whole files); run it "
-                       "without mode: batch and with executor.kind: local")
+                       f"{executor.name} executor sends whole files); run it {executor.instead}")
 
 
 def _check_spend_cap(spec: ModelSpec, options: RunOptions, executor: Executor) -> None:
     """A spend cap this run cannot hold is one line before any request: the local executor
-    holds each request against it; a batch job is submitted whole and priced by the provider,
-    and Ray shards spend apart (no shared purse), so neither could stop at the cap."""
-    name = getattr(executor, "name", "local")
+    holds each request against it (`Executor.local`); another could pass the cap."""
     caps = [k for k in ("max_spend_usd", "max_total_spend_usd") if getattr(options, k) is not None]
-    if caps and name != "local":
-        how = ("without mode: batch" if name == "batch" else "with executor.kind: local")
+    if caps and not executor.local:
         raise AglError(f"model {spec.name}: infer.{' and infer.'.join(caps)} is held by the local "
-                       f"executor only (the {name} executor could pass it); run it {how}, or set "
-                       "the cap to null")
+                       f"executor only (the {executor.name} executor could pass it); run it "
+                       f"{executor.instead}, or set the cap to null")
 
 
 def _plan(spec: ModelSpec, prompt: Prompt, all_clips: list[Any], out_dir: Path,
@@ -254,7 +250,7 @@ def _plan(spec: ModelSpec, prompt: Prompt, all_clips: list[Any], out_dir: Path,
 
 
 def _rederive(plan: _Plan, spec: ModelSpec, options: RunOptions, backend_cls: type[Backend],
-              backend: Backend | None) -> tuple[_Plan, dict[str, Any], Backend | None]:
+              backend: Backend | None, executor: Executor) -> tuple[_Plan, dict[str, Any], Backend | None]:
     """An output is derived, never trusted: a kept record is answered again where that costs
     nothing, so a line edited after the run cannot survive a rerun (or `dvc repro -f`).
     A backend that computes its answers offline (`Backend.recompute`) answers every clip
@@ -265,9 +261,7 @@ def _rederive(plan: _Plan, spec: ModelSpec, options: RunOptions, backend_cls: ty
     if spec.long_audio.windowed and not backend_cls.recompute:
         # A windowed record answers several cached replies, not the clip's one: kept as is.
         return plan, {}, backend
-    if not kept or (spec.settings or {}).get("mode") == "batch":
-        # A batch record says who answered it and at what price (half, `answered_by`):
-        # served again from the cache it would read as a synchronous answer. Kept as is.
+    if not kept or not executor.rederives:  # e.g. a batch record: its price is the provider's
         return plan, {}, backend
     records = {p.sample_id: p for p in iter_records(plan.ctx.pred_path)}  # read once
     if backend_cls.recompute:

@@ -27,7 +27,7 @@ from agl.dataset.manifest import ManifestWarning, load_manifest
 from agl.dataset.manifest import clips as manifest_clips
 from agl.errors import AglError, ModelGone
 from agl.executor.config import ExecutorConfig
-from agl.inference.batch.report import summary_text
+from agl.inference.executors import summary_text
 from agl.inference.model_run import run_inference
 from agl.inference.runner import Backoff, RunOptions
 from agl.inference.runspec import InferSettings, prompt_source

@@ -15,7 +15,7 @@ from typing import Any
 
 from agl.backends.base import model_or_default
 from agl.contracts.models import ModelSpec, fields_of, parse_models
-from agl.core.checks import check_field_types, check_sections
+from agl.core.checks import check_field_types, check_params, check_sections
 from agl.core.reach import OFFLINE_AFTER
 from agl.core.retry import MAX_BATCH_BYTES, MAX_REPLY_BYTES, RETRY_AFTER_CAP_S
 from agl.core.secrets import check_config
@@ -66,6 +66,7 @@ def parse_infer(section: Any, source: str = "params.yaml") -> InferSettings:
     if not isinstance(section, dict):
         raise AglError(f"{source}: infer: expected a mapping")
     reject_unknown_keys(section, fields_of(InferSettings), f"{source}: infer")
+    check_params("infer", section, source)  # the one table (agl.core.checks.PARAMS)
     try:
         s = InferSettings(**section)
         check_field_types(s, f"{source}: infer")  # `prompt: [1]` was a TypeError traceback

@@ -75,12 +75,19 @@ def recorded_spend(roots: Iterable[str | Path]) -> float:
     return total
 
 
-def tokens_for(seconds: float, prompt_text: str, settings: dict[str, Any]) -> tuple[int, int]:
-    """(input, output) tokens a request is estimated to bill."""
+def token_rates(settings: dict[str, Any]) -> tuple[float, int]:
+    """(audio tokens per second, output tokens per request) a model entry's estimates use:
+    its `audio_tokens_per_s` and `est_output_tokens`, checked (the dry run reads the same)."""
     rate = float(number_setting(settings, "audio_tokens_per_s", DEFAULT_AUDIO_TOKENS_PER_S,
                                 "nonnegative", "model setting"))
     out = int(number_setting(settings, "est_output_tokens", DEFAULT_OUTPUT_TOKENS, "count0",
                              "model setting"))
+    return rate, out
+
+
+def tokens_for(seconds: float, prompt_text: str, settings: dict[str, Any]) -> tuple[int, int]:
+    """(input, output) tokens a request is estimated to bill."""
+    rate, out = token_rates(settings)
     return int(round(seconds * rate + len(prompt_text) / 4)), out
 
 

@@ -285,7 +285,10 @@ def import_record(path: Path, truth: tuple[Any, str, Path], out: Path, config: I
     write_predictions(folder / "predictions.jsonl", [predictions[k] for k in ranked])
     resamples, seed = _bootstrap(record, config, path)
     protocols = tuple(p for p in PROTOCOLS if p in stated) or tuple(PROTOCOLS)
-    evaluation = EvaluateConfig(protocols=protocols, metric_bootstrap=resamples, seed=seed,
+    # A record without intervals (0 resamples) is scored without them: a caller's option,
+    # never evaluate.metric_bootstrap, which is at least 1 (agl.scoring.config).
+    evaluation = EvaluateConfig(protocols=protocols, seed=seed,
+                                **({"metric_bootstrap": resamples} if resamples else {"intervals": False}),
                                 strict_refusal_km=config.strict_refusal_km, track=False,
                                 resampling_unit=_unit(stated, path))
     with warnings.catch_warnings():

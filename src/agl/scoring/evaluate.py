@@ -178,7 +178,7 @@ def post_cutoff(manifest: pd.DataFrame, scored: pd.DataFrame, cutoff: str, confi
     of clips on or before it and of clips without a known upload date (docs/baselines.md#dates)."""
     unit = parse_unit(unit)
     labels = None if unit.kind == "clip" and not unit.links else cluster_labels(scored, unit)
-    bootstrap, seed = config.metric_bootstrap, config.seed
+    bootstrap, seed = config.resamples, config.seed
 
     uploaded = dict(zip(manifest["key"].astype(str), manifest["upload_date"], strict=True))
     state = after([uploaded.get(str(k), "") for k in scored["sample_id"]], cutoff)
@@ -278,7 +278,7 @@ def evaluate_run(
     repeats = _repeat_predictions(Path(predictions_path))
     unit = replace(parse_unit(config.resampling_unit), links=tuple(links)) if links else config.resampling_unit
     for protocol in config.protocols:
-        result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=config.metric_bootstrap,
+        result, scored = evaluate_frames(manifest, preds, protocol, bootstrap=config.resamples,
                                          seed=config.seed, strict_refusal_km=config.strict_refusal_km,
                                          unit=unit, labelling=config.labelling,
                                          geoscore_km=config.geoscore_km,
@@ -384,7 +384,7 @@ def _log_evaluation(doc: dict[str, Any], config: EvaluateConfig, info: dict[str,
     """One MLflow run for the scored run, keyed by its name and data version."""
     run = doc["run"]
     manifest, manifest_path = data
-    params = {"run": run, "protocols": ",".join(config.protocols), "bootstrap": config.metric_bootstrap,
+    params = {"run": run, "protocols": ",".join(config.protocols), "bootstrap": config.resamples,
               "seed": config.seed, "strict_refusal_km": config.strict_refusal_km,
               "resampling_unit": config.resampling_unit, "labels": config.labels,
               "point_land": str(config.point_land), "point_coast_km": config.point_coast_km,

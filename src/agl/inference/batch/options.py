@@ -24,10 +24,10 @@ None of these change a reply, so none enters the cache key or the run fingerprin
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import Any
 
+from agl.core.checks import number_setting
 from agl.errors import AglError
 
 BATCH_BACKENDS = ("gemini", "openai")
@@ -62,6 +62,12 @@ class BatchOptions:
                 int(self.max_bytes or base["max_bytes"]))
 
 
+# Each number of `settings.batch`, with its rule (agl.core.checks.RULES).
+_RULES = {"max_attempts": "count", "max_requests": "count_or_null", "max_bytes": "count_or_null",
+          "inline_max_bytes": "count0", "result_tries": "count", "max_age_h": "nonnegative",
+          "price_factor": "nonnegative"}
+
+
 def is_batch(settings: dict[str, Any] | None) -> bool:
     """Whether a model entry asks for batch mode (`mode: batch`)."""
     mode = (settings or {}).get("mode", "sync")
@@ -88,18 +94,9 @@ def batch_options(backend: str, settings: dict[str, Any] | None) -> BatchOptions
         raise AglError("settings.batch.probe: true or false")
     if opts.fallback not in ("sync", "batch"):
         raise AglError(f"settings.batch.fallback: '{opts.fallback}'; use sync or batch")
-    for name in ("max_attempts", "max_requests", "max_bytes", "inline_max_bytes", "result_tries"):
-        v = getattr(opts, name)
-        if v is None and name in ("max_requests", "max_bytes"):
-            continue
-        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "inline_max_bytes"
-                                                                  else 1):
-            raise AglError(f"settings.batch.{name}: a whole number "
-                           f"{'of 0 or more' if name == 'inline_max_bytes' else 'of 1 or more'}")
-    for name in ("max_age_h", "price_factor"):
-        v = getattr(opts, name)
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-            raise AglError(f"settings.batch.{name}: a number of 0 or more")
+    defaults = BatchOptions()
+    for name, rule in _RULES.items():  # one line each, with the default as the example
+        number_setting(raw, name, getattr(defaults, name), rule, "settings.batch")
     return opts
 
 

@@ -18,6 +18,8 @@ The pass calls, in this order:
 from __future__ import annotations
 
 import abc
+import asyncio
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,9 +100,16 @@ class SubmitError(Exception):
         self.ambiguous = ambiguous
 
 
+# How long one request file may take to upload, or one result file to download: a 200 MB
+# file on a slow uplink (the call's own timeout_s counts when longer).
+TRANSFER_TIMEOUT_S = 900.0
+
+
 class BatchProvider(abc.ABC):
     """One provider's batch API (OpenAI, Gemini): build and upload a job's requests, create, poll,
-    cancel, and read results by custom id."""
+    cancel, and read results by custom id. The result-file loop is written once (`results`,
+    as inspect_ai's FileBatcher): a provider fills `result_files`, `download` and
+    `result_line`."""
     name: ClassVar[str] = ""
 
     def __init__(self, backend: Backend, options: BatchOptions, state: BatchState, *,
@@ -136,8 +145,45 @@ class BatchProvider(abc.ABC):
     @abc.abstractmethod
     async def status(self, job: Job) -> JobStatus: ...
 
-    @abc.abstractmethod
-    async def results(self, job: Job, status: JobStatus) -> Results: ...
+    async def results(self, job: Job, status: JobStatus) -> Results:
+        """A finished job's results: each of its result files downloaded and read line by line
+        (a line that is not a JSON mapping names no clip: counted, and its clip falls back)."""
+        out = Results()
+        for ref in self.result_files(status):
+            async with asyncio.timeout(max(self.timeout_s, TRANSFER_TIMEOUT_S)):
+                data = await self.download(ref)
+            self.read_result_file(data, out)
+        return out
+
+    def read_result_file(self, data: bytes, out: Results) -> None:
+        """The lines of one result file into `out` (the loop both providers share)."""
+        for raw in data.splitlines():
+            if not raw.strip():
+                continue
+            try:
+                entry = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                out.ignore("not JSON")  # a torn line names no clip; its clip falls back
+                continue
+            if not isinstance(entry, dict):
+                out.ignore("not a mapping")
+                continue
+            read = self.result_line(entry)
+            if read is not None:
+                out.add(*read)
+
+    def result_files(self, status: JobStatus) -> list[str]:
+        """Hook: the ids of a finished job's result files, answers first (a reply wins over
+        an error for the same clip); default none."""
+        return []
+
+    async def download(self, ref: str) -> bytes:
+        """Hook: one result file's bytes (called only for what `result_files` names)."""
+        raise NotImplementedError(f"{type(self).__name__} names result files but cannot download them")
+
+    def result_line(self, entry: dict[str, Any]) -> tuple[Any, Reply | str] | None:
+        """Hook: one result line's (custom id, reply or why it failed); None: a line to skip."""
+        raise NotImplementedError(f"{type(self).__name__} names result files but cannot read their lines")
 
     @abc.abstractmethod
     async def cancel(self, job: Job) -> None: ...

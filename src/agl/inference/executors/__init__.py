@@ -41,6 +41,16 @@ class Executor(abc.ABC):
     """Answers a run's pending requests. Subclasses set `name`, their entry in the index."""
 
     name: ClassVar[str] = ""
+    # Whether this executor sends each request itself, in this process, through the runner:
+    # only such an executor cuts a long clip into windows and holds a spend cap before each
+    # request (a batch job is submitted whole and priced by the provider; Ray shards spend
+    # apart, with no shared purse).
+    local: ClassVar[bool] = False
+    # How to run the model on the local executor instead (the end of a refusal's line).
+    instead: ClassVar[str] = "with executor.kind: local"
+    # Whether a kept record may be served again from the reply cache on a rerun (the driver's
+    # rederivation): not where the record says how it was answered and priced.
+    rederives: ClassVar[bool] = True
 
     def check(self, out_dir: Path) -> None:
         """Refuse to start where this executor cannot run: by default while batch jobs of
@@ -59,6 +69,11 @@ class Executor(abc.ABC):
         `report`: what `answer` returned, None when nothing was pending); default: none."""
         return summary
 
+    def summary_text(self, summary: dict[str, Any]) -> str:
+        """This executor's part of the run's one line, from the section `summarize` added
+        (agl.inference.params_run.summary_line); default: none."""
+        return ""
+
 
 _EXECUTORS: Registry[type[Executor]] = Registry("executor")
 
@@ -71,6 +86,12 @@ def available_executors() -> list[str]:
 def get_executor(name: str) -> Executor:
     """A new executor registered under `name`, or an AglError that suggests names."""
     return _EXECUTORS.get(name)()
+
+
+def summary_text(summary: dict[str, Any]) -> str:
+    """The part of a run's line that its executor adds (the batch jobs, their price), for the
+    executor its recorded settings chose (`mode: batch`; every other one adds nothing)."""
+    return executor_for(summary.get("settings")).summary_text(summary)
 
 
 def executor_for(settings: dict[str, Any] | None, kind: str = "local") -> Executor:

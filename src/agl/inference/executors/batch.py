@@ -21,6 +21,7 @@ from agl.core.single_writer import exclusive
 from agl.inference.batch.context import PassContext, PassReport
 from agl.inference.batch.options import batch_options
 from agl.inference.batch.report import batch_summary
+from agl.inference.batch.report import summary_text as batch_text  # the batch part of the run's line
 from agl.inference.batch.run import run_pass
 from agl.inference.cache import ResponseCache
 from agl.inference.executors import Executor, get_executor
@@ -49,6 +50,10 @@ class BatchExecutor(Executor):
     """A batch pass, then the synchronous path for the clips batch does not answer."""
 
     name = "batch"  # its entry in the index (agl.inference.executors)
+    instead = "without mode: batch"
+    # A batch record says who answered it and at what price (half, `answered_by`): served
+    # again from the cache it would read as a synchronous answer. Kept as is.
+    rederives = False
 
     def check(self, out_dir: Path) -> None:
         """Nothing to refuse: live jobs are what this executor collects."""
@@ -77,3 +82,7 @@ class BatchExecutor(Executor):
                   out_dir: Path, report: Any) -> dict[str, Any]:
         """The summary's batch section (`agl.inference.batch.report.batch_summary`)."""
         return batch_summary(summary, list(chosen), settings, out_dir, report)
+
+    def summary_text(self, summary: dict[str, Any]) -> str:
+        """Batch, synchronous and cached answers, the price, and what is still out."""
+        return batch_text(summary)

@@ -21,6 +21,7 @@ class LocalExecutor(Executor):
     """Every request through the runner, at most `work.options.concurrency` in flight."""
 
     name = "local"  # its entry in the index (agl.inference.executors)
+    local = True
 
     async def answer(self, work: Work, backend: Backend, sink: Sink) -> Any:
         """Stream the replies of `work.requests` into `sink` in the order they arrive."""

@@ -26,9 +26,10 @@ from google.genai import _common, batches, errors, types
 from agl.backends.base import BackendError, opaque_name, sent_audio
 from agl.backends.gemini import to_reply
 from agl.backends.service import retryable_status
-from agl.contracts.calls import Request
+from agl.contracts.calls import Reply, Request
 from agl.core.audio import mime_type
 from agl.inference.batch.provider import (
+    TRANSFER_TIMEOUT_S,
     BatchProvider,
     Chunk,
     Created,
@@ -46,7 +47,6 @@ REUSE_MIN_LEFT_S = 46 * 3600.0
 _OUTCOME = {"JOB_STATE_SUCCEEDED": "completed", "JOB_STATE_PARTIALLY_SUCCEEDED": "completed",
             "JOB_STATE_FAILED": "failed", "JOB_STATE_EXPIRED": "expired",
             "JOB_STATE_CANCELLED": "cancelled"}
-UPLOAD_TIMEOUT_S = 900.0
 
 
 class GeminiBatch(BatchProvider):
@@ -101,7 +101,7 @@ class GeminiBatch(BatchProvider):
         except BackendError as exc:
             raise SubmitError(f"audio of {what}: {exc}", rejected=True) from None
         try:
-            async with asyncio.timeout(max(self.timeout_s, UPLOAD_TIMEOUT_S)):
+            async with asyncio.timeout(max(self.timeout_s, TRANSFER_TIMEOUT_S)):
                 f = await client.aio.files.upload(file=io.BytesIO(data), config={
                     "mime_type": mime, "display_name": opaque_name(data)})
                 for _ in range(120):  # audio is usually ACTIVE within seconds
@@ -143,7 +143,7 @@ class GeminiBatch(BatchProvider):
         if chunk.nbytes <= self.options.inline_max_bytes:
             return None
         try:
-            async with asyncio.timeout(max(self.timeout_s, UPLOAD_TIMEOUT_S)):
+            async with asyncio.timeout(max(self.timeout_s, TRANSFER_TIMEOUT_S)):
                 f = await self._client().aio.files.upload(
                     file=str(chunk.path), config={"mime_type": "jsonl",
                                                   "display_name": chunk.path.stem})
@@ -208,38 +208,33 @@ class GeminiBatch(BatchProvider):
         return j, entries
 
     async def results(self, job: Job, status: JobStatus) -> Results:
+        """Inline answers (a job submitted inline) read here; a result file by the base's loop."""
+        _, entries = status.raw
+        if not entries:
+            return await super().results(job, status)
         out = Results()
-        j, entries = status.raw
-        dest = j.dest
-        if entries:
-            for item in entries:
-                if isinstance(item, str):  # what `_read_entry` could not read, and why
-                    out.ignore(item)
-                    continue
-                key = (item.metadata or {}).get("key")
-                if item.response is not None:
-                    out.add(key, reply_or_error(to_reply, item.response))
-                else:
-                    out.add(key, _error_text(item.error))
-        elif dest is not None and dest.file_name:
-            async with asyncio.timeout(max(self.timeout_s, UPLOAD_TIMEOUT_S)):
-                data = await self._client().aio.files.download(file=dest.file_name)
-            for raw in data.splitlines():
-                if not raw.strip():
-                    continue
-                try:
-                    d = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    out.ignore("not JSON")  # a torn line names no clip; its clip falls back
-                    continue
-                if not isinstance(d, dict):
-                    out.ignore("not a mapping")
-                elif isinstance(d.get("response"), dict):
-                    out.add(d.get("key"),
-                            reply_or_error(lambda r: to_reply(_response(r)), d["response"]))
-                else:
-                    out.add(d.get("key"), _error_text(d.get("error") or d.get("status")))
+        for item in entries:
+            if isinstance(item, str):  # what `_read_entry` could not read, and why
+                out.ignore(item)
+                continue
+            key = (item.metadata or {}).get("key")
+            if item.response is not None:
+                out.add(key, reply_or_error(to_reply, item.response))
+            else:
+                out.add(key, _error_text(item.error))
         return out
+
+    def result_files(self, status: JobStatus) -> list[str]:
+        dest = status.raw[0].dest
+        return [dest.file_name] if dest is not None and dest.file_name else []
+
+    async def download(self, ref: str) -> bytes:
+        return await self._client().aio.files.download(file=ref)
+
+    def result_line(self, entry: dict[str, Any]) -> tuple[Any, Reply | str] | None:
+        if isinstance(entry.get("response"), dict):
+            return entry.get("key"), reply_or_error(lambda r: to_reply(_response(r)), entry["response"])
+        return entry.get("key"), _error_text(entry.get("error") or entry.get("status"))
 
     async def cancel(self, job: Job) -> None:
         async with asyncio.timeout(self.timeout_s):

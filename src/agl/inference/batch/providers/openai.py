@@ -25,11 +25,11 @@ from agl.backends.openai_chat import error_message, to_reply
 from agl.backends.service import retryable_status
 from agl.contracts.calls import Reply, Request
 from agl.inference.batch.provider import (
+    TRANSFER_TIMEOUT_S,
     BatchProvider,
     Chunk,
     Created,
     JobStatus,
-    Results,
     SubmitError,
     reply_or_error,
 )
@@ -38,7 +38,6 @@ from agl.inference.batch.state import Job
 ENDPOINT = "/v1/chat/completions"
 _OUTCOME = {"completed": "completed", "failed": "failed", "expired": "expired",
             "cancelled": "cancelled"}
-UPLOAD_TIMEOUT_S = 900.0  # a 200 MB request file on a slow uplink
 # Error codes of requests an expired or cancelled job never ran.
 _NOT_RUN = ("batch_expired", "batch_cancelled")
 
@@ -59,7 +58,7 @@ class OpenAIBatch(BatchProvider):
     async def upload_input(self, chunk: Chunk) -> str | None:
         data = await asyncio.to_thread(chunk.path.read_bytes)
         try:
-            async with asyncio.timeout(max(self.timeout_s, UPLOAD_TIMEOUT_S)):
+            async with asyncio.timeout(max(self.timeout_s, TRANSFER_TIMEOUT_S)):
                 f = await self._client().files.create(
                     file=(chunk.path.name, data, "application/jsonl"), purpose="batch")
         except openai.APIStatusError as exc:
@@ -103,30 +102,18 @@ class OpenAIBatch(BatchProvider):
         return JobStatus(b.status, _OUTCOME.get(b.status), error or None, counts,
                          float(b.expires_at) if b.expires_at else None, raw=b)
 
-    async def results(self, job: Job, status: JobStatus) -> Results:
-        out = Results()
+    def result_files(self, status: JobStatus) -> list[str]:
         b = status.raw
-        for fid in (b.output_file_id, b.error_file_id):  # answers first: a reply wins
-            if not fid:
-                continue
-            async with asyncio.timeout(max(self.timeout_s, UPLOAD_TIMEOUT_S)):
-                content = await self._client().files.content(fid)
-            for raw in content.content.splitlines():
-                if not raw.strip():
-                    continue
-                try:
-                    d = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    out.ignore("not JSON")  # a torn line names no clip; its clip falls back
-                    continue
-                if not isinstance(d, dict):
-                    out.ignore("not a mapping")
-                    continue
-                err = d.get("error")
-                if isinstance(err, dict) and err.get("code") in _NOT_RUN:
-                    continue  # never run: the job's own end (expired, cancelled) says why
-                out.add(d.get("custom_id"), _one(d))
-        return out
+        return [fid for fid in (b.output_file_id, b.error_file_id) if fid]  # answers first
+
+    async def download(self, ref: str) -> bytes:
+        return (await self._client().files.content(ref)).content
+
+    def result_line(self, entry: dict[str, Any]) -> tuple[Any, Reply | str] | None:
+        err = entry.get("error")
+        if isinstance(err, dict) and err.get("code") in _NOT_RUN:
+            return None  # never run: the job's own end (expired, cancelled) says why
+        return entry.get("custom_id"), _one(entry)
 
     async def cancel(self, job: Job) -> None:
         async with asyncio.timeout(self.timeout_s):

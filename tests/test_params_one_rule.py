@@ -1,0 +1,150 @@
+"""One rule per setting: the params check (agl.core.checks.PARAMS, what every stage checks
+as it loads its sections) and the config that reads the key agree on every key of
+params.yaml: a value one accepts the other accepts, a value one refuses the other refuses,
+in the same line. The walk found `evaluate.metric_bootstrap` (>= 1 in the table, 0 allowed by
+EvaluateConfig), seeds of perturb.* (-1 read), counterfactual.subset and infer.offline_after
+(never checked by their readers) and download's own type lines before the table's."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agl.core.checks import check_params, param_rule
+from agl.errors import AglError
+
+REPO = Path(__file__).resolve().parents[1]
+PARAMS = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+# (null is left out: a stage reads a key set to null as a key left out, its default)
+PROBES = (-1, 0, 0.5, 1, 2.5, True, "x")
+
+
+def _readers():
+    """Each section (or key) of params.yaml -> the config reader its stage calls."""
+    from agl.birds.birdnet import BirdConfig
+    from agl.counterfactual.effects import EffectsConfig, Subset
+    from agl.counterfactual.listen import KEYS, ListenConfig
+    from agl.counterfactual.perturb import parse_perturb
+    from agl.curation.filtering import FilterConfig
+    from agl.curation.localizability_params import LocalizabilityConfig
+    from agl.curation.tagging import TagConfig
+    from agl.dataset.fingerprints import DuplicatesConfig
+    from agl.dataset.prepare import from_params as download
+    from agl.executor.config import ExecutorConfig
+    from agl.inference.runspec import parse_infer
+    from agl.report.inputs import ReportConfig
+    from agl.scoring.config import EvaluateConfig
+    from agl.speech.listen import SpeechConfig
+
+    def counterfactual(p):
+        EffectsConfig.from_params(p["counterfactual"])
+        ListenConfig.from_params({k: p["counterfactual"].get(k) for k in KEYS})
+
+    return {
+        "evaluate": lambda p: EvaluateConfig.from_params(p["evaluate"]),
+        "counterfactual.subset": lambda p: Subset.from_params(p["counterfactual"]["subset"]),
+        "counterfactual": counterfactual,
+        "report": lambda p: ReportConfig.from_params(p["report"]),
+        "filter": lambda p: FilterConfig.from_params(p["filter"]),
+        "tag": lambda p: TagConfig.from_params(p["tag"]),
+        "speech": lambda p: SpeechConfig.from_params(p["speech"]),
+        "birds": lambda p: BirdConfig.from_params(p["birds"]),
+        "duplicates": lambda p: DuplicatesConfig.from_params(p["duplicates"]),
+        "localizability": lambda p: LocalizabilityConfig.from_params(p["localizability"]),
+        "executor": lambda p: ExecutorConfig.from_params(p["executor"]),
+        "infer": lambda p: parse_infer(p["infer"]),
+        "download": lambda p: download(p, progress=False),
+        "perturb": lambda p: parse_perturb(p["perturb"]),
+    }
+
+
+# Keys whose reader is no pure config (the leaderboard's is the stage's table build, which
+# reads files; a model entry's settings are its backend's; paper's bounds are SourceConfig's,
+# read with the HTTP limits): the stage's params check is their one check. A key without a
+# rule in the table is checked by its reader alone (its type, its choices).
+NO_READER = ("leaderboard.", "models.", "paper.", "data.", "mlflow.", "export.")
+
+
+def _leaves(prefix: str, node):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaves(f"{prefix}.{k}" if prefix else k, v)
+    else:
+        yield prefix, node
+
+
+def _set(doc: dict, key: str, value) -> dict:
+    out = copy.deepcopy(doc)
+    node = out
+    parts = key.split(".")
+    for part in parts[:-1]:
+        node = node[part]
+    node[parts[-1]] = value
+    return out
+
+
+def _line(fn, *args) -> str | None:
+    try:
+        fn(*args)
+    except AglError as exc:
+        return str(exc)
+    return None
+
+
+def _reader(readers: dict, key: str):
+    for name in sorted(readers, key=len, reverse=True):  # the most specific section first
+        if key == name or key.startswith(name + "."):
+            return name, readers[name]
+    return None, None
+
+
+def test_the_params_check_and_every_config_agree_on_every_ruled_key_of_params_yaml():
+    readers = _readers()
+    ruled = [(k, v) for k, v in _leaves("", PARAMS) if param_rule(k) and not k.startswith(NO_READER)]
+    assert len(ruled) > 40  # the walk reaches the table
+    disagree = []
+    for key, _ in ruled:
+        section, read = _reader(readers, key)
+        assert read is not None, f"{key}: no reader known to this test"
+        for value in PROBES:
+            doc = _set(PARAMS, key, value)
+            node = doc
+            for part in section.split("."):
+                node = node[part]
+            table = _line(check_params, section, node)
+            config = _line(read, doc)
+            if table is not None and config != table:
+                disagree.append(f"{key}={value!r}: table: {table}\n  config: {config}")
+            elif table is None and config is not None and config.split(":")[0].endswith(key):
+                # A refusal naming another key is a rule between keys (gamma_km below
+                # error_cap_km, a count above max_resamples), which no one key's rule holds.
+                disagree.append(f"{key}={value!r}: the table accepts it; config: {config}")
+    assert not disagree, "\n".join(disagree)
+
+
+def test_a_knob_without_a_rule_in_the_table_is_refused_where_it_is_declared():
+    from agl.scoring.config import knob
+
+    with pytest.raises(ValueError, match=r"evaluate.nope: no rule in agl.core.checks.PARAMS"):
+        knob("evaluate.nope", 1)
+
+
+def test_metric_bootstrap_is_one_rule_and_no_intervals_is_a_callers_option():
+    """`evaluate.metric_bootstrap: 0` is refused by the stage and by the config in one line;
+    the importer and tests that want point values alone say `intervals=False`."""
+    from agl.scoring.config import EvaluateConfig
+
+    line = ("params.yaml evaluate.metric_bootstrap: 0 is not a whole number of at least 1; set it in "
+            "params.yaml, e.g. `evaluate.metric_bootstrap: 10000`")
+    for check in (lambda: check_params("evaluate", {"metric_bootstrap": 0}),
+                  lambda: EvaluateConfig.from_params({"metric_bootstrap": 0}),
+                  lambda: EvaluateConfig(metric_bootstrap=0)):
+        with pytest.raises(AglError) as exc:
+            check()
+        assert str(exc.value) == line
+    assert EvaluateConfig(intervals=False).resamples == 0 and EvaluateConfig().resamples == 10_000
+    with pytest.raises(AglError, match=r"unknown key\(s\) intervals"):
+        EvaluateConfig.from_params({"intervals": False})
