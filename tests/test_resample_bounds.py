@@ -78,7 +78,7 @@ def test_export_refuses_evaluate_metric_bootstrap_past_the_bound(files, tmp_path
     params.write_text(yaml.safe_dump({"evaluate": {"metric_bootstrap": value}}))
     line = one_line_error(capfd, ["export", "eee", "--params", str(params), "--manifest", str(m),
                             "--out", str(tmp_path / "eee")])
-    assert f"{params} evaluate.metric_bootstrap: {value!r} is not a whole number in the allowed range 0 to" in line
+    assert f"{params} evaluate.metric_bootstrap: {value!r} is not a whole number in the allowed range 1 to" in line
 
 
 @pytest.mark.parametrize(("build", "key"), [
