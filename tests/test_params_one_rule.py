@@ -63,9 +63,10 @@ def _readers():
 
 # Keys whose reader is no pure config (the leaderboard's is the stage's table build, which
 # reads files; a model entry's settings are its backend's; paper's bounds are SourceConfig's,
-# read with the HTTP limits): the stage's params check is their one check. A key without a
+# read with the HTTP limits; `counterfactual.jobs`, handed by the perturb stage to the
+# executor as it is): the stage's params check is their one check. A key without a
 # rule in the table is checked by its reader alone (its type, its choices).
-NO_READER = ("leaderboard.", "models.", "paper.", "data.", "mlflow.", "export.")
+NO_READER = ("leaderboard.", "models.", "paper.", "data.", "mlflow.", "export.", "counterfactual.jobs")
 
 
 def _leaves(prefix: str, node):

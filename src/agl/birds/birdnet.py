@@ -36,7 +36,7 @@ import numpy as np
 
 from agl.core.audio import decode_mono, resample
 from agl.core.canonical import jsonl_line
-from agl.core.checks import check_field_types, check_value
+from agl.core.checks import check_field_types, check_params
 from agl.dataset.manifest import CATEGORY_COLUMNS, content_hash
 from agl.errors import AglError, reject_unknown_keys
 from agl.executor import ClipTask, map_clips
@@ -135,12 +135,12 @@ class BirdConfig:
         """Build from a params section; an unknown key or a value out of range names the key."""
         params = dict(params or {})
         reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
+        check_params("birds", params, source.split()[0])  # the one table (agl.core.checks.PARAMS)
         cfg = cls(**params)
         check_field_types(cfg, source)  # 'four' is one line naming the key, not a traceback
         for name in ("min_confidence", "min_confidence_other"):
             if not 0.0 < float(getattr(cfg, name)) <= 1.0:
                 raise AglError(f"{source}.{name}: must be in (0, 1], got {getattr(cfg, name)}")
-        check_value("jobs", cfg.jobs, source, rule="count", example="1")
         if int(cfg.batch_size) < 1 or int(cfg.threads) < 1:
             raise AglError(f"{source}: batch_size and threads must be at least 1")
         if not 0.0 < float(cfg.min_window_s) <= WINDOW_S:

@@ -42,7 +42,7 @@ from typing import Any
 
 from agl.core import canonical
 from agl.core.audio import decode, duration_problem
-from agl.core.checks import check_value
+from agl.core.checks import check_params
 from agl.curation import acoustics
 from agl.dataset.checksums import locked_but_missing
 from agl.dataset.manifest import clips, load_manifest
@@ -79,6 +79,7 @@ class FilterConfig:
         """Build from a params section; an unknown key or a wrong type names the key."""
         params = dict(params or {})
         reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
+        check_params("filter", params, source.split()[0])  # the one table (agl.core.checks.PARAMS)
         kw: dict[str, Any] = {}
         for name, value in params.items():
             default = getattr(cls, name)
@@ -98,7 +99,6 @@ class FilterConfig:
                 what = "a whole number" if isinstance(default, int) and not isinstance(default, tuple) else "a number"
                 raise AglError(f"{source}.{name}: {value!r} is not {what}; e.g. {name}: {default}") from None
         cfg = cls(**kw)
-        check_value("jobs", cfg.jobs, source, rule="count", example="1")  # the one rule (agl.core.checks)
         if not 0 <= cfg.duration_tolerance < 1:
             raise AglError(f"{source}.duration_tolerance: a fraction in [0, 1), got "
                            f"{cfg.duration_tolerance}")

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agl.core.audio import decode_mono, resample
-from agl.core.checks import check_field_types, check_params, check_value
+from agl.core.checks import check_field_types, check_params
 from agl.core.vad import RATE as VAD_RATE
 from agl.core.vad import speech_timestamps
 from agl.curation.ontology import (
@@ -88,7 +88,6 @@ class TagConfig:
             raise AglError(f"{source}.pooling: '{cfg.pooling}' is not max or mean")
         if cfg.speech not in ("vad", "none"):
             raise AglError(f"{source}.speech: '{cfg.speech}' is not vad or none")
-        check_value("jobs", cfg.jobs, source, rule="count", example="1")
         for name in ("window_s", "hop_s"):
             value = getattr(cfg, name)
             if value is not None and not float(value) > 0:

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from agl.core.audio import decode_head, decode_mono, resample
-from agl.core.checks import check_field_types, check_value
+from agl.core.checks import check_field_types, check_params
 from agl.errors import AglError, reject_unknown_keys
 from agl.speech.languages import check_languages
 from agl.speech.model import CPU_ISAS, load_whisper, pin_kernels, resolve, vad_identity
@@ -84,6 +84,7 @@ class SpeechConfig:
     def from_params(cls, params: dict[str, Any] | None, source: str = "params.yaml speech") -> SpeechConfig:
         params = dict(params or {})
         reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
+        check_params("speech", params, source.split()[0])  # the one table (agl.core.checks.PARAMS)
         pins = params.get("sha256") or {}
         if not isinstance(pins, dict):
             raise AglError(f"{source}.sha256: {pins!r} is not a mapping of file name to SHA-256; "
@@ -109,7 +110,6 @@ class SpeechConfig:
             raise AglError(f"{source}.window_s: must be in (0, 30] (Whisper reads 30 s), got {cfg.window_s}")
         if cfg.cpu_isa not in (*CPU_ISAS, "native"):
             raise AglError(f"{source}.cpu_isa: must be one of {', '.join((*CPU_ISAS, 'native'))}, got {cfg.cpu_isa!r}")
-        check_value("jobs", cfg.jobs, source, rule="count", example="1")
         for name in ("max_windows", "top_languages", "threads", "beam_size"):
             if int(getattr(cfg, name)) < 1:
                 raise AglError(f"{source}.{name}: must be at least 1")
