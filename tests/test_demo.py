@@ -49,7 +49,12 @@ def test_manifest_is_agl1k_layout_and_loads_cleanly(demo_dir):
     assert all(k.startswith("demo_") for k in frame["key"])
     assert frame["title"].str.startswith("SYNTHETIC").all()
     assert frame["description"].str.startswith("SYNTHETIC").all()
-    assert frame["mp3seconds"].between(10, 60).all()
+    # ordinary clips 8-18 s, the filters' failing ones 10-12 s, and one long clip of 130 s
+    # (heard in 30-s windows by params.yaml's knn-windows); ~514 s of audio in all
+    long = frame["mp3seconds"] > 60
+    assert frame.loc[~long, "mp3seconds"].between(8, 18.1).all()
+    assert frame.loc[long, "mp3seconds"].round().tolist() == [demo.LONG_CLIP_S]
+    assert abs(frame["mp3seconds"].sum() - 514) < 10
 
 
 def test_audio_layout_duration_and_lock(demo_dir):

@@ -238,7 +238,7 @@ def test_long_audio_protocols_are_paired_like_an_intervention(tmp_path):
                             more=long_audio_effects(tmp_path, config, durations))
     km = table[table["metric"] == "distance_km"].set_index(["level", "group"])
     assert set(table["intervention"]) == {"long_audio"} and set(table["model"]) == {"first30"}
-    assert km.loc[("whole", "all"), "kind"] == "whole clip (native) vs first 30 s"
+    assert km.loc[("whole", "all"), "kind"] == "the file as the backend takes it (native) vs first 30 s"
     assert km.loc[("random30", "all"), "kind"] == "random 30 s (seed 0) vs first 30 s"
     assert km.loc[("whole", "all"), "diff"] == -375.0 and km.loc[("whole", "all"), "n_clusters"] == 8
     quartiles = [g for g in km.loc["whole"].index if g.startswith("duration=")]

@@ -301,3 +301,33 @@ def test_a_vllm_server_heard_s_from_prompt_tokens_less_the_texts(tmp_path):
         assert "heard_s_reported" not in rec.meta and "audio_tokens" not in rec.meta, name
         assert "reported_clips" not in summary["heard"], name
         assert ("/tokenize" in paths) is bool(settings), name
+
+
+def test_knn_hears_each_window(tmp_path):
+    """The offline knn baseline under windows (the demo's knn-windows): each window's own
+    fingerprint finds its neighbour, so the 130-s clip whose first 30 s sound like the French
+    clip and whose rest like the Moroccan one answers France natively (knn hears the first 30
+    s) and Morocco in windows (four windows of five); no request leaves the machine."""
+    t = np.arange(20 * SR) / SR
+    _clip(tmp_path)
+    frame = load_manifest(tmp_path / "manifest.csv")
+    rows = frame.to_dict("records")
+    for key, tone, (country, city, continent, lat, lon) in (("fr", FIRST, PLACES[FIRST]), ("ma", REST, PLACES[REST])):
+        (tmp_path / "audio" / key).mkdir()
+        sf.write(tmp_path / "audio" / key / "a.wav", (np.sin(2 * np.pi * tone * t) * 0.3).astype(np.float32), SR)
+        rows.append({**rows[0], "key": key, "country": country, "city": city, "continent": continent,
+                     "latitude": lat, "longitude": lon, "mp3seconds": 20.0})
+    rows[0].update(latitude=-33.9, longitude=18.4)  # the long clip: its own site, far from both
+    write_manifest(pd.DataFrame(rows), tmp_path / "manifest.csv")
+    cl = clips(load_manifest(tmp_path / "manifest.csv"))
+    out = {}
+    for name, long_audio in (("native", None), ("windows", {"mode": "windows", "window_s": 30, "min_tail_s": 5})):
+        spec = ModelSpec(name, "knn", "logmel-stats", settings={"k": 1, "max_seconds": 30},
+                         long_audio=parse_long_audio(long_audio, "test"))
+        run_inference(spec, load_prompt(), cl, out_dir=tmp_path / name, audio_root=tmp_path / "audio",
+                      options=RunOptions(cache_dir=None, progress=False))
+        out[name] = read_run(tmp_path / name)["long"]
+    assert out["native"].country == "France"
+    wins = out["windows"].meta["windows"]
+    assert [w["country"] for w in wins] == ["France"] + ["Morocco"] * 4
+    assert out["windows"].country == "Morocco" and out["windows"].meta["heard_s"] == 130.0

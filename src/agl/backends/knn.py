@@ -19,6 +19,11 @@ whose cluster is the whole manifest has no neighbour and fails (counted, never g
 `duplicates` (a table of `agl audit duplicates --json`) joins the clips of each pair sharing an
 excerpt into one cluster first, so a re-upload or an excerpt of the query is never its neighbour
 (docs/baselines.md#duplicates-and-contamination).
+
+Under `long_audio` (issue 45: `windows`, `truncate`) a request carries one window of its clip,
+cut into a file of its own (`Request.window` set): the query is that window's fingerprint,
+z-scored with the manifest's statistics and compared with every clip's (the neighbours are
+still whole clips, their first `max_seconds`; the query's own cluster still left out).
 """
 
 from __future__ import annotations
@@ -114,6 +119,8 @@ class NearestNeighbours(Backend):
         self._index: dict[str, int] = {}
         self._clips: list[Any] = []
         self._sim: np.ndarray | None = None
+        self._z: np.ndarray | None = None  # the clips' unit-length z-scored features
+        self._stats: tuple[np.ndarray, np.ndarray] | None = None  # the manifest's mean, std
 
     def prepare(self, clips: Sequence[Any], audio_root: Path | None) -> None:
         if audio_root is None:
@@ -140,8 +147,10 @@ class NearestNeighbours(Backend):
         # only far smaller digits), the similarities to SIM_DECIMALS (BLAS summation order);
         # equal similarities are then broken by manifest order (stable argsort).
         feats = np.round(feats, FEATURE_DECIMALS)
+        self._stats = (feats.mean(0), feats.std(0))
         z = (feats - feats.mean(0)) / (feats.std(0) + 1e-8)
         z /= np.linalg.norm(z, axis=1, keepdims=True) + 1e-12
+        self._z = z
         sim = np.round(z @ z.T, SIM_DECIMALS)
         np.fill_diagonal(sim, -np.inf)  # leave-one-out: never your own neighbour
         if self.leave_out.kind != "clip" or self.duplicates:  # nor any clip of your own cluster
@@ -162,6 +171,10 @@ class NearestNeighbours(Backend):
         if i is None:
             return Reply(ReplyStatus.FAILED, error="clip is not in the manifest given to prepare")
         row = self._sim[i]
+        if request.window is not None and request.audio_path is not None:  # one window of it
+            row = self._window_row(Path(request.audio_path), row)
+            if row is None:
+                return Reply(ReplyStatus.FAILED, error="window could not be decoded")
         nearest = [j for j in np.argsort(-row, kind="stable")[: min(self.k, len(row) - 1)]
                    if np.isfinite(row[j])]
         if not nearest:
@@ -181,3 +194,16 @@ class NearestNeighbours(Backend):
             "latitude": n.latitude, "longitude": n.longitude,
         }
         return Reply(ReplyStatus.OK, text=json.dumps(answer), input_tokens=0, output_tokens=0)
+
+    def _window_row(self, path: Path, row: np.ndarray) -> np.ndarray | None:
+        """A window's similarities to every clip (rounded as the clips' are), with the clip's
+        own left-out neighbours (`row`'s -inf) still left out."""
+        feats = _features_or_none(path, self.max_seconds)
+        if feats is None or self._z is None or self._stats is None:
+            return None
+        mean, std = self._stats
+        q = (np.round(feats, FEATURE_DECIMALS) - mean) / (std + 1e-8)
+        q /= np.linalg.norm(q) + 1e-12
+        out = np.round(self._z @ q, SIM_DECIMALS)
+        out[~np.isfinite(row)] = -np.inf
+        return out

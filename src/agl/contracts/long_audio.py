@@ -94,10 +94,11 @@ def parse_long_audio(value: Any, where: str) -> LongAudio:
 
 
 def protocol_label(protocol: dict[str, Any] | None) -> str:
-    """What a run heard of each clip, in words, from its summary's `long_audio` (absent: the
-    whole file, `native`): "first 30 s", "random 30 s (seed 0)", "whole clip, 30-s windows"."""
+    """What a run heard of each clip, in words, from its summary's `long_audio` (absent:
+    `native`, the file as its backend takes it: an API the whole clip, knn its first
+    `max_seconds`): "first 30 s", "random 30 s (seed 0)", "whole clip, 30-s windows"."""
     if not protocol or protocol.get("mode", "native") == "native":
-        return "whole clip (native)"
+        return "the file as the backend takes it (native)"
     w = float(protocol.get("window_s", NATIVE.window_s))
     mode = protocol["mode"]
     if mode == "truncate":

@@ -22,6 +22,8 @@ What it exercises:
   where speech shares the foreground with bells, 0-3% where speech is only a background
   layer, and none at all in the 20 clips without speech. The truth file records intent
   (`speech_like`, `speech_in_foreground`), not a VAD result.
+- long audio: one clip lasts 130 s (`LONG_CLIP_S`, AGL1K's median), the others 8-18 s, so
+  the default pipeline hears a long clip in 30-s windows (params.yaml `knn-windows`);
 - every continent AGL1K uses (Europe, Asia, Africa, North America, South America, Oceania);
 - every category column, filled from the components: a foreground component scores 1.0 in
   its AudioSet root, a background one 0.5 (`COMPONENT_CATEGORIES`);
@@ -81,11 +83,20 @@ class Recipe:
     foreground: tuple[str, ...]
     background: tuple[str, ...] = ()
     expected_filter_failure: str | None = None  # silence | clipping | flat_noise
+    seconds: float | None = None  # a fixed length (the long clip); None: drawn (ordinary clips)
 
 
 def _p(city, country, continent, lat, lon, alt, hz=50) -> Place:
     return Place(city, country, continent, lat, lon, alt, hz)
 
+
+# One clip longer than two minutes (issue 45: every AGL1K clip is longer than 30 s), so the
+# default pipeline hears a long clip in windows (params.yaml `knn-windows`); the ordinary
+# clips are drawn shorter (8-18 s, were 10-25 s) so the set keeps its ~514 s of audio, which
+# the curation stages' cost scales with.
+LONG_CLIP_S = 130.0
+ORDINARY_S = (8.0, 18.0)
+FAILING_S = (10.0, 12.0)  # the clips meant to fail a filter
 
 EU, AS, AF, NA, SA, OC = (
     "Europe", "Asia", "Africa", "North America", "South America", "Oceania"
@@ -101,14 +112,15 @@ RECIPES: tuple[Recipe, ...] = (
            "silence"),
     Recipe(_p("Helsinki", "Finland", EU, 60.1699, 24.9384, 17), ("white_noise",), (),
            "flat_noise"),
-    Recipe(_p("Kyoto", "Japan", AS, 35.0116, 135.7681, 50, 60), ("bells",), ("birdsong",)),
+    # kept at its old length: cut near 10 s, its bell strikes read as speech to silero (26%)
+    Recipe(_p("Kyoto", "Japan", AS, 35.0116, 135.7681, 50, 60), ("bells",), ("birdsong",), seconds=13.4),
     Recipe(_p("Hanoi", "Vietnam", AS, 21.0278, 105.8342, 12), ("traffic",), ("speech",),
            "clipping"),
     Recipe(_p("Kathmandu", "Nepal", AS, 27.7172, 85.3240, 1400), ("bells", "speech")),
     Recipe(_p("Seoul", "South Korea", AS, 37.5665, 126.9780, 38, 60), ("speech",),
            ("hum_60hz",)),
     Recipe(_p("Mumbai", "India", AS, 19.0760, 72.8777, 14), ("traffic", "speech"), ("music",)),
-    Recipe(_p("Ulaanbaatar", "Mongolia", AS, 47.8864, 106.9057, 1350), ("wind",)),
+    Recipe(_p("Ulaanbaatar", "Mongolia", AS, 47.8864, 106.9057, 1350), ("wind",), seconds=LONG_CLIP_S),
     Recipe(_p("Marrakesh", "Morocco", AF, 31.6295, -7.9811, 466), ("speech",), ("music",)),
     Recipe(_p("Nairobi", "Kenya", AF, -1.2921, 36.8219, 1795), ("birdsong",), ("crickets",)),
     Recipe(_p("Dakar", "Senegal", AF, 14.7167, -17.4677, 22), ("surf",), ("speech",)),
@@ -193,7 +205,10 @@ PLANTED_TAGS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
 def demo_source(seed: int) -> dict[str, object]:
     """What the demo set's lock.json records as its source: the generator, the seed and the
     clips whose tags it planted (a folder written before the tags is generated again)."""
-    return {"generator": GENERATOR_LABEL, "seed": seed, "planted_tags": sorted(PLANTED_TAGS)}
+    # The lengths (issue 45's long clip): a folder made before them is generated again by
+    # `agl download`, which would otherwise keep it (its lock still matching the seed).
+    return {"generator": GENERATOR_LABEL, "seed": seed, "planted_tags": sorted(PLANTED_TAGS),
+            "seconds": {"ordinary": list(ORDINARY_S), "long": LONG_CLIP_S}}
 
 
 EXPECTED_FILTER_FAILURES: dict[str, str] = {
@@ -323,8 +338,9 @@ def _make_clip(i: int, recipe: Recipe, child_seed: int, seed: int) -> DemoClip:
     import numpy as np
 
     rng = np.random.default_rng(child_seed)
-    longest = 12.0 if recipe.expected_filter_failure else 25.0
-    n = int(round(float(rng.uniform(10.0, longest)), 1) * SAMPLE_RATE)
+    lo, hi = FAILING_S if recipe.expected_filter_failure else ORDINARY_S
+    drawn = round(float(rng.uniform(lo, hi)), 1)  # drawn for every clip: the mix's stream stays put
+    n = int((recipe.seconds or drawn) * SAMPLE_RATE)
     mp3 = _encode(_mix(recipe, rng, n))
     measured = _measure(mp3)
     key = key_of(i)

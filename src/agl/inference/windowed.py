@@ -77,7 +77,12 @@ def window_address(audio_sha256: str | None, window: Window) -> str:
 
 
 def window_requests(base: Request, plan: ClipPlan) -> list[Request]:
-    """`base` (the clip's request) once per window, each addressed by its window."""
+    """`base` (the clip's request) once per window, each addressed by its window. A clip whose
+    one window is the whole clip (no longer than `window_s`) is sent as the file itself, as a
+    native run sends it: the same bytes (no decode and re-encode to tell it apart from the
+    native run), and the same cached reply."""
+    if plan.windows == (Window(0.0, plan.audio_s),):
+        return [base]
     return [replace(base, window=(w.start_s, w.end_s), audio_sha256=window_address(plan.audio_sha256, w))
             for w in plan.windows]
 
@@ -111,7 +116,8 @@ async def heard(request: Request) -> AsyncIterator[Request]:
     path = folder / "audio.wav"  # no clip name leaves the process
     try:
         await asyncio.to_thread(replace_atomically, path, data)
-        yield replace(request, audio_path=path, window=None)
+        # `window` stays: a backend that reads the audio itself (knn) knows the file is the cut
+        yield replace(request, audio_path=path)
     finally:
         with contextlib.suppress(OSError):
             path.unlink()
@@ -212,7 +218,8 @@ class WindowSink:
             await self.sink.put_prediction(record, answer.requested_now)
             return
         got = self.got.setdefault(request.sample_id, {})
-        got[request.window] = (self.sink.prediction(answer), answer.requested_now)
+        span = request.window or (0.0, plan.audio_s)  # the whole clip, sent as its file
+        got[span] = (self.sink.prediction(answer), answer.requested_now)
         if len(got) < len(plan.windows):
             return
         del self.got[request.sample_id]
