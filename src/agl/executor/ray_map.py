@@ -112,6 +112,8 @@ class RayMap(ClipExecutor):
             cause = getattr(exc, "cause", None)
             if isinstance(cause, AglError):  # the local run's one line, unwrapped
                 raise AglError(str(cause)) from None
+            if isinstance(cause, Exception):  # the task's own error: never retried, as locally
+                raise cause from None
             text = str(exc).strip().splitlines()
             raise AglError(f"ray: shard {shard} failed after {retries} retries: {type(exc).__name__}: "
                            f"{text[-1] if text else ''}"[:400] + "; rerun the stage") from None
