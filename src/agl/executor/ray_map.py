@@ -83,14 +83,15 @@ class RayMap(ClipExecutor):
         results: dict[str, Any] = {}
         served: list[dict[str, Any]] = []
         try:
-            placed = rt.get([a.where.remote() for a in actors])
+            placed = [self._get(rt, a.where.remote(), f"actor {i}", ray.max_retries)
+                      for i, a in enumerate(actors)]
             refs = {actors[n % size].run.remote([by_key[k] for k in ids]): n for n, ids in enumerate(shards)}
             pending = list(refs)
             while pending:
                 done, pending = rt.wait(pending, num_returns=1)
                 for ref in done:
                     n = refs[ref]
-                    node, out = self._get(rt, ref, n, ray.max_retries)
+                    node, out = self._get(rt, ref, f"shard {n}", ray.max_retries)
                     results.update(zip(shards[n], out, strict=True))
                     served.append({"shard": n, "node": node, "clips": len(out)})
                     if progress is not None:
@@ -105,17 +106,20 @@ class RayMap(ClipExecutor):
         return [results[item[0]] for item in items]
 
     @staticmethod
-    def _get(rt: Any, ref: Any, shard: int, retries: int) -> tuple[str, list[Any]]:
+    def _get(rt: Any, ref: Any, what: str, retries: int) -> Any:
+        """`ray.get(ref)`, failures in one line: an AglError raised in a task as the local run's
+        line, a task's own exception as itself, anything else (an actor that could not start,
+        a shard lost past its retries) naming `what` failed."""
         try:
             return rt.get(ref)
-        except Exception as exc:  # the task's own error, or a shard lost past its retries
+        except Exception as exc:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, AglError):  # the local run's one line, unwrapped
                 raise AglError(str(cause)) from None
             if isinstance(cause, Exception):  # the task's own error: never retried, as locally
                 raise cause from None
             text = str(exc).strip().splitlines()
-            raise AglError(f"ray: shard {shard} failed after {retries} retries: {type(exc).__name__}: "
+            raise AglError(f"ray: {what} failed (up to {retries} retries): {type(exc).__name__}: "
                            f"{text[-1] if text else ''}"[:400] + "; rerun the stage") from None
 
     def facts(self) -> dict[str, Any]:
