@@ -9,6 +9,8 @@ results current.
 
 from __future__ import annotations
 
+import ast
+import importlib
 import re
 import shutil
 from pathlib import Path
@@ -23,6 +25,27 @@ SCRIPT = re.compile(r"python (stages/[\w]+\.py)")
 def _normalise(entry: str) -> str:
     """`models.${key}` / `models.${item.model}` -> `models.*` (one entry of the section)."""
     return INTERP.sub("*", entry)
+
+
+# The stages that run a `models:` entry's backend over the dataset: a backend reading another
+# stage's output (the cascade: the curation tables) names it in BUILD_INPUTS.
+RUNS_ENTRIES = ("infer",)
+
+
+def build_inputs(files, repo: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """(module, its BUILD_INPUTS) for each module among `files` that assigns BUILD_INPUTS at
+    its top level (read by importing it)."""
+    out = []
+    for path in sorted(files):
+        if not path.suffix == ".py" or "BUILD_INPUTS" not in path.read_text(encoding="utf-8"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "BUILD_INPUTS" for t in n.targets)
+               for n in tree.body):
+            rel = path.relative_to(repo / "src").with_suffix("")
+            module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+            out.append((module, tuple(importlib.import_module(module).BUILD_INPUTS)))
+    return out
 
 
 def stage_problems(dvc_yaml: Path, repo: Path = REPO) -> list[str]:
@@ -48,6 +71,11 @@ def stage_problems(dvc_yaml: Path, repo: Path = REPO) -> list[str]:
             if dep.startswith("src/") and "*" not in dep and not any(
                     declared(dep, path, repo) for path in c.files | c.data):
                 problems.append(f"stage {name}: declares {dep} but never loads it")
+        if name in RUNS_ENTRIES:
+            for module, inputs in build_inputs(c.files, repo):
+                for rel in inputs:
+                    if not any(declared(d, repo / rel, repo) for d in deps if "*" not in d):
+                        problems.append(f"stage {name}: {rel} is read by {module} but not under its deps")
         reads = set(c.params) | {_normalise(x).split()[0] for x in INTERP.findall(cmd)
                                  if not x.startswith(("key", "item"))}
         for section in sorted(reads):
@@ -72,6 +100,17 @@ def test_a_missing_dep_is_named(tmp_path):
     assert "stage evaluate: src/agl/scoring/evaluate.py is loaded but not under its deps" in problems
     assert "stage evaluate: reads params 'models.*' but does not declare it" in problems
     assert all(p.startswith("stage evaluate:") for p in problems)
+
+
+def test_a_curation_table_the_cascade_reads_is_a_dep_of_infer(tmp_path):
+    """infer@ runs any backend, and the cascade reads the curation tables (BUILD_INPUTS): they
+    were not declared, so a changed speech.csv left its cascade runs current."""
+    doc = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))
+    doc["stages"]["infer"]["do"]["deps"].remove("build/curation/speech_windows.jsonl")
+    broken = tmp_path / "dvc.yaml"
+    broken.write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert stage_problems(broken) == ["stage infer: build/curation/speech_windows.jsonl is read by "
+                                      "agl.backends.cascade but not under its deps"]
 
 
 def test_a_new_import_is_followed(tmp_path):

@@ -39,6 +39,9 @@ from agl.errors import AglError
 TEXT_BACKENDS = ("openai", "openai-compatible", "gemini")
 SLOT = "{perception}"
 DEFAULT_FOLDER = "build/curation"
+# What a cascade entry with the default folder reads: the infer stage declares each as a dep
+# (tests/test_stage_deps.py), so a changed curation table re-runs the runs built on it.
+BUILD_INPUTS = tuple(f"{DEFAULT_FOLDER}/{name}" for name in (*_perception.REQUIRED, *_perception.OPTIONAL))
 
 
 def text_class(settings: dict[str, Any]) -> type[Backend]:
