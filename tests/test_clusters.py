@@ -299,3 +299,21 @@ def test_report_groups_and_effects_count_clusters():
     km = effects[(effects["group"] == "all") & (effects["metric"] == "distance_km")].iloc[0]
     assert (km["n"], km["n_clusters"], km["diff"]) == (40, 4, 25.0)
     assert km["p_value"] > 0.05  # one place of four moved: not evidence of an effect
+
+
+def test_a_site_of_one_clip_is_not_named_an_influential_cluster():
+    """The demo's 32 sites of one clip each named '... (1 clips)': one outlying answer is no
+    cluster of clips moving together. Two clips of one place far from the rest are named; a
+    lone clip further out still is not, though its share counts in everyone's."""
+    from agl.scoring.metrics import influential
+
+    km = np.array([100.0] * 10 + [9000.0, 9000.0] + [20000.0])
+    scored = pd.DataFrame({"true_city": [f"c{i}" for i in range(10)] + ["Oslo", "Oslo", "Lima"],
+                           "true_country": ["X"] * 10 + ["Norway", "Norway", "Peru"]})
+    clusters = np.array([*range(10), 10, 10, 11])
+    columns = {k: (km, "mean") for k in ("distance_error_km", "country_acc", "continent_acc", "city_acc",
+                                        "geoscore")}
+    found = influential(scored, columns, clusters, 0.2)["distance_error_km"]
+    assert [(c["cluster"], c["clips"]) for c in found] == [("Oslo, Norway", 2)]
+    shares = {c["cluster"]: c["share"] for c in found}
+    assert 0.2 < shares["Oslo, Norway"] < 0.5  # Lima's lone clip holds the most, unnamed

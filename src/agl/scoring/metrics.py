@@ -166,8 +166,8 @@ def _effective(values: np.ndarray, deff: float) -> float:
 
 def influential(scored: pd.DataFrame, columns: dict[str, tuple[np.ndarray, str]],
                 clusters: np.ndarray, share: float) -> dict[str, list[dict]]:
-    """Per INFLUENCE metric, the clusters carrying more than `share` of its cluster-robust
-    variance, largest first: name (the commonest true city and country of its clips), clips
+    """Per INFLUENCE metric, the clusters of two or more clips carrying more than `share` of its
+    cluster-robust variance, largest first: name (the commonest true city and country of its clips), clips
     and share. Empty where the table has no truth labels (a speech split)."""
     if "true_city" not in scored or "true_country" not in scored:
         return {}
@@ -183,6 +183,8 @@ def influential(scored: pd.DataFrame, columns: dict[str, tuple[np.ndarray, str]]
         for g in np.argsort(-shares, kind="stable"):
             if shares[g] <= share:
                 break
+            if sizes[g] < 2:  # one clip far from the mean is an outlier, not a cluster's clips
+                continue      # moving together (its error shows in the per-clip tables)
             rows.append({"cluster": _cluster_name(scored, labels == kept[g]), "clips": int(sizes[g]),
                          "share": float(shares[g])})
         out[k] = rows
