@@ -108,13 +108,13 @@ def keys(monkeypatch):
     monkeypatch.setenv("GEMINI_API_KEY", "gm-test-GEMINI-0123456789abcdef")
 
 
-def _run(tmp_path, api, long_audio, *, reported_s=None, name="run", cache=None):
+def _run(tmp_path, api, long_audio, *, reported_s=None, name="run", cache=None, **extra):
     manifest, audio = _clip(tmp_path) if not (tmp_path / "manifest.csv").exists() else (
         tmp_path / "manifest.csv", tmp_path / "audio")
     server = Server(api, reported_s)
     with FakeServer(server) as fake:
-        settings = ({"base_url": fake.url + "/v1", "temperature": 0} if api == "openai"
-                    else {"base_url": fake.url, "api_version": "v1beta", "temperature": 0})
+        settings = ({"base_url": fake.url + "/v1", "temperature": 0, **extra} if api == "openai"
+                    else {"base_url": fake.url, "api_version": "v1beta", "temperature": 0, **extra})
         spec = ModelSpec(name, api, "fake-audio-model", settings=settings, price_in_per_m=2.0,
                          price_out_per_m=10.0, long_audio=parse_long_audio(long_audio, "test"))
         options = RunOptions(cache_dir=tmp_path / "cache" / (cache or name), progress=False,
@@ -123,6 +123,13 @@ def _run(tmp_path, api, long_audio, *, reported_s=None, name="run", cache=None):
                                 audio_root=audio, options=options)
     _run.server = server
     return read_run(tmp_path / name)["long"], summary, server.heard
+
+
+def test_a_window_is_labelled_wav_whatever_audio_format_says(tmp_path):
+    """The paper gateway entries say `audio_format: mp3` of the published files; a window is a
+    cut WAV and goes labelled wav (it went out as 'mp3')."""
+    _run(tmp_path, "openai", {"mode": "windows", "window_s": 60}, audio_format="mp3")
+    assert _run.server.formats == [["wav"]] * 3
 
 
 @pytest.mark.parametrize("api", ["openai", "gemini"])

@@ -119,7 +119,10 @@ class OpenAIChat(Backend):
 
     async def _audio_content(self, request: Request) -> dict[str, Any]:
         path = Path(request.audio_path)  # type: ignore[arg-type]
-        fmt = self.settings.get("audio_format") or _FORMATS.get(path.suffix.lower())
+        # A long clip's window is a cut WAV (agl.inference.windowed), whatever `audio_format`
+        # says of the published files (the paper gateway entries' mp3)
+        fmt = "wav" if request.window is not None else (
+            self.settings.get("audio_format") or _FORMATS.get(path.suffix.lower()))
         if fmt is None:
             raise BackendError(f"clip {request.sample_id}: chat completions take mp3 or wav "
                                "audio only", retryable=False)
