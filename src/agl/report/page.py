@@ -19,7 +19,7 @@ from agl.judges.modes import JudgeConfig, prompt_version
 from agl.report import maps, tables
 from agl.report.inputs import ReportOptions, RunInput
 from agl.scoring.leaderboard import groups
-from agl.scoring.leaderboard_table import render_rows, table_notes
+from agl.scoring.leaderboard_table import html_cell, render_rows, table_notes
 from agl.scoring.marks import SERVED_MARK, served_lines, served_note
 
 
@@ -45,21 +45,7 @@ def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], boar
 
     parts.append("<section id='leaderboard-section'><h2>Leaderboard</h2>")
     if board is not None and not board.empty:
-        rendered = [(header, rows_of, *render_rows(rows_of)) for header, rows_of in groups(board)]
-        paper = any("paper" in head for _, _, head, _ in rendered)
-        parts.append("<p>Mean distance and accuracies with 95% bootstrap intervals that "
-                     "resample each run's clusters of clips (its unit in the 'clusters' column; "
-                     "docs/metrics.md#clusters); the design effect is Kish's: the variance "
-                     "under the clusters over the variance were the clips independent (n clips "
-                     "carry the information of n / deff; docs/metrics.md#design-effect)"
-                     + ("; 'paper' columns are the values the AGL1K paper reports for the same "
-                        "model" if paper else "") + ".</p>")
-        for k, (header, rows_of, head, rows) in enumerate(rendered):
-            if header:
-                parts.append(f"<h3>{html.escape(header)}</h3>")
-            parts.append(tables.table(head, rows, "leaderboard" if k == 0 else f"leaderboard-{k + 1}")
-                         .replace("<table ", "<table class='leaderboard' ", 1))
-            parts += [f"<p class='note'>{html.escape(line)}</p>" for line in table_notes(rows_of)]
+        parts += leaderboard_html(board)
     else:
         where = html.escape(str(leaderboard_csv)) if leaderboard_csv else "no file given"
         parts.append(f"<p>No leaderboard ({where}); headline numbers per run:</p>")
@@ -100,6 +86,29 @@ def render_page(sections: list[tuple[str, list[RunInput], dict[str, Any]]], boar
     parts.append(tables.table(["what", "value"], rows, "provenance-table"))
     parts.append("</section></body></html>")
     return "\n".join(parts)
+
+
+def leaderboard_html(board: pd.DataFrame) -> list[str]:
+    """The report's leaderboard: its preamble, then one table per dataset with its notes."""
+    parts: list[str] = []
+    rendered = [(header, rows_of, *render_rows(rows_of)) for header, rows_of in groups(board)]
+    paper = any("paper" in head for _, _, head, _ in rendered)
+    parts.append("<p>Mean distance and accuracies with 95% bootstrap intervals that "
+                 "resample each run's clusters of clips (its unit in the 'clusters' column; "
+                 "docs/metrics.md#clusters); the design effect is Kish's: the variance "
+                 "under the clusters over the variance were the clips independent (n clips "
+                 "carry the information of n / deff; docs/metrics.md#design-effect)"
+                 + ("; 'paper' columns are the values the AGL1K paper reports for the same "
+                    "model" if paper else "") + ".</p>")
+    for k, (header, rows_of, head, rows) in enumerate(rendered):
+        if header:
+            parts.append(f"<h3>{html.escape(header)}</h3>")
+        # each interval under its value, as leaderboard.html sets it (fits 1,280 px)
+        cells = [[tables.Html(html_cell(c)) for c in row] for row in rows]
+        parts.append(tables.table(head, cells, "leaderboard" if k == 0 else f"leaderboard-{k + 1}")
+                     .replace("<table ", "<table class='leaderboard' ", 1))
+        parts += [f"<p class='note'>{html.escape(line)}</p>" for line in table_notes(rows_of)]
+    return parts
 
 
 def influence_lines(runs: list[RunInput], protocol: str) -> list[str]:
@@ -239,7 +248,9 @@ table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}
 td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;white-space:nowrap}
 th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 td.insufficient,td.na{text-align:center;color:#7a4a00;font-style:italic}
-table.leaderboard{font-size:12px} table.leaderboard td,table.leaderboard th{padding:3px 5px}
+table.leaderboard{font-size:12px} table.leaderboard td,table.leaderboard th{padding:3px 4px;white-space:normal}
+table.leaderboard th{vertical-align:bottom}
+span.ci{display:block;font-size:11px;color:#555;white-space:nowrap}
 table.leaderboard td:nth-child(-n+3),table.leaderboard th:nth-child(-n+3){text-align:left}
 div.scroll{overflow-x:auto;max-width:100%}
 #provenance-table td{text-align:left;white-space:normal}
