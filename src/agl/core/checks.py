@@ -364,7 +364,10 @@ def declared_sections(dvc_yaml: Path) -> set[str]:
     import yaml
 
     try:
-        doc = yaml.safe_load(dvc_yaml.read_text(encoding="utf-8")) if dvc_yaml.is_file() else None
+        # libyaml's parser where installed (a stage's every params read consults this file:
+        # 0.015 s -> 0.002 s of CPU); the same safe constructors
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        doc = yaml.load(dvc_yaml.read_text(encoding="utf-8"), Loader=loader) if dvc_yaml.is_file() else None
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return set()
     out: set[str] = set()
