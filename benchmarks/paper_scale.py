@@ -78,21 +78,33 @@ class Measure:
     rss_mb: float  # peak resident set of the largest process of the tree
 
 
+TIME = shutil.which("time") or "/usr/bin/time"
+
+
 def measured(cmd: list[str] | str, cwd: Path, env: dict[str, str], quiet: bool = True) -> Measure:
-    """Wall, CPU and peak memory of one command and everything it waited for."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, shell=isinstance(cmd, str), cwd=cwd, env=env,
-                            stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    err = proc.stderr.read()  # before waiting: a chatty stage must not block on a full pipe
-    _, status, ru = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
+    """Wall, CPU and peak memory of one command and everything it waited for.
+
+    The peak comes from GNU time's %M (the command's own largest process): a child forked from
+    this process starts its peak at this process's size, so wait4's ru_maxrss would floor every
+    stage at the benchmark's own memory."""
+    argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+        if Path(TIME).is_file():
+            argv = [TIME, "-f", "%M", "-o", rss.name, *argv]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        err = proc.stderr.read()  # before waiting: a chatty stage must not block on a full pipe
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        peak = rss.read().strip().splitlines()
     code = os.waitstatus_to_exitcode(status)
     if code:
         lines = err.decode(errors="replace").strip().splitlines()
         sys.exit(f"failed ({code}): {cmd if isinstance(cmd, str) else ' '.join(cmd)}\n  "
                  + (lines[-1] if lines else ""))
-    return Measure(wall, ru.ru_utime, ru.ru_stime, ru.ru_maxrss / 1024)
+    kib = int(peak[-1]) if peak and peak[-1].isdigit() else ru.ru_maxrss
+    return Measure(wall, ru.ru_utime, ru.ru_stime, kib / 1024)
 
 
 def in_private_network(argv: list[str]) -> int | None:
@@ -311,7 +323,10 @@ def ray_part(scratch: Path, nodes: tuple[int, ...], clips: int) -> tuple[list[li
     import ray
     from ray.cluster_utils import Cluster
 
-    work = mini_tree(scratch / "ray", _curation_params(False))
+    def edit(p):
+        _curation_params(False)(p)
+        p["speech"]["heard_cache"] = None  # every run listens: the cache would answer the second one
+    work = mini_tree(scratch / "ray", edit)
     hours = _subset(scratch / "curation-sample" / "data", work / "data", clips)
     stages = dict(curation_stages(work, False))
     env = env_for(work)
@@ -324,8 +339,10 @@ def ray_part(scratch: Path, nodes: tuple[int, ...], clips: int) -> tuple[list[li
         return m, {p: (work / p).read_bytes() for p in outputs[name]}
 
     local = {name: run(name, env) for name in RAY_STAGES}
-    rows = [[name, "local", f"{local[name][0].wall:.1f}", f"{local[name][0].user:.1f}", "1.00", "-", "yes"]
-            for name in RAY_STAGES]
+    rows = [[name, "local", f"{local[name][0].wall:.1f}", f"{local[name][0].user:.1f}", "1.00",
+             f"{3600 * hours / local[name][0].wall:.0f}x", "yes"] for name in RAY_STAGES]
+    cores = os.cpu_count() or 1
+    efficiency: dict[int, float] = {}
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     try:
         ray_env = {**env, "AGL_EXECUTOR": "ray", "AGL_RAY_ADDRESS": cluster.address}
@@ -335,24 +352,31 @@ def ray_part(scratch: Path, nodes: tuple[int, ...], clips: int) -> tuple[list[li
                 cluster.add_node(num_cpus=1)
                 have += 1
             cluster.wait_for_nodes()
+            # one actor per worker node: `actors: null` counts the head too, whose 0 CPUs can
+            # never hold one, and the stage would wait for it
+            edit_params(work, lambda p, n=n: p["executor"]["ray"].update(actors=n))
             for name in RAY_STAGES:
                 m, out = run(name, ray_env)
                 same = "yes" if out == local[name][1] else "NO"
                 rows.append([name, f"ray, {n} node{'s' * (n > 1)}", f"{m.wall:.1f}", f"{m.user:.1f}",
                              f"{local[name][0].wall / m.wall:.2f}", f"{3600 * hours / m.wall:.0f}x", same])
+                # the share of the busy CPUs spent on the work the local run's user CPU measures
+                e = local[name][0].user / (min(n, cores) * m.wall)
+                efficiency[n] = min(efficiency.get(n, e), e)
     finally:
         ray.shutdown()
         cluster.shutdown()
-    speedups = {n: [float(r[4]) for r in rows if r[1].startswith(f"ray, {n} node")] for n in nodes}
-    efficiency = {n: min(v) / min(n, os.cpu_count() or 1) for n, v in speedups.items() if v}
     notes = [f"Ray: the middle {clips} clips of the sample ({hours * 60:.1f} min of audio); each worker node 1 CPU, "
-             f"all on this host's {os.cpu_count()} cores with the driver; user s: the stage's driver process only"]
+             f"all on this host's {cores} cores with the driver; user s: the stage's driver process only;",
+             "efficiency at n nodes: local user CPU / (min(n, cores) x Ray wall), the worst stage: "
+             + ", ".join(f"{n}: {e:.2f}" for n, e in sorted(efficiency.items()))]
     return rows, notes, efficiency
 
 
 def projection(hours: tuple[float, float] | None, efficiency: dict[int, float]) -> list[list[str]]:
     """AGL1K's curation on N one-CPU Ray workers: its CPU hours (user CPU, measured here) over N,
-    at the worst efficiency measured on two nodes (two workers on this host's two cores)."""
+    at the efficiency measured on two nodes (two workers on this host's two cores: the CPU
+    seconds the local run needed over the CPU seconds two busy nodes held)."""
     if hours is None:
         return [[label, NOT_RUN, "-", "-"] for label in PROJECTED]
     wall, cpu = hours
