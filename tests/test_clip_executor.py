@@ -17,6 +17,8 @@ from agl.core import canonical
 from agl.core.checks import check_params
 from agl.errors import AglError
 from agl.executor import ClipTask, map_clips
+from agl.executor.config import RayConfig
+from agl.executor.ray_connect import actor_pool_size
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,23 @@ def test_results_in_item_order_for_any_jobs_and_one_setup_per_worker():
     for jobs in (1, 2):  # a task's error stops the map as the same one line, from a worker too
         with pytest.raises(AglError, match="^clip k3: cannot be measured$"):
             map_clips(Squares(fail_on="k3"), items, jobs=jobs)
+
+
+def test_the_actor_pool_counts_only_nodes_that_can_hold_an_actor():
+    # The usual layout: a head started with 0 CPUs and worker nodes. An actor sized for the
+    # head is never placed, so the stage would wait for it forever (benchmarks/paper_scale.py
+    # hung there with one worker node and two shards).
+    head = {"Alive": True, "Resources": {"memory": 1e9}}
+    worker = {"Alive": True, "Resources": {"CPU": 1.0}}
+    dead = {"Alive": False, "Resources": {"CPU": 8.0}}
+    gpu = {"Alive": True, "Resources": {"CPU": 4.0, "GPU": 1.0}}
+    assert actor_pool_size([head, worker, dead], RayConfig(), shards=2) == 1
+    assert actor_pool_size([head, worker, worker, gpu], RayConfig(), shards=16) == 3
+    assert actor_pool_size([head, worker, gpu], RayConfig(num_gpus=1), shards=16) == 1
+    assert actor_pool_size([head, worker, gpu], RayConfig(num_cpus=2), shards=16) == 1
+    assert actor_pool_size([head], RayConfig(), shards=4) == 1  # none fits: one, and Ray says why
+    assert actor_pool_size([worker] * 8, RayConfig(), shards=3) == 3
+    assert actor_pool_size([head, worker], RayConfig(actors=5), shards=16) == 5  # as asked
 
 
 def test_bad_jobs_are_one_line():

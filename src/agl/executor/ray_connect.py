@@ -29,6 +29,19 @@ def require_ray() -> Any:
     return ray
 
 
+def actor_pool_size(nodes: list[dict[str, Any]], cfg: RayConfig, shards: int) -> int:
+    """`cfg.actors`, or one actor per alive node that can hold one (its CPUs and GPUs at least
+    an actor's `num_cpus` / `num_gpus`), at most one per shard. A node that cannot hold one (the
+    usual head started with 0 CPUs) is not counted: an actor sized for it would never be placed
+    and the stage would wait for it forever."""
+    def fits(node: dict[str, Any]) -> bool:
+        have = node.get("Resources") or {}
+        return (bool(node.get("Alive")) and have.get("CPU", 0) >= cfg.num_cpus
+                and have.get("GPU", 0) >= cfg.num_gpus)
+
+    return min(shards, cfg.actors or max(1, sum(1 for node in nodes if fits(node))))
+
+
 def connect(ray: Any, cfg: RayConfig) -> None:
     """Join `cfg.address` (None: start a local Ray sized to this machine); an address that
     does not answer is one AglError naming it. A process already connected stays so."""

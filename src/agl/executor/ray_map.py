@@ -34,7 +34,7 @@ from typing import Any
 from agl.errors import AglError
 from agl.executor import ClipExecutor, ClipTask, Item
 from agl.executor.config import RayConfig
-from agl.executor.ray_connect import connect, require_ray, work_in
+from agl.executor.ray_connect import actor_pool_size, connect, require_ray, work_in
 from agl.executor.shards import plan_shards
 
 
@@ -72,8 +72,7 @@ class RayMap(ClipExecutor):
         t0 = time.time()
         by_key = {item[0]: item for item in items}
         shards = plan_shards(list(by_key), ray.shards)
-        alive = sum(1 for node in rt.nodes() if node.get("Alive"))
-        size = min(len(shards), ray.actors or max(1, alive))
+        size = actor_pool_size(rt.nodes(), ray, len(shards))
         actor = rt.remote(_ClipActor).options(num_cpus=ray.num_cpus, num_gpus=ray.num_gpus,
                                               max_restarts=ray.max_retries,
                                               max_task_retries=ray.max_retries,

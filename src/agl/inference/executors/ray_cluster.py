@@ -39,7 +39,7 @@ from agl.contracts.calls import Reply, ReplyStatus, Request
 from agl.core.reach import NoNetwork
 from agl.errors import ModelGone
 from agl.executor.config import RayConfig
-from agl.executor.ray_connect import connect, require_ray, work_in
+from agl.executor.ray_connect import actor_pool_size, connect, require_ray, work_in
 from agl.executor.shards import plan_shards
 from agl.inference.cache import ResponseCache
 from agl.inference.executors import Executor
@@ -204,8 +204,7 @@ class _ClusterRun:
                                                    scheduling_strategy="SPREAD")
             return {task.remote(base, tuple(by_id[i] for i in ids), n, self.collector, os.getcwd()): n
                     for n, ids in enumerate(shards)}
-        alive = sum(1 for node in ray.nodes() if node.get("Alive"))
-        size = min(len(shards), cfg.actors or max(1, alive))
+        size = actor_pool_size(ray.nodes(), cfg, len(shards))
         actor = ray.remote(_ModelActor).options(num_cpus=cfg.num_cpus, num_gpus=cfg.num_gpus,
                                                 max_restarts=cfg.max_retries,
                                                 max_task_retries=cfg.max_retries,
