@@ -72,10 +72,14 @@
     // near another's label was hidden under that label's halo), moves down a line.
     layoutLabels(r) {
       const fs = this.view.w / 75;
-      // each marker as a box in the labels' terms: left edge, baseline, width
+      // Boxes in degrees: left edge, width, top and bottom. A label's box runs from its
+      // baseline up by the font's ascent and down by its descent (with the halo); a marker's is
+      // its circle. (Was: a marker as a label-height box at its centre, which a label pushed
+      // down past a pile of others could still cover when two runs answered the same point.)
+      const up = fs * 0.95, down = fs * 0.3, gap = fs * 0.05;
       const placed = [...this.overlay.querySelectorAll("circle")].map((c) => {
-        const rr = Number(c.getAttribute("r"));
-        return { x: Number(c.getAttribute("cx")) - rr, y: Number(c.getAttribute("cy")) + fs * 0.35, w: 2 * rr };
+        const rr = Number(c.getAttribute("r")), cy = Number(c.getAttribute("cy"));
+        return { x: Number(c.getAttribute("cx")) - rr, w: 2 * rr, top: cy - rr, bottom: cy + rr };
       });
       const labels = [...this.overlay.querySelectorAll("text")];
       labels.sort((a, b) => (-a.dataset.lat) - (-b.dataset.lat));
@@ -86,12 +90,13 @@
         // Its rendered width (an estimate per letter let two labels touch: "5,861 kmknn · ..."),
         // and a gap of half a letter.
         const w = (t.getComputedTextLength() || t.textContent.length * fs * 0.6) + fs * 0.5;
-        for (let guard = 0; guard < 40; guard++) {
-          const hit = placed.find((p) => x < p.x + p.w && p.x < x + w && Math.abs(p.y - y) < fs * 1.05);
+        for (let guard = 0; guard < 60; guard++) {
+          const hit = placed.find((p) => x < p.x + p.w && p.x < x + w
+                                         && y - up < p.bottom + gap && p.top - gap < y + down);
           if (!hit) break;
-          y = hit.y + fs * 1.1;
+          y = hit.bottom + gap + up + gap;  // the next line below what it would cover
         }
-        placed.push({ x, y, w });
+        placed.push({ x, w, top: y - up, bottom: y + down });
         t.setAttribute("x", x);
         t.setAttribute("y", y);
         t.style.strokeWidth = fs * 0.22;  // the halo, in degrees like everything else here
