@@ -19,6 +19,9 @@ def test_dvc_repro_runs_each_model_and_an_unchanged_rerun_makes_no_request(tmp_p
     work.mkdir()
     copy_sources(work, "infer.py", "_params.py")
     stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["infer"]
+    # The infer stage alone: the curation tables it declares for a cascade entry are outputs
+    # of stages this project leaves out (no entry here is a cascade).
+    stage["do"]["deps"] = [d for d in stage["do"]["deps"] if not str(d).startswith("build/curation/")]
     (work / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"infer": stage}}))
     manifest, audio = make_clips(work / "data", 4)
     assert manifest == work / "data" / "manifest.csv" and audio == work / "data" / "audio"
