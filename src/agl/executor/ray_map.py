@@ -57,6 +57,11 @@ class _ClipActor:
         return self.node, [self.task.run(self.state, item) for item in items]
 
 
+class _Lost(Exception):
+    """A shard Ray could not run to its end (its actor's node died, the actor restarting):
+    not the task's own error, so it may be sent again."""
+
+
 class RayMap(ClipExecutor):
     """The items as shards on a pool of Ray actors; results back in the items' order."""
 
@@ -86,11 +91,27 @@ class RayMap(ClipExecutor):
                       for i, a in enumerate(actors)]
             refs = {actors[n % size].run.remote([by_key[k] for k in ids]): n for n, ids in enumerate(shards)}
             pending = list(refs)
+            lost: Counter[int] = Counter()
             while pending:
                 done, pending = rt.wait(pending, num_returns=1)
                 for ref in done:
-                    n = refs[ref]
-                    node, out = self._get(rt, ref, f"shard {n}", ray.max_retries)
+                    n = refs.pop(ref)
+                    try:
+                        node, out = self._get(rt, ref, f"shard {n}", ray.max_retries, lost_ok=True)
+                    except _Lost as exc:
+                        # Its actor's node died: Ray restarts the actor elsewhere, but its own task
+                        # retries can all be spent in the seconds the restart takes ("actor
+                        # temporarily unavailable", seen under load). The shard goes again to the
+                        # next actor after a pause, `max_retries` times, then the stage fails.
+                        lost[n] += 1
+                        if lost[n] > ray.max_retries:
+                            raise AglError(f"ray: shard {n} failed (up to {ray.max_retries} retries): "
+                                           f"{exc}; rerun the stage") from None
+                        time.sleep(min(2.0 ** lost[n], 10.0))
+                        again = actors[(n + lost[n]) % size].run.remote([by_key[k] for k in shards[n]])
+                        refs[again] = n
+                        pending.append(again)
+                        continue
                     results.update(zip(shards[n], out, strict=True))
                     served.append({"shard": n, "node": node, "clips": len(out)})
                     if progress is not None:
@@ -105,10 +126,11 @@ class RayMap(ClipExecutor):
         return [results[item[0]] for item in items]
 
     @staticmethod
-    def _get(rt: Any, ref: Any, what: str, retries: int) -> Any:
+    def _get(rt: Any, ref: Any, what: str, retries: int, *, lost_ok: bool = False) -> Any:
         """`ray.get(ref)`, failures in one line: an AglError raised in a task as the local run's
         line, a task's own exception as itself, anything else (an actor that could not start,
-        a shard lost past its retries) naming `what` failed."""
+        a shard lost past its retries) naming `what` failed, or, with `lost_ok`, as `_Lost` for
+        the caller to send again."""
         try:
             return rt.get(ref)
         except Exception as exc:
@@ -118,6 +140,8 @@ class RayMap(ClipExecutor):
             if isinstance(cause, Exception):  # the task's own error: never retried, as locally
                 raise cause from None
             text = str(exc).strip().splitlines()
+            if lost_ok:
+                raise _Lost(f"{type(exc).__name__}: {text[-1] if text else ''}"[:400]) from None
             raise AglError(f"ray: {what} failed (up to {retries} retries): {type(exc).__name__}: "
                            f"{text[-1] if text else ''}"[:400] + "; rerun the stage") from None
 
