@@ -586,9 +586,8 @@ def scoring(scratch: Path, runs: int, metric_bootstrap: int) -> tuple[list[list[
         ("evaluate (each run)", [[sys.executable, "stages/evaluate.py", n, f"build/runs/{n}/predictions.jsonl",
                                   "data/manifest.csv", f"build/runs/{n}", f"metrics/runs/{n}.json"]
                                  for n in names], work / "build" / "runs"),
-        ("judge (each run; report.judge null)",
-         [[sys.executable, "stages/judge.py", f"build/runs/{n}", f"build/judges/{n}/error_modes.csv"]
-          for n in names], work / "build" / "judges"),
+        ("judge (all runs; report.judge null)",
+         [[sys.executable, "stages/judge.py", "build/runs", "build/judges"]], work / "build" / "judges"),
         ("paper (no published runs)", [[sys.executable, "stages/paper.py", "build/paper"]], work / "build" / "paper"),
         ("leaderboard", [[sys.executable, "stages/leaderboard.py", "build", "--runs", "build/runs",
                           "--paper", "build/paper", "--imported", "imported"]], work / "build" / "leaderboard.html"),

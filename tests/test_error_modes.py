@@ -109,7 +109,7 @@ def test_failed_judge_call_leaves_unjudged(tmp_path):
 
 
 def test_judge_stage_table_without_a_judge_is_the_rule(tmp_path):
-    """judge@<run> offline: no call, the record's modes; the report reads that table back."""
+    """The judge stage offline: no call, the record's modes; the report reads that table back."""
     from agl.report.error_modes import run_modes
     from agl.report.inputs import RunInput
 

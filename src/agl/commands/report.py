@@ -82,7 +82,7 @@ def _report_params(params: Path) -> dict:
 
 
 def _judge(cfg: dict, roots: list[Path], judges: Path) -> Path:
-    """Run the error-mode judge over every run first (what the stage judge@<run> does)."""
+    """Run the error-mode judge over every run first (what the stage `judge` does)."""
     from agl.judges.error_modes import ErrorModeJudgeConfig, judge_runs  # lazy: as above
 
     config = ErrorModeJudgeConfig.from_params(cfg.get("protocol", "paper"), cfg.get("wrong_km", 750.0),

@@ -1,6 +1,6 @@
 """The error-mode judge: a model that reads each wrong prediction's reasoning and names its mode.
 
-Run by the stage judge@<model> (stages/judge.py): `judge_run` reads one evaluated run (its
+Run by the stage `judge` (stages/judge.py, `judge_runs`): `judge_run` reads one evaluated run (its
 `scores_<protocol>.csv` and `predictions.jsonl`), decides Refusal and Failure from the record
 (`agl.judges.modes.classify`), asks the judge (params.yaml `report.judge`, any inference
 backend, the rubric `prompts/error-modes.txt`) for the other wrong predictions, and writes one
@@ -77,7 +77,7 @@ def room_to_think(backend: str, model: str, settings: dict[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class ErrorModeJudgeConfig:
-    """What judge@<model> reads: params.yaml `report.protocol`, `report.wrong_km` (the
+    """What the judge stage reads: params.yaml `report.protocol`, `report.wrong_km` (the
     report's rule of a wrong prediction) and `report.judge` (None: no judge, no call)."""
 
     protocol: str = "paper"

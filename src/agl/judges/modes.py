@@ -12,7 +12,7 @@ unusable, a clip is reported as "Unjudged": a mode is never guessed.
 score the country, a distance above `wrong_km`.
 
 This module calls no model: the judge that does is `agl.judges.error_modes` (the stage
-judge@<model>); the report reads its table and counts the modes here (`distribution`).
+`judge`); the report reads its table and counts the modes here (`distribution`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ PAPER_MODES: tuple[str, ...] = (*JUDGE_MODES, REFUSAL)
 ALL_MODES: tuple[str, ...] = (*PAPER_MODES, FAILURE, UNJUDGED)
 PROMPT_FILE = Path(__file__).parents[1] / "prompts" / "error-modes.txt"
 COLUMNS = ("sample_id", "mode", "source", "why")
+DEFAULT_CACHE = "cache/judges"  # the judge's replies, as cache/responses holds the listeners'
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,9 @@ def judge_from_config(cfg: dict[str, Any] | None) -> JudgeConfig | None:
     missing = [k for k in ("backend", "model") if not cfg.get(k)]
     if missing:
         raise AglError(f"params report.judge: set {', '.join(missing)} (or judge: null)")
-    cache = cfg.get("cache_dir")
+    # One judge stage reads every run: its reply cache is what keeps a rerun after a new run
+    # from asking again about the others (null: no cache, every rerun asks again).
+    cache = cfg.get("cache_dir", DEFAULT_CACHE)
     # Counts are whole numbers: `concurrency: 1.5` was cut to 1 without a word (issue 50).
     for key, rule, default in (("concurrency", "count", 4), ("max_retries", "count0", 5),
                                ("timeout_s", "positive", 120)):

@@ -1,7 +1,7 @@
-"""The report's error modes of one run: the judge's table where judge@<run> wrote one, else
+"""The report's error modes of one run: the judge's table where the judge stage wrote one, else
 the record's rule alone (`agl.judges.modes.classify`: Refusal, Failure, "Unjudged").
 
-The report calls no model: the judge's LLM calls are the stage judge@<run>'s
+The report calls no model: the judge's LLM calls are the stage `judge`'s
 (`agl.judges.error_modes`), cached by DVC; this module only reads their table.
 """
 

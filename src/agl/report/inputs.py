@@ -135,7 +135,7 @@ RESAMPLE_KEYS = ("group_bootstrap", "factor_bootstrap", "paired_bootstrap", "pai
 @dataclass(frozen=True)
 class ReportConfig:
     """params.yaml `report:`: what the report computes (`options`), the judge it names (its
-    table comes from judge@<run>), whether it logs to MLflow, and the section as given (less
+    tables come from the judge stage), whether it logs to MLflow, and the section as given (less
     `judge` and `track`) for the provenance."""
 
     options: ReportOptions = field(default_factory=ReportOptions)
