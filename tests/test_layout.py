@@ -5,7 +5,8 @@
 * the import graph (every `import agl...`, at any depth) has no cycle;
 * an agl module imported inside a function says why on that line or the line above (a heavy
   or optional dependency: torch, transformers, mlflow, tflite; or a command's lazy load);
-* a public function that another package calls has a docstring.
+* a public function that another package calls has a docstring;
+* a command module (`agl.commands.*`) imports its work in one block, in one function.
 """
 
 from __future__ import annotations
@@ -159,6 +160,51 @@ def test_imports_inside_functions_say_why():
             if not _reason_above(lines, stmt.lineno):
                 silent.append(f"{path.relative_to(SRC)}:{stmt.lineno} imports {target}")
     assert silent == [], "imports inside functions without a reason:\n" + "\n".join(sorted(set(silent)))
+
+
+def function_import_blocks(path: Path) -> list[int]:
+    """The first line of each run of consecutive import statements inside a function (any
+    import: agl's, a third party's or the standard library's)."""
+    starts: list[int] = []
+
+    def visit(node: ast.AST, nested: bool) -> None:
+        inner = nested or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for _, value in ast.iter_fields(node):
+            items = value if isinstance(value, list) else [value]
+            after_import = False
+            for item in items:
+                is_import = isinstance(item, ast.Import | ast.ImportFrom)
+                if inner and is_import and not after_import:
+                    starts.append(item.lineno)
+                after_import = is_import
+                if isinstance(item, ast.AST):
+                    visit(item, inner)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    return starts
+
+
+def test_a_command_module_imports_its_work_in_one_block():
+    """`agl --help` imports every command module, so a command module imports its work when it
+    runs, and in one place: one block in one function (the handler that hands the parsed
+    arguments to the module doing the work, which imports what it needs at its top). Imports
+    spread over a module's functions, each with its "(lazy, as above)", were how a command
+    grew 16 of them."""
+    spread = {}
+    for path in sorted((AGL / "commands").glob("*.py")):
+        starts = function_import_blocks(path)
+        if len(starts) > 1:
+            spread[str(path.relative_to(SRC))] = starts
+    assert spread == {}, "command modules with more than one block of imports inside functions " \
+                         "(file: first lines):\n" + "\n".join(f"{k}: {v}" for k, v in spread.items())
+
+
+def test_the_block_count_sees_nested_and_separate_imports(tmp_path):
+    planted = tmp_path / "cmd.py"
+    planted.write_text("import os\n\ndef run(args):\n    import sys\n    from x import y\n\n"
+                       "    if args:\n        import json\n    return y\n\n"
+                       "def other():\n    import re\n    x = 1\n    import csv\n")
+    assert function_import_blocks(planted) == [4, 8, 12, 14]
 
 
 def test_functions_other_packages_call_have_docstrings():

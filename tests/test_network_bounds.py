@@ -45,7 +45,8 @@ CAP = 1_000_000
 # The modules `agl evaluate` imports, loaded before the memory baseline.
 EVALUATE_MODULES = ("numpy", "pandas", "httpx", "agl.http.client", "agl.http.transport",
                     "agl.dataset.paper", "agl.dataset.remote_file", "agl.scoring.evaluate",
-                    "agl.predictions.importer", "agl.commands.evaluate")
+                    "agl.predictions.importer", "agl.commands.evaluate",
+                    "agl.commands._evaluate_impl")
 
 
 @pytest.fixture

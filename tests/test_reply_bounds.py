@@ -41,7 +41,8 @@ OPENAI_PATH = "/v1/chat/completions"
 GEMINI_PATH = "/v1beta/models/m:generateContent"
 MODULES = ("numpy", "pandas", "soundfile", "httpx", "openai", "google.genai", "tqdm",
            "agl.http.client", "agl.http.transport", "agl.backends.openai_chat",
-           "agl.backends.gemini", "agl.inference.model_run", "agl.commands.infer")
+           "agl.backends.gemini", "agl.inference.model_run", "agl.commands.infer",
+           "agl.commands._infer_impl")
 
 
 @pytest.fixture(autouse=True)

@@ -2,24 +2,28 @@
 
 Each subcommand lives in `agl.commands.<name>` and exposes `register(subparsers)`;
 the modules are discovered here, so adding a command never edits this file.
-Command modules import nothing heavy at module level, so `agl --help` is instant.
+Command modules import nothing heavy at module level, so `agl --help` is instant: each
+imports its work in one block, in the handler it registers, when the command runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
+import warnings
 
+import agl.commands as commands
 from agl import __version__
+from agl.core.diskwrite import disk_error
 from agl.core.secrets import scrub_text, scrubbed_output
+from agl.core.workspace import refuse_outside_root
 from agl.errors import AglError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    import agl.commands as commands  # lazy: `agl --help` imports every command module
-
     parser = argparse.ArgumentParser(
         prog="agl", description="AGL1K audio geo-localization benchmark: data, inference, metrics."
     )
@@ -34,8 +38,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _one_line_warnings(prefix: str) -> None:
     """Show warnings (e.g. a repaired manifest) as one plain line, not a source listing."""
-    import warnings
-
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
         print(scrub_text(f"{prefix}: warning: {message}"), file=sys.stderr)
 
@@ -64,8 +66,6 @@ def main(argv: list[str] | None = None) -> int:
     with scrubbed_output():  # no line printed carries a key, whoever prints it
         try:
             if args.command in FROM_ROOT and not _names_its_repo(args):
-                from agl.core.workspace import refuse_outside_root  # lazy: a cheap check
-
                 refuse_outside_root(f"agl {args.command}")
             return int(args.func(args) or 0)
         except AglError as exc:
@@ -76,13 +76,9 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 130
         except BrokenPipeError:  # `agl verify | head`: the reader is gone; no traceback
-            import os
-
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # as Python's docs do
             return 141
         except OSError as exc:  # a full disk, a read-only folder: one line, not a traceback
-            from agl.core.diskwrite import disk_error  # lazy: only when a write failed
-
             err = disk_error(exc)
             if err is None:
                 raise

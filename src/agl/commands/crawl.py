@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from agl.errors import AglError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -35,15 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.dataset.crawl import (  # lazy: `agl --help` imports every command module
-        CrawlConfig,
-        crawl,
-        print_report,
-        write_report,
-    )
-    from agl.dataset.fetch import Policy  # lazy: `agl --help` imports every command module
-    from agl.dataset.manifest import write_manifest  # lazy: `agl --help` imports every command module
-    from agl.errors import AglError  # lazy: `agl --help` imports every command module
+    # The work, imported when the command runs: `agl --help` imports every command module.
+    from agl.dataset.crawl import CrawlConfig, crawl, print_report, write_report
+    from agl.dataset.fetch import Policy
+    from agl.dataset.manifest import write_manifest
 
     if args.page_size <= 0 or args.jobs <= 0 or (args.limit is not None and args.limit <= 0):
         raise AglError("--page-size, --jobs and --limit must be positive")

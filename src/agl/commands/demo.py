@@ -21,11 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.dataset.demo import DEFAULT_SEED, write_demo  # lazy: `agl --help` imports every command module
+    # The work, imported when the command runs: `agl --help` imports every command module.
+    from agl.core.workspace import refuse_inside_project
+    from agl.dataset.demo import DEFAULT_SEED, write_demo
 
     if args.out == "data":  # the default, relative to here
-        from agl.core.workspace import refuse_inside_project  # lazy: `agl --help` imports every command module
-
         refuse_inside_project("agl demo", "data/")
     seed = DEFAULT_SEED if args.seed is None else args.seed
     clips = write_demo(args.out, seed=seed)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from dataclasses import replace
 from pathlib import Path
+
+from agl.core.checks import check_sections
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,20 +44,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
-    from agl.dataset.prepare import from_params, prepare  # lazy: `agl --help` imports every command module
+    # The work, imported when the command runs: `agl --help` imports every command module
+    # (agl.dataset.pin imports DVC inside, only after a download).
+    from agl.core.workspace import refuse_inside_project
+    from agl.core.yamlfile import load_yaml
+    from agl.dataset.pin import cache_if_pinned
+    from agl.dataset.prepare import from_params, prepare
 
     if args.out is None and not args.params.exists():
-        from agl.core.workspace import refuse_inside_project  # lazy: `agl --help` imports every command module
-
         refuse_inside_project("agl download", "data/")
     params: dict = {}
     if args.params.exists():
-        from agl.core.yamlfile import load_yaml  # the one reader of configuration YAML
-
-        params = load_yaml(args.params)
-        from agl.core.checks import check_sections  # (lazy, as above)
-
+        params = load_yaml(args.params)  # the one reader of configuration YAML
         check_sections(params, args.params)  # `evalute:` is no section: its knobs would be ignored
     overrides = {
         "out": args.out,
@@ -72,15 +74,9 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress, **overrides,
     )  # fmt: skip
     if args.no_archive_checksums:
-        from dataclasses import replace
-
         policy = replace(policy, metadata_url=None)
     prepare(spec, policy, summary_path=summary_path)
-    from agl.dataset.pin import cache_if_pinned  # imports DVC: only after a download
-
     line = cache_if_pinned(spec.out)  # so `dvc repro` finds data.dvc unchanged
     if line:
-        import sys
-
         print(f"agl download: {line}", file=sys.stderr)
     return 0

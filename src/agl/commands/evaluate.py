@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from agl.core.checks import arg_type, check_count_flag, sha256_arg
+from agl.core.checks import arg_type, sha256_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -66,74 +65,8 @@ def add_source_options(p: argparse.ArgumentParser, *, manifest: bool = True) -> 
                    "params.yaml paper.max_bytes, else 100 MB)")
 
 
-def source_config(args: argparse.Namespace, *specs: str):
-    """params.yaml's source settings (agl.dataset.sources) with the command's bounds, where
-    one of `specs` is fetched (a URL or paper:<name>); None otherwise (nothing to read)."""
-    # imported when the command runs: `agl --help` stays instant
-    from agl.dataset.sources import SCHEME, SourceConfig, is_url
-    from agl.errors import AglError  # (as above)
-
-    if not any(str(s).startswith(SCHEME) or is_url(str(s)) for s in specs):
-        return None
-    config = SourceConfig.load()
-    for key in ("deadline_s", "max_bytes"):
-        value = getattr(args, key)
-        if value is not None:
-            if value <= 0:
-                raise AglError(f"--{key.replace('_', '-')} must be positive, got {value:g}")
-            setattr(config, key, value)
-    return config
-
-
 def run(args: argparse.Namespace) -> int:
-    from agl.core.jsonutil import dumps  # lazy: `agl --help` imports every command module
-    from agl.core.outpaths import input_file, output_file  # lazy: `agl --help` imports every command module
-    from agl.dataset.sources import resolve_source  # lazy: `agl --help` imports every command module
-    from agl.scoring.clusters import DEFAULT_UNIT, parse_unit  # lazy: `agl --help` imports every command module
-    from agl.scoring.config import BOOTSTRAP, METRIC_BOOTSTRAP  # lazy: `agl --help` imports every command module
-    from agl.scoring.evaluate import evaluate_files  # lazy: `agl --help` imports every command module
-    from agl.scoring.labels import Labelling, check_land  # lazy: `agl --help` imports every command module
-    from agl.scoring.text import metrics_table  # lazy: `agl --help` imports every command module
+    # The work, imported when the command runs: `agl --help` imports every command module.
+    from agl.commands import _evaluate_impl
 
-    check_count_flag("--bootstrap", args.bootstrap, 0)  # before any download or scoring
-    point_land = check_land(None if args.point_land == "none" else args.point_land, "--point-land")
-    unit = parse_unit(args.unit or DEFAULT_UNIT, "--unit").name
-    if args.scores_out:
-        output_file(args.scores_out, "--scores-out")
-    config = source_config(args, args.predictions, args.manifest)
-    predictions = resolve_source(args.predictions, cache_dir=args.cache_dir, sha256=args.sha256,
-                                 config=config)
-    manifest = resolve_source(args.manifest, cache_dir=args.cache_dir,
-                              sha256=args.manifest_sha256, sha256_from="--manifest-sha256",
-                              config=config)
-    input_file(predictions, "predictions", "predictions")
-    input_file(manifest, "--manifest", "manifest CSV")
-    result, scored = evaluate_files(
-        predictions, manifest, args.protocol,
-        bootstrap=METRIC_BOOTSTRAP if args.bootstrap is None else args.bootstrap, seed=args.seed, reparse=args.reparse,
-        unit=unit, labelling=Labelling(args.labels, point_land, args.point_coast_km),
-    )
-    for w in result.pop("warnings", []):
-        print(f"warning: {w}", file=sys.stderr)
-    if args.by:
-        from agl.scoring.clusters import cluster_labels  # lazy: only --by needs them
-        from agl.scoring.groups import GroupSpec, by_group, groups_lines  # (lazy, as above)
-
-        spec = GroupSpec(args.by, args.min_support, BOOTSTRAP if args.bootstrap is None else args.bootstrap,
-                         args.seed)
-        result["groups"] = by_group(scored, spec, clusters=cluster_labels(scored, parse_unit(unit)))
-    if args.scores_out:
-        from pathlib import Path
-
-        from agl.core.diskwrite import replace_atomically  # whole or not at all: a full disk
-
-        Path(args.scores_out).parent.mkdir(parents=True, exist_ok=True)
-        replace_atomically(args.scores_out, scored.to_csv(index=False).encode("utf-8"))
-    if args.json:
-        print(dumps(result, indent=2))
-    else:
-        print(metrics_table(result, title=f"{args.predictions} ({args.protocol} protocol)"))
-        if args.by:
-            print("\n".join(groups_lines(result["groups"])))
-    return 0
-
+    return _evaluate_impl.run(args)

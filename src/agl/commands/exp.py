@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from agl.errors import AglError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -33,8 +35,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _dvc_json(all_commits: bool) -> list:
-    from agl.errors import AglError  # lazy: `agl --help` imports every command module
-
     cmd = ["dvc", "exp", "show", "--json", "--no-fetch", *(["-A"] if all_commits else [])]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -47,8 +47,8 @@ def _dvc_json(all_commits: bool) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.errors import AglError  # lazy, as above
-    from agl.report.experiments import as_json, rows_from_dvc, table  # (lazy, as above)
+    # The work, imported when the command runs: `agl --help` imports every command module.
+    from agl.report.experiments import as_json, rows_from_dvc, table
 
     if args.width < 40:
         raise AglError(f"--width {args.width}: at least 40 columns")

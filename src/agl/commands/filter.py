@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from agl.core import diskwrite
+from agl.errors import AglError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,20 +30,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
-
-    from agl.core.jsonutil import dumps  # lazy: `agl --help` imports every command module
-    from agl.core.outpaths import input_file, output_file  # lazy: `agl --help` imports every command module
-    from agl.curation.filtering import FilterConfig, filter_manifest  # lazy: `agl --help` imports every command module
-    from agl.errors import AglError  # lazy: `agl --help` imports every command module
+    # The work, imported when the command runs: `agl --help` imports every command module.
+    from agl.core.jsonutil import dumps
+    from agl.core.outpaths import input_file, output_file
+    from agl.core.yamlfile import load_yaml
+    from agl.curation.filtering import FilterConfig, filter_manifest
 
     input_file(args.manifest, "--manifest", "manifest CSV")
     output_file(args.out, "--out")
 
     section = {}
     if args.params.exists():
-        from agl.core.yamlfile import load_yaml  # the one reader of configuration YAML
-
         section = load_yaml(args.params).get("filter") or {}
         if not isinstance(section, dict):
             raise AglError(f"{args.params}: filter: expected a mapping of settings")

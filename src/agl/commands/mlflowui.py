@@ -28,28 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.core.tracking import runs_view_url, tracking_uri  # lazy: mlflow loads on use
+    # The work, imported when the command runs: `agl --help` imports every command module.
+    from agl.commands import _mlflow_impl
 
-    print(runs_view_url(args.experiment or _params_experiment(args.params)))
-    uri = tracking_uri()
-    if not uri.startswith(("http://", "https://")):
-        from agl.core.secrets import known_secrets, scrub_text  # (as above)
-
-        print(f"(serve the store first: mlflow ui --backend-store-uri {scrub_text(uri, known_secrets())})")
-    return 0
-
-
-def _params_experiment(path: Path) -> str | None:
-    """The params file's mlflow.experiment, if it names one."""
-    if not path.exists():
-        return None
-    import yaml  # (as above)
-
-    from agl.errors import AglError  # (as above)
-
-    try:
-        params = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise AglError(f"{path}: not valid YAML ({exc})") from None
-    section = params.get("mlflow") if isinstance(params, dict) else None
-    return section.get("experiment") if isinstance(section, dict) else None
+    return _mlflow_impl.run(args)

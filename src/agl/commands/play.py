@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import getpass
+import re
 from pathlib import Path
+
+from agl.errors import AglError
 
 
 def _default_player() -> str:
-    import getpass
-    import re
-
     try:
         name = re.sub(r"[^A-Za-z0-9_.-]", "-", getpass.getuser()).strip("-.")[:40]
     except (OSError, KeyError):
@@ -57,11 +58,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.core.paths import inside  # commands import their work when run, not at start
-    from agl.dataset.manifest import clips, load_manifest  # lazy: `agl --help` imports every command module
-    from agl.errors import AglError  # lazy: `agl --help` imports every command module
-    from agl.game.server import serve  # lazy: `agl --help` imports every command module
-    from agl.game.session import GameSession, check_player, run_name  # lazy: `agl --help` imports every command module
+    # The work, imported when the command runs: `agl --help` imports every command module.
+    from agl.core.paths import inside
+    from agl.dataset.manifest import clips, load_manifest
+    from agl.game.server import serve
+    from agl.game.session import GameSession, check_player, run_name
 
     player = check_player(args.player if args.player is not None else _default_player())
     if not 0 < args.idle_timeout < 86400:  # also refuses nan and inf

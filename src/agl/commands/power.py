@@ -4,9 +4,11 @@ comparison of two runs needs, from their paired differences resampled by cluster
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 
-from agl.commands.evaluate import add_source_options, source_config
-from agl.core.checks import arg_type, check_count_flag
+from agl.commands.evaluate import add_source_options
+from agl.core.checks import arg_type, check_count_flag, check_value
+from agl.errors import AglError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,15 +45,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import asdict  # lazy: `agl --help` imports every command module
-
-    from agl.core.jsonutil import dumps  # (as above)
-    from agl.scoring.clusters import DEFAULT_UNIT, parse_unit  # (as above)
-    from agl.scoring.power_runs import PowerConfig, power_files  # (as above)
+    # The work, imported when the command runs: `agl --help` imports every command module.
+    from agl.commands._sources import source_config  # the same bounds as `agl evaluate`
+    from agl.core.jsonutil import dumps
+    from agl.dataset.sources import resolve_source
+    from agl.scoring.clusters import DEFAULT_UNIT, parse_unit
+    from agl.scoring.power_runs import PowerConfig, power_files
 
     check_count_flag("--bootstrap", args.bootstrap, 1)  # before any download or resampling
-    from agl.core.checks import check_value  # (as above)
-
     if args.km is not None:  # by rule, before any work: --km 1e-300 asked for 1e600 clips
         check_value("--km", args.km, "agl power", rule="km_difference")
     if args.points is not None:
@@ -59,18 +60,12 @@ def run(args: argparse.Namespace) -> int:
     level = args.level or ("country" if args.points is not None else None)
     metric = f"{level}_correct" if level else "distance_km"
     if args.km is not None and level:
-        from agl.errors import AglError  # (as above)
-
         raise AglError("--km compares distances; leave out --level (or give --points)")
     target = args.km if args.km is not None else None if args.points is None else args.points / 100
     config = PowerConfig(metric=metric, protocol=args.protocol, target=target,
                          unit=parse_unit(args.unit or DEFAULT_UNIT, "--unit").name,
                          alpha=args.alpha, power=args.power, n_boot=args.bootstrap, seed=args.seed)
-    from agl.dataset.sources import resolve_source  # (as above)
-
     if args.sha256:  # never ignored: which of the two files would it check?
-        from agl.errors import AglError  # (as above)
-
         raise AglError("--sha256 checks one predictions file and agl power reads two; check them "
                        "with `agl evaluate --sha256`, or name pinned ones (paper:<name>)")
     sources = source_config(args, args.a, args.b, args.manifest)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from agl.core.checks import arg_type, check_count_flag, flag_bound
+from agl.core.checks import arg_type
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,54 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.report.build import make_report  # lazy: `agl --help` imports every command module
-    from agl.report.inputs import ReportConfig, ReportInputs  # lazy: as above
+    # The work, imported when the command runs: `agl --help` imports every command module.
+    from agl.commands import _report_impl
 
-    check_count_flag("--bootstrap", args.bootstrap, 1, args.params)  # before any work
-    cfg = _report_params(Path(args.params))
-    if args.protocol:
-        cfg["protocol"] = args.protocol
-    if args.bootstrap is not None:
-        cfg["group_bootstrap"] = args.bootstrap
-    judges = Path(args.judges)
-    if args.judge_backend or args.judge_model:
-        settings = {"temperature": 0}
-        if args.judge_base_url:
-            settings["base_url"] = args.judge_base_url
-        cfg["judge"] = {"backend": args.judge_backend, "model": args.judge_model,
-                        "settings": settings, "cache_dir": "cache/judges"}
-        judges = _judge(cfg, [Path(d) for d in args.runs], Path(args.out) / "judges")
-    if args.no_track:
-        cfg["track"] = False
-    config = ReportConfig.from_params(cfg, max_resamples=flag_bound(args.params), source=args.params)
-    inputs = ReportInputs(run_dirs=tuple(Path(d) for d in args.runs), leaderboard_csv=Path(args.leaderboard),
-                          manifest=Path(args.manifest), judges_dir=judges,
-                          birds_csv=Path(args.birds) if Path(args.birds).exists() else None)
-    summary = make_report(inputs, Path(args.out), config)
-    print(f"wrote {summary['html']} ({len(summary['runs'])} runs: {', '.join(summary['runs'])})")
-    return 0
-
-
-def _report_params(params: Path) -> dict:
-    """params.yaml `report:` (empty when the file does not exist)."""
-
-    from agl.errors import AglError  # lazy: as above
-
-    if not params.exists():
-        return {}
-    from agl.core.yamlfile import load_yaml  # (lazy, as above)
-
-    section = load_yaml(params).get("report") or {}
-    if not isinstance(section, dict):
-        raise AglError(f"{params}: report: expected a mapping of settings")
-    return dict(section)
-
-
-def _judge(cfg: dict, roots: list[Path], judges: Path) -> Path:
-    """Run the error-mode judge over every run first (what the stage `judge` does)."""
-    from agl.judges.error_modes import ErrorModeJudgeConfig, judge_runs  # lazy: as above
-
-    config = ErrorModeJudgeConfig.from_params(cfg.get("protocol", "paper"), cfg.get("wrong_km", 750.0),
-                                              cfg["judge"])
-    judge_runs(roots, judges, config)
-    return judges
+    return _report_impl.run(args)

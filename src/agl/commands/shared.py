@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.dataset.shared_data import build_shared  # lazy: `agl --help` imports every command module
+    # The work, imported when the command runs: `agl --help` imports every command module.
+    from agl.dataset.shared_data import build_shared
 
     urls = {k: v for k, v in (("agl1k_base", args.agl1k_base_url),
                               ("archive_base", args.archive_base_url),

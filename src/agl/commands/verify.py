@@ -23,37 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agl.verify.compare import render, verify  # lazy: `agl --help` imports every command module
+    # The work, imported when the command runs: `agl --help` imports every command module.
+    from agl.commands import _verify_impl
 
-    verdict = verify(args.repo, args.rev)
-    print(render(verdict))
-    for line in _edited(args.repo, verdict):
-        print(line)
-    return 0 if verdict.ok else 1
-
-
-def _edited(repo: Path, verdict) -> list[str]:
-    """For each run's predictions that differ (on disk, or in the lock with the same
-    inputs), whether records no longer match their cached replies: an edit, told apart from
-    a machine difference where the reply cache can tell (agl.inference.audit)."""
-    from agl.inference.audit import audit_line, audit_run  # lazy: only for a differing run
-    from agl.inference.runspec import load_params, parse_infer  # (lazy, as above)
-
-    paths: dict[str, str] = {}
-    for stage, found in verdict.workspace.items():
-        for path in found.get("outs", {}):
-            paths[path] = stage
-    for d in verdict.lock:
-        for c in d.outs if d.same_inputs else []:
-            paths[c.path] = d.stage
-    runs = {p: s for p, s in paths.items() if p.endswith("predictions.jsonl") and (repo / p).is_file()}
-    if not runs or not (repo / "params.yaml").is_file():
-        return []
-    cache = parse_infer(load_params(repo / "params.yaml").get("infer")).cache_dir
-    lines = []
-    for path, stage in sorted(runs.items()):
-        found = audit_run(repo / path, repo / cache) if cache else None
-        line = audit_line(path, found, stage) if found else None
-        if line:
-            lines.append(line)
-    return lines
+    return _verify_impl.run(args)
