@@ -194,9 +194,9 @@ def test_dry_run_shows_the_synchronous_and_the_batch_price(tmp_path, capsys):
     ({"mode": "batch", "batch": {"probes": True}}, "settings.batch: unknown key(s) probes"),
     ({"mode": "batch", "batch": {"fallback": "drop"}}, "settings.batch.fallback: 'drop'"),
     ({"mode": "batch", "batch": {"max_requests": 0}},
-     "settings.batch max_requests: 0 is not null or a whole number of at least 1; e.g. max_requests: null"),
+     "settings.batch max_requests: 0 is not null or a whole number of at least 1; e.g. `max_requests: null`"),
     ({"mode": "batch", "batch": {"price_factor": -1}},
-     "settings.batch price_factor: -1 is not a finite number, 0 or more; e.g. price_factor: 0.5"),
+     "settings.batch price_factor: -1 is not a finite number, 0 or more; e.g. `price_factor: 0.5`"),
 ])
 def test_bad_batch_settings_are_one_line(tmp_path, bad, message, capsys):
     manifest, audio = make_clips(tmp_path, 1)

@@ -87,9 +87,9 @@ def test_no_value_of_any_section_ends_in_a_traceback(section):
 
 
 @pytest.mark.parametrize(("key", "value", "words"), [
-    ("max_windows", "four", "'four' is not a whole number; e.g. max_windows: 4"),
-    ("threads", 2.5, "2.5 is not a whole number; e.g. threads: 2"),
-    ("confident", "high", "'high' is not a finite number; e.g. confident: 0.9"),
+    ("max_windows", "four", "'four' is not a whole number of at least 1; e.g. `speech.max_windows: 4`"),
+    ("threads", 2.5, "2.5 is not a whole number of at least 1; e.g. `speech.threads: 2`"),
+    ("confident", "high", "'high' is not a share in (0, 1]; e.g. `speech.confident: 0.9`"),
     ("heard_cache", 3, "3 is not text or null; e.g. heard_cache: cache/speech"),
     ("model", None, "null is not text; e.g. model: pypi-whisper-base"),
     ("sha256", "abc", "'abc' is not a mapping of file name to SHA-256"),
@@ -112,13 +112,15 @@ def test_the_speech_stage_says_it_in_one_line(tmp_path):
                 "--windows", str(tmp_path / "w.jsonl"), "--summary", str(tmp_path / "s.json"),
                 "--params", str(params)], tmp_path, ok=False)
     assert done.stderr.strip().splitlines() == [
-        "speech.py: error: params.yaml speech.max_windows: 'four' is not a whole number; e.g. max_windows: 4"]
+        f"speech.py: error: {params} speech.max_windows: 'four' is not a whole number of at least 1; "
+        "e.g. `speech.max_windows: 4`"]
 
 
 @pytest.mark.parametrize(("key", "value", "words"), [
     ("prompt", [1], "params.yaml: infer.prompt: [1] is not text; e.g. prompt: default"),
     ("cache_dir", [1], "params.yaml: infer.cache_dir: [1] is not text or null; e.g. cache_dir: cache/responses"),
-    ("concurrency", "four", "params.yaml: infer.concurrency: 'four' is not a whole number; e.g. concurrency: 4"),
+    ("concurrency", "four", "params.yaml infer.concurrency: 'four' is not a whole number of at least 1; "
+     "e.g. `infer.concurrency: 4`"),
 ])
 def test_infer_settings_of_the_wrong_type_are_one_line(key, value, words):
     """Was: `infer.prompt: [1]` a TypeError traceback (unhashable list), `infer.cache_dir: [1]`
@@ -151,8 +153,10 @@ def test_leaderboard_settings_of_the_wrong_type_are_one_line(tmp_path, key, valu
 @pytest.mark.parametrize(("entry", "words"), [
     ({"kind": ["truncate"]}, "params.yaml: perturb.t.kind: choose one of "),
     ({"kind": "truncate", "seconds": "four"},
-     "params.yaml: perturb.t seconds: 'four' is not a finite number; e.g. seconds: "),
-    ({"kind": "truncate", "seconds": None}, "params.yaml: perturb.t seconds: None is not a finite number"),
+     "params.yaml perturb.t.seconds: 'four' is not a positive finite number or a non-empty list of them; "
+     "e.g. `perturb.t.seconds: [3, 8]`"),
+    ({"kind": "truncate", "seconds": None},
+     "params.yaml perturb.t.seconds: null is not a positive finite number or a non-empty list of them"),
 ])
 def test_an_intervention_of_the_wrong_type_is_one_line(entry, words):
     """Was: a TypeError traceback for a list as the kind, a ValueError one for `seconds: four`."""
@@ -191,9 +195,9 @@ def test_a_path_naming_the_wrong_kind_of_thing_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize(("backend", "settings", "words"), [
-    ("knn", {"k": "four"}, "knn setting k: 'four' is not a whole number of at least 1; e.g. k: 1"),
+    ("knn", {"k": "four"}, "knn setting k: 'four' is not a whole number of at least 1; e.g. `k: 1`"),
     ("knn", {"k": 1.5}, "knn setting k: 1.5 is not a whole number of at least 1"),
-    ("knn", {"max_seconds": None}, "knn setting max_seconds: None is not a positive finite number"),
+    ("knn", {"max_seconds": None}, "knn setting max_seconds: null is not a positive finite number"),
     ("birdrange", {"floor": "low"}, "birdrange setting floor: 'low' is not a share strictly between 0 and 1"),
     ("gemini", {"upload_above_bytes": [1], "api_key_env": "AGL_TEST_NO_SUCH_KEY"},
      "gemini setting upload_above_bytes: [1] is not a whole number, 0 or more"),

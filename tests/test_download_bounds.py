@@ -157,10 +157,14 @@ def test_bounds_in_params_are_checked(tmp_path):
     from agl.dataset.prepare import from_params
     from agl.errors import AglError
 
-    with pytest.raises(AglError, match="download.deadline_s must be positive"):
+    with pytest.raises(AglError, match="download.deadline_s: 0 is not a positive finite number"):
         from_params({"download": {"deadline_s": 0}})
-    with pytest.raises(AglError, match="download.max_clip_bytes: 1.5 has the wrong type"):
+    with pytest.raises(AglError, match="download.max_clip_bytes: 1.5 is not a whole number of at least 1"):
         from_params({"download": {"max_clip_bytes": 1.5}})
+    # a bool is an int in Python: `jobs: true` was one download, `retries: true` one retry
+    for key in ("jobs", "retries", "timeout_s"):
+        with pytest.raises(AglError, match=f"download.{key}: True is not "):
+            from_params({"download": {key: True}})
     with pytest.raises(AglError, match="download.redirect_hosts"):
         from_params({"download": {"redirect_hosts": [""]}})
     _, policy, _ = from_params({"download": {"deadline_s": 5, "redirect_hosts": ["cdn.x"]}})

@@ -16,7 +16,7 @@ from agl.executor.config import ExecutorConfig
 @pytest.mark.parametrize("ray, said", [
     ({"shards": 2.5}, "executor.ray.shards: 2.5 is not a whole number"),
     ({"max_retries": True}, "executor.ray.max_retries: True is not a whole number"),
-    ({"actors": 1.5}, "executor.ray.actors: 1.5 is not a whole number or null"),
+    ({"actors": 1.5}, "executor.ray.actors: 1.5 is not null or a whole number of at least 1"),
     ({"num_cpus": "two"}, "executor.ray.num_cpus: 'two' is not a finite number"),
     ({"address": 5}, "executor.ray.address: 5 is not text or null"),
 ])

@@ -149,7 +149,7 @@ def test_a_local_file_url_is_capped_too(tmp_path):
 
 
 def test_paper_bounds_in_params_are_checked():
-    with pytest.raises(AglError, match="paper.deadline_s: must be a positive number"):
+    with pytest.raises(AglError, match="paper.deadline_s: 0 is not a positive finite number"):
         SourceConfig.from_params({"paper": {"deadline_s": 0}})
     with pytest.raises(AglError, match="paper.redirect_hosts"):
         SourceConfig.from_params({"paper": {"redirect_hosts": "localhost"}})

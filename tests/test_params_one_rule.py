@@ -8,6 +8,7 @@ EvaluateConfig), seeds of perturb.* (-1 read), counterfactual.subset and infer.o
 from __future__ import annotations
 
 import copy
+import fnmatch
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ def _readers():
     from agl.curation.tagging import TagConfig
     from agl.dataset.fingerprints import DuplicatesConfig
     from agl.dataset.prepare import from_params as download
+    from agl.dataset.sources import SourceConfig
     from agl.executor.config import ExecutorConfig
     from agl.inference.runspec import parse_infer
     from agl.report.inputs import ReportConfig
@@ -58,15 +60,15 @@ def _readers():
         "infer": lambda p: parse_infer(p["infer"]),
         "download": lambda p: download(p, progress=False),
         "perturb": lambda p: parse_perturb(p["perturb"]),
+        "paper": SourceConfig.from_params,
     }
 
 
 # Keys whose reader is no pure config (the leaderboard's is the stage's table build, which
-# reads files; a model entry's settings are its backend's; paper's bounds are SourceConfig's,
-# read with the HTTP limits; `counterfactual.jobs`, handed by the perturb stage to the
-# executor as it is): the stage's params check is their one check. A key without a
-# rule in the table is checked by its reader alone (its type, its choices).
-NO_READER = ("leaderboard.", "models.", "paper.", "data.", "mlflow.", "export.", "counterfactual.jobs")
+# reads files; a model entry's settings are its backend's; `counterfactual.jobs`, handed by
+# the perturb stage to the executor as it is): the stage's params check is their one check.
+# A key without a rule in the table is checked by its reader alone (its type, its choices).
+NO_READER = ("leaderboard.", "models.", "data.", "mlflow.", "export.", "counterfactual.jobs")
 
 
 def _leaves(prefix: str, node):
@@ -126,6 +128,61 @@ def test_the_params_check_and_every_config_agree_on_every_ruled_key_of_params_ya
     assert not disagree, "\n".join(disagree)
 
 
+# Keys of params.yaml that no rule of the table holds, each group with its reason. The table
+# holds numbers and switches (true/false): what a run's meaning or cost rests on. What it
+# leaves to the key's reader is text and structure, which that reader checks with more to say
+# than a rule could (the allowed choices by name, a path where it is opened, a model name
+# against models:).
+EXEMPT: dict[str, tuple[str, ...]] = {
+    "a choice or a name: its reader refuses a value outside its list and names the allowed ones": (
+        "data.dataset", "tag.tagger", "tag.checkpoint", "tag.pooling", "tag.device", "tag.speech",
+        "speech.model", "speech.device", "speech.compute_type", "speech.cpu_isa",
+        "localizability.features", "localizability.speech_from", "infer.prompt", "executor.kind",
+        "evaluate.labels", "evaluate.point_land", "evaluate.resampling_unit", "report.resampling_unit",
+        "counterfactual.resampling_unit", "leaderboard.protocol", "report.protocol",
+        "counterfactual.protocol", "counterfactual.format", "perturb.*.kind", "perturb.*.fill",
+        "mlflow.experiment", "export.organization"),
+    "a path: text to its config (check_field_types), opened (and named when missing) where used": (
+        "download.out", "download.summary", "tag.ontology", "tag.ontology_cache", "speech.cache_dir",
+        "speech.heard_cache", "localizability.reference", "localizability.judge_cache",
+        "infer.cache_dir", "infer.prompt_source", "paper.manifest", "paper.cache_dir",
+        "paper.published.*.path", "leaderboard.paper_values", "report.explorer"),
+    "a URL or an address, checked by the HTTP layer / Ray as it connects": (
+        "download.manifest_url", "download.base_url", "download.metadata_url", "paper.base_url",
+        "executor.ray.address"),
+    "a SHA-256: agl.core.checks.sha256_value's own line (64 hex digits)": (
+        "download.manifest_sha256", "paper.published.*.sha256"),
+    "a list of hosts: agl.http's check_redirect_hosts": ("download.redirect_hosts", "paper.redirect_hosts"),
+    "a list of names, checked against what exists (models:, perturb:, protocols) by its reader": (
+        "evaluate.protocols", "localizability.judges", "counterfactual.models",
+        "counterfactual.interventions", "counterfactual.long_audio", "paper.runs"),
+    # model settings are backend-specific: each backend checks its own numbers through the
+    # table's RULES (agl.core.checks.number_setting); the one setting every seeded backend
+    # shares, `models.*.settings.seed`, has its rule in the table
+    "a model entry: its backend's name and settings, checked by agl.contracts and the backend": (
+        "models.*.backend", "models.*.model", "models.*.settings.*", "models.*.long_audio.*"),
+    "the error-mode judge: a model entry (null: none), checked by agl.judges.modes": ("report.judge",),
+}
+
+
+def _exempt(key: str) -> str | None:
+    for reason, patterns in EXEMPT.items():
+        for pattern in patterns:
+            if key.count(".") == pattern.count(".") and fnmatch.fnmatchcase(key, pattern):
+                return reason
+    return None
+
+
+def test_every_key_of_params_yaml_has_a_rule_in_the_table_or_a_reason_not_to():
+    """The walk: a key of params.yaml (a number, a switch) that no rule holds was checked by
+    hand in its config, or not at all (`download.jobs: true` ran one download)."""
+    missing = [k for k, _ in _leaves("", PARAMS) if param_rule(k) is None and _exempt(k) is None]
+    assert not missing, f"{len(missing)} keys of params.yaml with no rule in PARAMS: {missing}"
+    # an exemption that has a rule is no exemption: one of the two is stale
+    both = [k for k, _ in _leaves("", PARAMS) if param_rule(k) and _exempt(k) and ".settings.seed" not in k]
+    assert not both, both
+
+
 def test_a_knob_without_a_rule_in_the_table_is_refused_where_it_is_declared():
     from agl.scoring.config import knob
 
@@ -138,8 +195,8 @@ def test_metric_bootstrap_is_one_rule_and_no_intervals_is_a_callers_option():
     the importer and tests that want point values alone say `intervals=False`."""
     from agl.scoring.config import EvaluateConfig
 
-    line = ("params.yaml evaluate.metric_bootstrap: 0 is not a whole number of at least 1; set it in "
-            "params.yaml, e.g. `evaluate.metric_bootstrap: 10000`")
+    line = ("params.yaml evaluate.metric_bootstrap: 0 is not a whole number of at least 1; "
+            "e.g. `evaluate.metric_bootstrap: 10000`")
     for check in (lambda: check_params("evaluate", {"metric_bootstrap": 0}),
                   lambda: EvaluateConfig.from_params({"metric_bootstrap": 0}),
                   lambda: EvaluateConfig(metric_bootstrap=0)):

@@ -88,7 +88,7 @@ def test_retries_with_an_entry_is_refused_whatever_the_count(tmp_path, retries):
 @pytest.mark.parametrize("value", [1.5, True, "2"])
 def test_filter_jobs_is_a_whole_number(value):
     with pytest.raises(AglError, match=r"params.yaml filter.jobs: .* is not a whole number of at least 1; "
-                                       r"set it in params.yaml, e.g. `filter.jobs: 1`"):
+                                       r"e.g. `filter.jobs: 1`"):
         FilterConfig.from_params({"jobs": value})
     assert FilterConfig.from_params({"jobs": 3.0}).jobs == 3  # an integral float is whole
 

@@ -55,6 +55,9 @@ class Rule:
     test: Callable[[Any], bool]
 
 
+# infer.repeats' bound: the authors ran one seed; 100 draws pin a flip rate to a few points
+MAX_REPEATS = 100
+
 RULES: dict[str, Rule] = {
     "count": Rule("a whole number of at least 1", lambda v: _whole(v) and v >= 1),
     "count0": Rule("a whole number, 0 or more", lambda v: _whole(v) and v >= 0),
@@ -78,6 +81,27 @@ RULES: dict[str, Rule] = {
                    lambda v: _number(v) and 0.1 <= abs(v) <= 100),
     "integer": Rule("a whole number", _whole),
     "bool": Rule("true or false (unquoted)", lambda v: isinstance(v, bool)),
+    "positive_or_null": Rule("null or a positive finite number",
+                             lambda v: v is None or (_number(v) and v > 0)),
+    # a share of a length that may be missing: 1 would accept an empty file
+    "tolerance": Rule("a share in [0, 1)", lambda v: _number(v) and 0 <= v < 1),
+    "tolerance_or_null": Rule("null or a share in [0, 1)", lambda v: v is None or (_number(v) and 0 <= v < 1)),
+    # a level relative to full scale or to the loudest: above 0 dB would refuse or drop everything
+    "decibels_below": Rule("a finite level in dB, 0 or less", lambda v: _number(v) and v <= 0),
+    "hz_band": Rule("a band [low, high] in Hz with 0 <= low < high",
+                    lambda v: isinstance(v, list | tuple) and len(v) == 2 and all(_number(x) for x in v)
+                    and 0 <= v[0] < v[1]),
+    # BirdNET scores 3 s windows: a last window longer than that does not exist
+    "birdnet_window": Rule("seconds in (0, 3] (BirdNET's window is 3 s)",
+                           lambda v: _number(v) and 0 < v <= 3),
+    # Whisper reads 30 s at a time
+    "whisper_window": Rule("seconds in (0, 30] (Whisper reads 30 s)", lambda v: _number(v) and 0 < v <= 30),
+    "repeats": Rule(f"a whole number from 1 to {MAX_REPEATS} (1: each clip asked once)",
+                    lambda v: _whole(v) and 1 <= v <= MAX_REPEATS),
+    # a graded intervention: one value, or a series of them, one level each
+    "positive_series": Rule("a positive finite number or a non-empty list of them",
+                            lambda v: (_number(v) and v > 0) or (isinstance(v, list) and bool(v) and all(
+                                _number(x) and x > 0 for x in v))),
 }
 
 # params.yaml key -> (rule, a valid example for the message). tests/test_stat_params.py
@@ -141,7 +165,101 @@ PARAMS: dict[str, tuple[str, str]] = {
     "birds.jobs": ("count", "1"),
     "speech.jobs": ("count", "1"),
     "counterfactual.jobs": ("count", "1"),
+    # download: the Archive's politeness and every transfer's bounds (agl.dataset.prepare)
+    "download.jobs": ("count", "4"),
+    "download.timeout_s": ("positive", "60"),
+    "download.deadline_s": ("positive", "900"),
+    "download.min_rate_bps": ("positive", "1024"),
+    "download.stall_window_s": ("positive", "30"),
+    "download.max_document_bytes": ("count", "20000000"),
+    "download.max_clip_bytes": ("count", "500000000"),
+    "download.retries": ("count0", "5"),
+    "download.backoff_s": ("nonnegative", "1.0"),
+    "download.max_backoff_s": ("nonnegative", "120"),
+    "download.failure_budget": ("count0", "0"),
+    "download.duration_tolerance": ("tolerance_or_null", "0.1"),
+    "download.prune": ("bool", "true"),
+    # filter: the acoustic thresholds (agl.curation.filtering)
+    "filter.min_rms_dbfs": ("decibels_below", "-60.0"),
+    "filter.max_clipping_ratio": ("share_closed", "0.01"),
+    "filter.clip_level": ("share", "0.999"),
+    "filter.max_flatness": ("share_closed", "0.92"),
+    "filter.flatness_band_hz": ("hz_band", "[100.0, 6000.0]"),
+    "filter.flatness_n_fft": ("count", "2048"),
+    "filter.min_aci": ("nonnegative", "0.2"),
+    "filter.aci_n_fft": ("count", "512"),
+    "filter.aci_cluster_s": ("positive", "5.0"),
+    "filter.aci_floor_db": ("decibels_below", "-60.0"),
+    "filter.duration_tolerance": ("tolerance", "0.1"),
+    "filter.min_seconds": ("nonnegative", "5.0"),
+    # tag (agl.curation.tagging)
+    "tag.window_s": ("positive_or_null", "null"),
+    "tag.hop_s": ("positive_or_null", "null"),
+    "tag.batch_size": ("count", "8"),
+    "tag.only_passed": ("bool", "true"),
+    # birds (agl.birds.birdnet)
+    "birds.enabled": ("bool", "true"),
+    "birds.min_confidence": ("share", "0.7"),
+    "birds.min_confidence_other": ("share", "0.5"),
+    "birds.sensitivity": ("positive", "1.0"),
+    "birds.min_window_s": ("birdnet_window", "1.5"),
+    "birds.batch_size": ("count", "16"),
+    "birds.threads": ("count", "2"),
+    "birds.only_passed": ("bool", "true"),
+    # speech (agl.speech.listen)
+    "speech.enabled": ("bool", "true"),
+    "speech.threads": ("count", "2"),
+    "speech.vad_threshold": ("share_open", "0.5"),
+    "speech.vad_min_speech_ms": ("count0", "250"),
+    "speech.vad_min_silence_ms": ("count0", "500"),
+    "speech.vad_pad_ms": ("count0", "200"),
+    "speech.min_speech_s": ("nonnegative", "2.0"),
+    "speech.window_s": ("whisper_window", "30.0"),
+    "speech.max_windows": ("count", "4"),
+    "speech.confident": ("share", "0.9"),
+    "speech.min_language_probability": ("share", "0.5"),
+    "speech.top_languages": ("count", "5"),
+    "speech.transcribe": ("bool", "false"),
+    "speech.beam_size": ("count", "1"),
+    "speech.only_passed": ("bool", "true"),
+    "speech.max_listen_s": ("positive", "600.0"),
+    "duplicates.enabled": ("bool", "false"),
+    # localizability (agl.curation.localizability_params)
+    "localizability.theta": ("number", "0.0"),
+    "localizability.judge_concurrency": ("count", "4"),
+    "localizability.judge_timeout_s": ("positive", "120"),
+    "localizability.judge_max_retries": ("count0", "5"),
+    # infer (agl.inference.runspec)
+    "infer.concurrency": ("count", "4"),
+    "infer.timeout_s": ("positive", "120"),
+    "infer.max_retries": ("count0", "5"),
+    "infer.max_reply_bytes": ("count", "1000000"),
+    "infer.max_batch_bytes": ("count", "1000000000"),
+    "infer.retry_after_cap_s": ("nonnegative", "120"),
+    "infer.repeats": ("repeats", "1"),
+    "infer.max_spend_usd": ("positive_or_null", "null"),
+    "infer.max_total_spend_usd": ("positive_or_null", "null"),
+    # executor (agl.executor.config): transport, entering no output; also per model entry
+    "executor.ray.shards": ("count", "16"),
+    "executor.ray.max_retries": ("count0", "3"),
+    "executor.ray.num_cpus": ("nonnegative", "1"),
+    "executor.ray.num_gpus": ("nonnegative", "0"),
+    "executor.ray.actors": ("count_or_null", "null"),
+    "executor.ray.connect_timeout_s": ("positive", "10"),
+    # paper: the bounds on each fetch (agl.dataset.sources)
+    "paper.timeout_s": ("positive", "60"),
+    "paper.deadline_s": ("positive", "300"),
+    "paper.min_rate_bps": ("positive", "1024"),
+    "paper.stall_window_s": ("positive", "30"),
+    "paper.max_bytes": ("count", "100000000"),
+    "report.track": ("bool", "true"),
+    "perturb.*.pad_s": ("nonnegative", "0.25"),
+    "perturb.*.seconds": ("positive_series", "[3, 8]"),
+    "counterfactual.track": ("bool", "true"),
 }
+# The same rules for a model entry's executor overrides (`executor.models.<name>.ray.*`).
+PARAMS.update({f"executor.models.*.{k.removeprefix('executor.')}": v
+               for k, v in list(PARAMS.items()) if k.startswith("executor.ray.")})
 
 
 # The default of params.yaml `evaluate.max_resamples`: the most resamples or permutations any
@@ -207,13 +325,23 @@ def check_count_flag(flag: str, value: int | None, low: int, params: str | Path 
                        f"time and memory grow with it); lower it, or raise {RESAMPLE_BOUND} in params.yaml")
 
 
-def check_value(key: str, value: Any, where: str, *, rule: str, example: str | None = None) -> None:
-    """Refuse `value` unless it satisfies `rule`; the message names `where` and `key`."""
+def refusal(where: str, key: str, value: Any, rule: str, example: str | None = None) -> str | None:
+    """The one line for a value that breaks `rule`, or None where it keeps it: `where` (the
+    file or the command), the key, the value, what a valid value is and, where known, one.
+    The params table (`param_refusal`) and every other check (`check_value`) write it."""
     r = RULES[rule]
     if r.test(value):
-        return
-    fix = f"; e.g. {key}: {example}" if example is not None else ""
-    raise AglError(f"{where} {key}: {value!r} is not {r.what}{fix}")
+        return None
+    shown = "null" if value is None else repr(value)
+    fix = f"; e.g. `{key}: {example}`" if example is not None else ""
+    return f"{where} {key}: {shown} is not {r.what}{fix}"
+
+
+def check_value(key: str, value: Any, where: str, *, rule: str, example: str | None = None) -> None:
+    """Refuse `value` unless it satisfies `rule`; the message (`refusal`) names `where` and `key`."""
+    line = refusal(where, key, value, rule, example)
+    if line is not None:
+        raise AglError(line)
 
 
 def number_setting(settings: Any, key: str, default: int | float, rule: str, where: str) -> Any:
@@ -267,7 +395,8 @@ def _yaml(value: Any) -> str:
 
 
 def _flatten(prefix: str, node: Any) -> list[tuple[str, Any]]:
-    if isinstance(node, dict):
+    # a ruled key's value is tested whole: `filter.jobs: {a: 1}` is no section to walk into
+    if isinstance(node, dict) and param_rule(prefix) is None:
         out = []
         for k, v in node.items():
             out.extend(_flatten(f"{prefix}.{k}", v))
@@ -287,10 +416,20 @@ def param_refusal(key: str, value: Any, source: str = "params.yaml") -> str | No
     """The one line for a value of the params key `key` that breaks its rule (the file, the
     key, the rule and a valid value), or None where it keeps it or the key has no rule."""
     spec = param_rule(key)
-    if spec is None or RULES[spec[0]].test(value):
-        return None
-    return (f"{source} {key}: {value!r} is not {RULES[spec[0]].what}; set it in {source}, "
-            f"e.g. `{key}: {spec[1]}`")
+    return None if spec is None else refusal(source, key, value, spec[0], spec[1])
+
+
+def param_value(key: str, value: Any, source: str = "params.yaml") -> Any:
+    """`value` of the params key `key` checked by its rule (`check_param`), a whole number
+    given as `4.0` returned as 4 where the rule asks for one (a count, a seed)."""
+    check_param(key, value, source)
+    spec = param_rule(key)
+    if spec is not None and spec[0] in _WHOLE_RULES and _whole(value):
+        return int(value)
+    return value
+
+
+_WHOLE_RULES = frozenset({"count", "count0", "count_or_null", "seed", "integer", "repeats"})
 
 
 def check_param(key: str, value: Any, source: str = "params.yaml") -> None:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from agl.core.audio import resample
-from agl.core.checks import check_param, check_value
+from agl.core.checks import check_param, check_value, param_rule
 from agl.core.paths import is_plain_name
 from agl.core.vad import RATE as VAD_RATE
 from agl.core.vad import speech_timestamps
@@ -332,12 +332,14 @@ def parse_perturb(section: Any, source: str = "params.yaml") -> dict[str, list[I
         seed = entry.get("seed", 0)
         check_param(f"perturb.{name}.seed", seed, source)  # the one table (agl.core.checks.PARAMS)
         params = {k: entry.get(k, v) for k, v in kind.params.items()}
-        if "vad_threshold" in params:  # a speech probability: 1.5 would hear no speech anywhere
-            check_param(f"perturb.{name}.vad_threshold", params["vad_threshold"], source)
         for k, v in params.items():
             default = kind.params[k]
-            if isinstance(default, int | float) and not isinstance(default, bool) and not isinstance(v, list):
-                check_value(k, v, where, rule="number", example=str(default))  # `seconds: four`
+            if param_rule(f"perturb.{name}.{k}") is not None:
+                # the one table (agl.core.checks.PARAMS): a vad_threshold of 1.5 heard no speech
+                # anywhere, `seconds: 0` or `pad_s: -1` was cut without a word
+                check_param(f"perturb.{name}.{k}", v, source)
+            elif isinstance(default, int | float) and not isinstance(default, bool) and not isinstance(v, list):
+                check_value(k, v, where, rule="number", example=str(default))  # `mp3_vbr_quality: four`
             if isinstance(v, list) and k != "room_m" and k != kind.graded:
                 raise AglError(f"{where}.{k}: only {kind.graded or 'nothing'} takes a list here")
         graded = params.get(kind.graded) if kind.graded else None

@@ -80,31 +80,15 @@ class FilterConfig:
         params = dict(params or {})
         reject_unknown_keys(params, {f.name for f in fields(cls)}, source)
         check_params("filter", params, source.split()[0])  # the one table (agl.core.checks.PARAMS)
+        # every key has its rule there: `jobs: 1.5` was cut to 1, `max_flatness: true` read as 1.0
         kw: dict[str, Any] = {}
         for name, value in params.items():
             default = getattr(cls, name)
-            try:
-                if isinstance(default, tuple):
-                    lo, hi = (float(v) for v in value)
-                    kw[name] = (lo, hi)
-                elif isinstance(default, int):
-                    # `jobs: 1.5` was cut to 1 without a word: a count is a whole number
-                    if not isinstance(value, int | float) or isinstance(value, bool) \
-                            or not float(value).is_integer():
-                        raise ValueError
-                    kw[name] = int(value)
-                else:
-                    kw[name] = float(value)
-            except (TypeError, ValueError):
-                what = "a whole number" if isinstance(default, int) and not isinstance(default, tuple) else "a number"
-                raise AglError(f"{source}.{name}: {value!r} is not {what}; e.g. {name}: {default}") from None
-        cfg = cls(**kw)
-        if not 0 <= cfg.duration_tolerance < 1:
-            raise AglError(f"{source}.duration_tolerance: a fraction in [0, 1), got "
-                           f"{cfg.duration_tolerance}")
-        if not cfg.min_seconds >= 0:
-            raise AglError(f"{source}.min_seconds: must be 0 or more, got {cfg.min_seconds}")
-        return cfg
+            if isinstance(default, tuple):
+                kw[name] = tuple(float(v) for v in value)
+            else:
+                kw[name] = int(value) if isinstance(default, int) else float(value)
+        return cls(**kw)
 
 
 @dataclass(frozen=True)

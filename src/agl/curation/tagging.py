@@ -88,10 +88,6 @@ class TagConfig:
             raise AglError(f"{source}.pooling: '{cfg.pooling}' is not max or mean")
         if cfg.speech not in ("vad", "none"):
             raise AglError(f"{source}.speech: '{cfg.speech}' is not vad or none")
-        for name in ("window_s", "hop_s"):
-            value = getattr(cfg, name)
-            if value is not None and not float(value) > 0:
-                raise AglError(f"{source}.{name}: must be positive or null, got {value}")
         return cfg
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agl.core import diskwrite
-from agl.core.checks import check_params, sha256_value
+from agl.core.checks import param_rule, param_value, sha256_value
 from agl.core.jsonutil import dumps
 from agl.core.nofollow import open_part
 from agl.core.paths import inside, remove
@@ -281,6 +281,7 @@ def _prune(out: Path, keys: set[str], relpaths: set[str] | None, prune: bool) ->
             write_lock(lock_path, kept)
 
 
+# The keys of `download:`; the types of those that have no rule in agl.core.checks.PARAMS.
 DOWNLOAD_KEYS = {
     "out": str,
     "manifest_url": str,
@@ -346,25 +347,16 @@ def _checked_download(download: dict | None, overrides: dict, source: str) -> di
         if value is not None:
             section[key] = value
     reject_unknown_keys(section, set(DOWNLOAD_KEYS), f"{source}: download")
-    check_params("download", section, source)  # the one table (agl.core.checks.PARAMS) first
     for key, value in section.items():
-        kind = DOWNLOAD_KEYS[key]
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        if param_rule(f"download.{key}") is not None:
+            # the one table (agl.core.checks.PARAMS): `jobs: true` was one download (a bool
+            # is an int), and 4.0 a wrong type
+            section[key] = param_value(f"download.{key}", value, source)
+        elif not isinstance(value, DOWNLOAD_KEYS[key]):  # text: a path, a URL, a hash
             raise AglError(f"{source}: download.{key}: {value!r} has the wrong type")
-    for key in ("jobs", "timeout_s", "deadline_s", "max_document_bytes", "max_clip_bytes",
-                "min_rate_bps", "stall_window_s", "tag_audit_km"):
-        if key in section and not 0 < section[key] < float("inf"):
-            raise AglError(f"{source}: download.{key} must be positive, not {section[key]}")
     if section.get("manifest_sha256") is not None:
         section["manifest_sha256"] = sha256_value(section["manifest_sha256"],
                                                   f"{source}: download.manifest_sha256")
-    tol = section.get("duration_tolerance")
-    if tol is not None and not 0 <= tol < 1:
-        raise AglError(f"{source}: download.duration_tolerance must be a fraction in [0, 1) "
-                       f"(0.1 accepts 10% shorter than mp3seconds) or null, not {tol}")
-    for key in ("retries", "backoff_s", "max_backoff_s", "failure_budget"):
-        if key in section and section[key] < 0:
-            raise AglError(f"{source}: download.{key} must be >= 0, not {section[key]}")
     if "redirect_hosts" in section:
         section["redirect_hosts"] = list(check_redirect_hosts(section["redirect_hosts"],
                                                               f"{source}: download.redirect_hosts"))

@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from agl.core.checks import sha256_value
+from agl.core.checks import param_value, sha256_value
 from agl.core.secrets import strip_url_credentials, url_credentials
 from agl.dataset.manifest import content_hash
 from agl.dataset.paper import resolve
@@ -154,11 +154,7 @@ def _read_bounds(cfg: SourceConfig, paper: dict[str, Any]) -> None:
         value = paper.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0 or (
-                value == float("inf")) or (key == "max_bytes" and not isinstance(value, int)):
-            raise AglError(f"params.yaml paper.{key}: must be a positive "
-                           f"{'whole ' if key == 'max_bytes' else ''}number, not {value!r}")
-        setattr(cfg, key, value)
+        setattr(cfg, key, param_value(f"paper.{key}", value))  # the one table (agl.core.checks.PARAMS)
     cfg.redirect_hosts = check_redirect_hosts(paper.get("redirect_hosts"), "params.yaml paper.redirect_hosts")
 
 

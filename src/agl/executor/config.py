@@ -16,13 +16,12 @@ re-runs no stage and leaves dvc.lock as it is.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agl.core.checks import check_field_types, check_sections
+from agl.core.checks import check_field_types, check_sections, param_value
 from agl.core.secrets import check_config
 from agl.core.yamlfile import load_yaml
 from agl.errors import AglError, reject_unknown_keys
@@ -63,12 +62,12 @@ class ExecutorConfig:
         models = section.get("models") or {}
         if not isinstance(models, dict):
             raise AglError(f"{source}: executor.models: expected a mapping of model name -> {{kind, ray}}")
-        base = _one(section, RayConfig(), f"{source}: executor")
+        base = _one(section, RayConfig(), f"{source}: executor", "executor.ray")
         for name, entry in models.items():  # checked now: a typo fails before any run
             if not isinstance(entry, dict):
                 raise AglError(f"{source}: executor.models.{name}: expected a mapping (kind, ray)")
             reject_unknown_keys(entry, {"kind", "ray"}, f"{source}: executor.models.{name}")
-            _one(entry, base.ray, f"{source}: executor.models.{name}")
+            _one(entry, base.ray, f"{source}: executor.models.{name}", f"executor.models.{name}.ray")
         return replace(base, models=dict(models))
 
     def for_model(self, name: str, source: str = "params.yaml") -> ExecutorConfig:
@@ -77,14 +76,15 @@ class ExecutorConfig:
         if not entry:
             return replace(self, models={})
         merged = _one({"kind": entry.get("kind", self.kind), "ray": entry.get("ray") or {}},
-                      self.ray, f"{source}: executor.models.{name}")
+                      self.ray, f"{source}: executor.models.{name}", f"executor.models.{name}.ray")
         return merged
 
     def with_flags(self, kind: str | None = None, address: str | None = None,
                    shards: int | None = None) -> ExecutorConfig:
         """The command line's `--executor`, `--ray-address` and `--ray-shards` over this config."""
         ray = {k: v for k, v in (("address", address), ("shards", shards)) if v is not None}
-        return _one({"kind": kind or self.kind, "ray": ray}, self.ray, "agl infer") if (kind or ray) else self
+        return _one({"kind": kind or self.kind, "ray": ray}, self.ray, "agl infer",
+                    "executor.ray") if (kind or ray) else self
 
 
 def read_transport(params_path: str | Path) -> ExecutorConfig:
@@ -107,8 +107,9 @@ def _section(path: Path) -> Any:
     return doc.get("executor") if isinstance(doc, dict) else None
 
 
-def _one(section: dict[str, Any], base: RayConfig, where: str) -> ExecutorConfig:
-    """`{kind, ray}` over `base`, validated."""
+def _one(section: dict[str, Any], base: RayConfig, where: str, key: str) -> ExecutorConfig:
+    """`{kind, ray}` over `base`, validated: each `ray` value by its rule in the one table
+    (agl.core.checks.PARAMS, under `key`: `executor.ray` or `executor.models.<name>.ray`)."""
     kind = section.get("kind", "local")
     if kind not in KINDS:
         raise AglError(f"{where}.kind: '{kind}' is not one of {', '.join(KINDS)}")
@@ -116,25 +117,14 @@ def _one(section: dict[str, Any], base: RayConfig, where: str) -> ExecutorConfig
     if not isinstance(ray, dict):
         raise AglError(f"{where}.ray: expected a mapping ({', '.join(RayConfig.__dataclass_fields__)})")
     reject_unknown_keys(ray, set(RayConfig.__dataclass_fields__), f"{where}.ray")
-    try:
-        cfg = replace(base, **ray)
-        # by type first: `shards: 2.5` was cut to 2 and `max_retries: true` read as 1
-        check_field_types(cfg, f"{where}.ray")
-        shards, retries = int(cfg.shards), int(cfg.max_retries)
-        cpus, gpus, wait = float(cfg.num_cpus), float(cfg.num_gpus), float(cfg.connect_timeout_s)
-        actors = None if cfg.actors is None else int(cfg.actors)
-    except (TypeError, ValueError) as exc:
-        raise AglError(f"{where}.ray: {exc}") from None
-    if shards < 1:
-        raise AglError(f"{where}.ray.shards: must be at least 1, got {shards}")
-    if retries < 0:
-        raise AglError(f"{where}.ray.max_retries: must be 0 or more, got {retries}")
-    if cpus < 0 or gpus < 0 or not (math.isfinite(cpus) and math.isfinite(gpus)):
-        raise AglError(f"{where}.ray: num_cpus and num_gpus must be 0 or more")
-    if actors is not None and actors < 1:
-        raise AglError(f"{where}.ray.actors: must be at least 1 (or null: one per node)")
-    if not (math.isfinite(wait) and wait > 0):
-        raise AglError(f"{where}.ray.connect_timeout_s: must be a positive number of seconds")
+    # `shards: 2.5` was cut to 2 and `max_retries: true` read as 1
+    source = where.split(":")[0]
+    ray = {k: v if k == "address" else param_value(f"{key}.{k}", v, source) for k, v in ray.items()}
+    cfg = replace(base, **ray)
+    check_field_types(cfg, f"{where}.ray")  # address: text or null
+    shards, retries = int(cfg.shards), int(cfg.max_retries)
+    cpus, gpus, wait = float(cfg.num_cpus), float(cfg.num_gpus), float(cfg.connect_timeout_s)
+    actors = None if cfg.actors is None else int(cfg.actors)
     if cfg.address is not None and (not isinstance(cfg.address, str) or not cfg.address.strip()):
         raise AglError(f"{where}.ray.address: expected null, auto, ray://host:port or host:port")
     return ExecutorConfig(kind=kind, ray=RayConfig(address=cfg.address, shards=shards, max_retries=retries,

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from agl.core.checks import check_params, check_resamples
+from agl.core.checks import check_params, check_resamples, param_value
 from agl.core.tables import read_whole_csv
 from agl.errors import AglError, reject_unknown_keys
 from agl.judges.modes import JudgeConfig, judge_from_config
@@ -152,7 +152,7 @@ class ReportConfig:
         cfg = dict(section or {})
         check_resamples({f"report.{k}": (cfg.get(k, getattr(ReportOptions, k)), 1) for k in RESAMPLE_KEYS},
                         max_resamples, source)
-        track = bool(cfg.pop("track", True))
+        track = param_value("report.track", cfg.pop("track", True), source)  # the one table
         return cls(options=options_from_config(cfg), judge=judge_from_config(cfg.get("judge")),
                    track=track, params={k: v for k, v in cfg.items() if k != "judge"},
                    experiment=experiment)
