@@ -82,9 +82,9 @@ def test_executor_section_checked_and_overridden_per_model():
     assert ExecutorConfig.from_params(None) == ExecutorConfig()
     for bad, says in [({"kind": "slurm"}, "executor.kind: 'slurm' is not one of local, ray"),
                       ({"ray": {"shard": 2}}, "executor.ray: unknown key(s) shard"),
-                      ({"ray": {"shards": 0}}, "executor.ray.shards: must be at least 1"),
+                      ({"ray": {"shards": 0}}, "executor.ray.shards: 0 is not a whole number of at least 1"),
                       ({"models": {"x": {"ray": {"max_retries": -1}}}},
-                       "executor.models.x.ray.max_retries: must be 0 or more")]:
+                       "executor.models.x.ray.max_retries: -1 is not a whole number, 0 or more")]:
         with pytest.raises(AglError) as err:
             ExecutorConfig.from_params(bad)
         assert says in str(err.value) and "\n" not in str(err.value)

@@ -187,7 +187,7 @@ def test_reply_caps_are_params_and_flags(tmp_path, capsys):
     from agl.cli import main
 
     assert parse_infer({"max_reply_bytes": 5}).max_reply_bytes == 5
-    with pytest.raises(AglError, match="infer.max_reply_bytes: must be a positive"):
+    with pytest.raises(AglError, match="infer.max_reply_bytes: 0 is not a whole number of at least 1"):
         parse_infer({"max_reply_bytes": 0})
     manifest, _ = make_clips(tmp_path, 1)
     rc = main(["infer", "--backend", "random", "--manifest", str(manifest), "--out",

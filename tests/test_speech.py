@@ -498,7 +498,7 @@ def test_speech_enabled_is_a_real_boolean():
     from agl.speech.listen import SpeechConfig
 
     for bad in ("yes please", "false", 1, None):
-        with pytest.raises(AglError, match=r"^params.yaml speech.enabled: .* is not a boolean; allowed: true or false"):
+        with pytest.raises(AglError, match=r"^params.yaml speech.enabled: .* is not true or false \(unquoted\)"):
             SpeechConfig.from_params({"enabled": bad})
     assert SpeechConfig.from_params({"enabled": False}).enabled is False
     for bad in (0, -1, float("inf"), "600", True):

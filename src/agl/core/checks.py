@@ -5,19 +5,22 @@ leaderboard dropped its CIs without a word; a seed of -1 raised deep inside nump
 number that the meaning of a result rests on (resample and permutation counts, seeds, minimum
 supports, shares and distances) is checked here, wherever it comes from:
 
-* params.yaml: `PARAMS` maps each such key (a `*` stands for any name, e.g. `perturb.*.seed`)
-  to its rule: the one table for that setting. `check_params` checks a loaded section
-  against it, and the configs that read the key take its rule from here too (the knobs of
-  agl.scoring.config, `param_refusal` in the other readers), so the params check and the
-  config accept the same values and refuse the others with the same line
-  (tests/test_params_one_rule.py walks every key of params.yaml). The stages check every
-  section they load (stages/_params.py), and the commands that read params.yaml themselves
-  (`agl report`, `agl download`) check theirs.
+* params.yaml: `PARAMS` maps each such key, and every other number and switch of params.yaml
+  (timeouts, retries, thresholds, `enabled`; a `*` stands for any name, e.g. `perturb.*.seed`),
+  to its rule: the one table for that setting (text: choices, paths, URLs, is its reader's).
+  `check_params` checks a loaded section against it, and the configs that read the key take
+  its rule from here too (the knobs of agl.scoring.config, `check_params` / `param_value` in
+  the other readers), so the params check and the config accept the same values and refuse
+  the others with the same line (tests/test_params_one_rule.py walks every key of
+  params.yaml). The stages check every section they load (stages/_params.py), and the
+  commands that read params.yaml themselves (`agl report`, `agl download`) check theirs.
 * the command line: `arg_type(rule)` is an argparse type (`--bootstrap`, `--seed`), so a bad
   value is argparse's one-line usage error, exit 2.
 
-A whole number may be written as an integer or as an integral float (`1000.0`); a boolean,
-text (`"1e3"` is text in YAML) or a fraction is refused.
+A whole number may be written as an integer or as an integral float (`1000.0`; `param_value`
+gives it back as an int); a boolean (an int in Python: `download.jobs: true` was one download),
+text (`"1e3"` is text in YAML) or a fraction is refused. Every refusal is one line in one format
+(`refusal`): ``<where> <key>: <value> is not <what>; e.g. `<key>: <valid>` ``.
 
 Checksums too: an expected SHA-256 (`--sha256`, `download.manifest_sha256`,
 `paper.published.<name>.sha256`) must be 64 hex digits (`sha256_value`, `sha256_arg`), so a
