@@ -39,6 +39,7 @@ def _readers():
     from agl.executor.config import ExecutorConfig
     from agl.inference.runspec import parse_infer
     from agl.report.inputs import ReportConfig
+    from agl.scoring import leaderboard
     from agl.scoring.config import EvaluateConfig
     from agl.speech.listen import SpeechConfig
 
@@ -62,14 +63,17 @@ def _readers():
         "download": lambda p: download(p, progress=False),
         "perturb": lambda p: parse_perturb(p["perturb"]),
         "paper": SourceConfig.from_params,
+        # the stage's table build over no runs: what it checks before it reads any
+        "leaderboard": lambda p: leaderboard.build([], p["leaderboard"], base_url="", cache_dir=REPO / "nowhere",
+                                                   limits=None),
     }
 
 
-# Keys whose reader is no pure config (the leaderboard's is the stage's table build, which
-# reads files; a model entry's settings are its backend's; `counterfactual.jobs`, handed by
-# the perturb stage to the executor as it is): the stage's params check is their one check.
-# A key without a rule in the table is checked by its reader alone (its type, its choices).
-NO_READER = ("leaderboard.", "models.", "data.", "mlflow.", "export.", "counterfactual.jobs")
+# Keys whose reader is no pure config (a model entry's settings are its backend's;
+# `counterfactual.jobs`, handed by the perturb stage to the executor as it is): the stage's
+# params check is their one check. A key without a rule in the table is checked by its reader
+# alone (its type, its choices).
+NO_READER = ("models.", "data.", "mlflow.", "export.", "counterfactual.jobs")
 
 
 def _leaves(prefix: str, node):

@@ -338,9 +338,9 @@ def build(files: list[Path], cfg: dict[str, Any], *, base_url: str, cache_dir: s
     if not isinstance(cfg["protocol"], str) or cfg["protocol"] not in PROTOCOLS:
         raise AglError(f"params.yaml leaderboard.protocol: {cfg['protocol']!r} is not a protocol; "
                        f"choose one of {', '.join(PROTOCOLS)}")
-    from agl.core.checks import check_param, check_resamples  # (as above)
+    from agl.core.checks import check_params, check_resamples  # (as above)
 
-    check_param("leaderboard.rank_bootstrap", cfg.get("rank_bootstrap", RANK_BOOTSTRAP))  # agl.core.checks.PARAMS
+    check_params("leaderboard", cfg)  # every share and count by its rule in agl.core.checks.PARAMS
     check_resamples({"leaderboard.rank_bootstrap": (cfg.get("rank_bootstrap", RANK_BOOTSTRAP), 0)}, None)
     board = collect(files, cfg["protocol"], full_coverage=float(cfg.get("full_coverage", 1.0)),
                     refusal_note=float(cfg.get("refusal_note", REFUSAL_NOTE_SHARE)),
