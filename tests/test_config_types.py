@@ -90,8 +90,8 @@ def test_no_value_of_any_section_ends_in_a_traceback(section):
     ("max_windows", "four", "'four' is not a whole number of at least 1; e.g. `speech.max_windows: 4`"),
     ("threads", 2.5, "2.5 is not a whole number of at least 1; e.g. `speech.threads: 2`"),
     ("confident", "high", "'high' is not a share in (0, 1]; e.g. `speech.confident: 0.9`"),
-    ("heard_cache", 3, "3 is not text or null; e.g. heard_cache: cache/speech"),
-    ("model", None, "null is not text; e.g. model: pypi-whisper-base"),
+    ("heard_cache", 3, "3 is not text or null; e.g. `heard_cache: cache/speech`"),
+    ("model", None, "null is not text; e.g. `model: pypi-whisper-base`"),
     ("sha256", "abc", "'abc' is not a mapping of file name to SHA-256"),
 ])
 def test_the_line_says_what_a_valid_value_is(key, value, words):
@@ -117,8 +117,8 @@ def test_the_speech_stage_says_it_in_one_line(tmp_path):
 
 
 @pytest.mark.parametrize(("key", "value", "words"), [
-    ("prompt", [1], "params.yaml: infer.prompt: [1] is not text; e.g. prompt: default"),
-    ("cache_dir", [1], "params.yaml: infer.cache_dir: [1] is not text or null; e.g. cache_dir: cache/responses"),
+    ("prompt", [1], "params.yaml: infer.prompt: [1] is not text; e.g. `prompt: default`"),
+    ("cache_dir", [1], "params.yaml: infer.cache_dir: [1] is not text or null; e.g. `cache_dir: cache/responses`"),
     ("concurrency", "four", "params.yaml infer.concurrency: 'four' is not a whole number of at least 1; "
      "e.g. `infer.concurrency: 4`"),
 ])

@@ -388,7 +388,7 @@ def check_field_types(cfg: Any, source: str) -> None:
         test, what = _TYPES[kinds[0]]
         if (value is None and optional) or test(value):
             continue
-        example = "" if f.default is dataclasses.MISSING else f"; e.g. {f.name}: {_yaml(f.default)}"
+        example = "" if f.default is dataclasses.MISSING else f"; e.g. `{f.name}: {_yaml(f.default)}`"  # as `refusal`
         shown = _yaml(value) if value is None else repr(value)
         raise AglError(f"{source}.{f.name}: {shown} is not {what}{' or null' if optional else ''}{example}")
 
