@@ -78,7 +78,7 @@ def parse_long_audio(value: Any, where: str) -> LongAudio:
         if key in value and not RULES[rule].test(value[key]):
             default = getattr(NATIVE, key)
             raise AglError(f"{where}.{key}: {value[key]!r} is not {RULES[rule].what}; "
-                           f"e.g. {key}: {default}")
+                           f"e.g. `{key}: {default}`")  # the form of agl.core.checks.refusal
     cfg = LongAudio(**{k: (int(v) if k == "seed" else float(v) if k in _NUMBERS else v)
                        for k, v in value.items()})
     if cfg.overlap_s >= cfg.window_s:

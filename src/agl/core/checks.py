@@ -278,9 +278,7 @@ def resample_bound(value: Any, source: str = "params.yaml") -> int:
     """`evaluate.max_resamples` as given (None: the default), checked: a whole number >= 1."""
     if value is None:
         return MAX_RESAMPLES
-    if not RULES["count"].test(value):
-        raise AglError(f"{source} {RESAMPLE_BOUND}: {value!r} is not {RULES['count'].what}; "
-                       f"e.g. `{RESAMPLE_BOUND}: {MAX_RESAMPLES}`")
+    check_param(RESAMPLE_BOUND, value, source)  # its rule in PARAMS
     return int(value)
 
 
