@@ -4,6 +4,7 @@ fake server on 127.0.0.1, and the judge stage's table as the report reads it."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -175,3 +176,41 @@ def test_a_thinking_judge_gets_room_to_think(settings, match):
         "temperature": 0, "thinking_budget": 0, "max_output_tokens": 512}})
     assert ok.settings["thinking_budget"] == 0
     assert load({"backend": "openai-compatible", "model": "j"}).settings == {}
+
+
+def test_the_judge_stage_asks_about_each_wrong_clip_once_across_reruns(tmp_path, monkeypatch):
+    """One judge stage over every run: its reply cache (default cache/judges) answers what it
+    has read, so a rerun after a new run asks only about the new run's clips."""
+    from agl.predictions.records import write_predictions
+
+    monkeypatch.chdir(tmp_path)
+    reply = openai_completion('{"mode": "Educated Guess", "why": "a guess"}')
+    with FakeServer(lambda call: Answer(200, reply)) as server:
+        entry = {"backend": "openai-compatible", "model": "judge-1", "max_retries": 0,
+                 "settings": {"base_url": server.url + "/v1", "temperature": 0}}
+        config = ej.ErrorModeJudgeConfig.from_params("paper", 750.0, entry)
+        assert config.judge.cache_dir == Path("cache/judges")
+
+        def add_run(name: str) -> None:
+            run_dir = tmp_path / "runs" / name
+            run_dir.mkdir(parents=True)
+            _scored().to_csv(run_dir / "scores_paper.csv", index=False)
+            (run_dir / "metrics.json").write_text(json.dumps({"run": name}))
+            write_predictions(run_dir / "predictions.jsonl",
+                              [Prediction(sid, Status.OK, reasoning=f"{name} reasons about {sid}")
+                               for sid in _scored()["sample_id"]])
+
+        add_run("a")
+        ej.judge_runs([tmp_path / "runs"], tmp_path / "judges", config)
+        assert len(server.calls) == 3  # birds, lang, far_unscored: refusal and failure are the rule's
+        ej.judge_runs([tmp_path / "runs"], tmp_path / "judges", config)
+        assert len(server.calls) == 3  # the same runs again: every verdict from the cache
+        add_run("b")
+        written = ej.judge_runs([tmp_path / "runs"], tmp_path / "judges", config)
+        assert len(server.calls) == 6  # only b's three clips are asked
+        assert [p.parent.name for p in written] == ["a", "b"]
+        nocache = ej.ErrorModeJudgeConfig.from_params("paper", 750.0, {**entry, "cache_dir": None})
+        assert nocache.judge.cache_dir is None
+    table = pd.read_csv(tmp_path / "judges" / "b" / "error_modes.csv", keep_default_na=False)
+    assert (table.set_index("sample_id").loc[["birds", "lang", "far_unscored"], "mode"]
+            == "Educated Guess").all()
