@@ -283,3 +283,40 @@ def test_a_mean_made_only_of_refusals_reads_refused(tmp_path):
     # the report's breakdown rows: every resample's mean at the fixed distance
     group = pd.Series({"median_refused": True, "median_km": 10_000.0, "mean_km_lo": 10_000.0, "mean_km_hi": 10_000.0})
     assert _refused(group, "mean_km") and not _refused(group.mask(group.index == "mean_km_lo", 9_900.0), "mean_km")
+
+
+def _scored(tmp_path, run, distances):
+    """A run's metrics.json (its mean distance) and its per-clip scores_paper.csv beside it."""
+    path = metrics_file(tmp_path, run, sum(distances) / len(distances))
+    pd.DataFrame({"sample_id": [f"c{i}" for i in range(len(distances))], "distance_km": distances,
+                  "true_lat": [10.0 * i for i in range(len(distances))],
+                  "true_lon": [0.0] * len(distances)}).to_csv(path.parent / "scores_paper.csv", index=False)
+    return path
+
+
+def test_identical_runs_tie_and_the_next_run_takes_its_place_in_the_count(tmp_path):
+    """The demo's knn and knn-windows give the same answer on every clip and were ranked 1 and
+    2 (and told apart by their rank intervals, 1 [1] and 2 [2]). Equal means share the better
+    rank, competition style: 1, 1, 3, in the point rank, the rank interval and group, the .md,
+    the .csv and the rank the track stage logs; a board without ties is ranked as before."""
+    from agl.tracking.pipeline import leaderboard_ranks
+
+    same = [100.0, 3000.0, 250.0, 8000.0, 40.0, 1200.0]
+    files = [_scored(tmp_path, "twin-b", same), _scored(tmp_path, "twin-a", same),
+             _scored(tmp_path, "other", [d + 5000.0 for d in same])]
+    board = leaderboard.collect(files, "paper", rank_bootstrap=200)
+    assert board["run"].tolist() == ["twin-a", "twin-b", "other"]
+    assert board["rank"].tolist() == [1, 1, 3]
+    assert board["rank_lo"].tolist() == [1, 1, 3] and board["rank_hi"].tolist() == [1, 1, 3]
+    assert board["rank_group"].tolist() == [1, 1, 2]
+    leaderboard.write(board, tmp_path / "out", protocol="paper")
+    md = (tmp_path / "out" / "leaderboard.md").read_text()
+    for rank, run in ((1, "twin-a"), (1, "twin-b"), (3, "other")):
+        assert re.search(rf"^\| {rank} \| {run} \|.*\| {rank} \[{1 if rank == 1 else 2}\] \|$", md, re.M), run
+    assert ">1</td><td>twin-b<" in (tmp_path / "out" / "leaderboard.html").read_text()
+    logged = leaderboard_ranks(tmp_path / "out" / "leaderboard.csv")
+    assert sorted(logged.values()) == [1, 1, 3]
+    # no tie: one place each, as before (one clip apart is not a tie)
+    files[0] = _scored(tmp_path / "b", "twin-b", [*same[:-1], same[-1] + 0.001])
+    board = leaderboard.collect(files, "paper", rank_bootstrap=200)
+    assert board["run"].tolist() == ["twin-a", "twin-b", "other"] and board["rank"].tolist() == [1, 2, 3]

@@ -156,14 +156,30 @@ def collect(metrics_files: list[Path], protocol: str, *, full_coverage: float = 
     frame = frame.assign(_size=-size).sort_values(
         ["_size", "data_version", "unranked", "subset", "distance_error_km", "run"], kind="stable"
     ).drop(columns="_size").reset_index(drop=True)
-    ranked = frame[~frame["unranked"]]
-    frame["rank"] = (ranked.groupby("data_version").cumcount() + 1).reindex(frame.index).astype("Int64")
+    frame["rank"] = _competition_ranks(frame)
     frame = _with_rank_intervals(frame, rank_bootstrap)
     frame["protocol"] = protocol
     if "served_flags" in frame:  # a fixed place, whichever run has flags
         frame["served_flags"] = frame.pop("served_flags")
     frame["refusal_heavy"] = frame.pop("refusal_heavy")  # leaderboard.csv's column order: last
     return frame
+
+
+def _competition_ranks(frame: pd.DataFrame) -> pd.Series:
+    """Each ranked row's place in its data version (the frame sorted as the board shows it;
+    subset runs after full ones), runs with an equal mean distance sharing the better place and
+    the next run taking its place in the count: competition ranking, "1, 1, 3", as benchmark
+    tables rank ties (docs/metrics.md#ranks). Equal means exact equality of the metric, and
+    only between runs of one kind (a subset run never ties a full one: not comparable); a run
+    without a mean ties nothing. Unranked runs have no rank."""
+    ranked = frame[~frame["unranked"]]
+    place = ranked.groupby("data_version", sort=False).cumcount() + 1
+    km = pd.to_numeric(ranked["distance_error_km"], errors="coerce")
+    # the sort puts equal means next to each other: a tie takes the first of them's place
+    tie = ((ranked["data_version"] == ranked["data_version"].shift())
+           & (ranked["subset"] == ranked["subset"].shift()) & km.notna() & (km == km.shift()))
+    place = place.where(~tie).ffill().astype(int)
+    return place.reindex(frame.index).astype("Int64")
 
 
 def _post_cutoff_row(row: dict[str, Any], late: dict[str, Any]) -> dict[str, Any]:

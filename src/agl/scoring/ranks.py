@@ -2,8 +2,9 @@
 nothing about how sure it is. The leaderboard's ranked full runs of one dataset are resampled
 together: whole clusters of their common clips (the same draw for every run, so the runs'
 shared difficulty cancels as in a paired comparison), each resample ranking the runs by mean
-distance. A run's rank interval is the 2.5th to 97.5th percentile of its ranks; `rank_shares`
-is the share of resamples in which it holds each rank.
+distance (equal means share the better rank: competition ranking, "1, 1, 3"). A run's rank
+interval is the 2.5th to 97.5th percentile of its ranks; `rank_shares` is the share of
+resamples in which it holds each rank.
 
 Runs that cannot be told apart are grouped: the best-ranked run opens a group, which takes
 every following run whose rank interval reaches the leader's worst rank; the first run left
@@ -20,9 +21,19 @@ from agl.scoring.clusters import cluster_labels
 
 
 def rank_draws(distances: np.ndarray, labels: np.ndarray, n: int, seed: int) -> np.ndarray:
-    """Per resample (rows) and run (columns), the run's rank (1 = smallest mean distance) when
-    whole clusters of the common clips are drawn with replacement, the same for every run.
+    """Per resample (rows) and run (columns), the run's rank (1 = smallest mean distance; equal
+    means share the better rank) when whole clusters of the common clips are drawn with
+    replacement, the same for every run.
     `distances`: clips x runs (NaN = not scored by that run: left out of its mean)."""
+    # Runs with the same distance on every clip are resampled once and share that column's
+    # ranks: their means are then equal by construction, not by the order a matrix product
+    # happens to add columns in.
+    key = np.where(np.isfinite(distances), distances, -1.0)
+    first: dict[bytes, int] = {}
+    same = [first.setdefault(key[:, k].tobytes(), k) for k in range(key.shape[1])]
+    kept = sorted(first.values())
+    column = np.array([kept.index(k) for k in same])  # each run's column among the kept
+    distances = distances[:, kept]
     groups = int(labels.max()) + 1
     finite = np.isfinite(distances)
     sums = np.stack([np.bincount(labels, weights=np.where(finite[:, k], distances[:, k], 0.0), minlength=groups)
@@ -36,9 +47,11 @@ def rank_draws(distances: np.ndarray, labels: np.ndarray, n: int, seed: int) -> 
         weights = np.stack([np.bincount(row, minlength=groups) for row in drawn]).astype(float)
         with np.errstate(invalid="ignore", divide="ignore"):
             means = (weights @ sums) / (weights @ counts)
-        means = np.where(np.isfinite(means), means, np.inf)
-        # ties share the better rank's order by column: stable argsort of argsort
-        out.append(np.argsort(np.argsort(means, axis=1, kind="stable"), axis=1, kind="stable") + 1)
+        means = np.where(np.isfinite(means), means, np.inf)[:, column]
+        # competition ranking: 1 + the runs with a strictly smaller mean, so runs with equal
+        # means (two runs of identical answers) share the better rank in every resample, as
+        # the point ranking does ("1, 1, 3"), never an order by column
+        out.append(1 + (means[:, None, :] < means[:, :, None]).sum(axis=2))
     return np.concatenate(out)
 
 
