@@ -5,7 +5,9 @@ Reads params `models.<MODEL>` and `infer` (how to run, as infer@<model>), `count
 `paper.published` (the pinned file a `prompt_source: paper:<name>` reads; `paper.base_url`
 read undeclared, as infer@<model>); `executor` as infer@<model> (transport, read undeclared:
 `agl.executor.config.read_transport`).
-For each level under PERTURB_DIR: prints the dry-run estimate (requests, audio minutes,
+A model that does not perceive the audio it is sent (the cascade reads the curation tables of
+the original clips: agl.inference.runspec.check_listens) is refused in one line, before any
+work. For each level under PERTURB_DIR: prints the dry-run estimate (requests, audio minutes,
 cost), runs the model (resumable and cached like infer@<model>) and scores it; the track
 stage logs one MLflow run per level, tagged with its parent dataset, intervention and level,
 nested under the model's run on the original clips (agl.counterfactual.listen). SUMMARY holds
@@ -28,7 +30,7 @@ from agl.counterfactual.listen import KEYS, ListenConfig, listen_levels
 from agl.executor.config import read_transport
 from agl.inference.estimate import estimate_run
 from agl.inference.params_run import RunTarget, run_spec, summary_line
-from agl.inference.runspec import SOURCE_PARAMS, model_entry, parse_infer, stage_sources
+from agl.inference.runspec import SOURCE_PARAMS, check_listens, model_entry, parse_infer, stage_sources
 
 
 def model_runner(spec, infer, sources, intervention: str, transport=None):
@@ -62,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if p[f"models.{args.model}"] is None or p["infer"] is None or p["counterfactual.level_bootstrap"] is None:
         _params.load(f"models.{args.model}", "infer", "counterfactual.level_bootstrap")  # exits naming it
     spec = model_entry(args.model, p[f"models.{args.model}"], "params.yaml", _params.ROOT / "params.yaml")
+    check_listens(spec, args.intervention)  # a cascade would hear the original clip: one line, no work
     infer = parse_infer(p["infer"])
     run_model = model_runner(spec, infer, stage_sources(p, spec, infer, "params.yaml"), args.intervention,
                              read_transport(_params.ROOT / "params.yaml"))  # as infer@<model>

@@ -269,3 +269,35 @@ def test_a_shard_reads_the_report_the_driver_composed(demo, tmp_path, monkeypatc
 
         for clip, (here, there) in zip(cl, asyncio.run(ask()), strict=True):
             assert there == here and here["duration_s"] == round(clip.seconds, 1)
+
+
+def test_listen_refuses_a_cascade_before_any_work(tmp_path, monkeypatch):
+    """An intervention changes the audio; the cascade reads the curation tables made from the
+    original clips (derived clips keep their keys), so in listen@ it would be told what was
+    in the clip before the intervention. The stage refuses it in one line, before it reads a
+    level or writes anything; a model that hears the audio (knn) passes the same check."""
+    import sys
+
+    from agl.errors import AglError
+    from agl.inference.runspec import check_listens
+
+    check_listens(ModelSpec("knn", "knn", "logmel-stats"), "mask_speech")  # hears the audio: passes
+    stages = Path(__file__).resolve().parents[1] / "stages"
+    monkeypatch.syspath_prepend(str(stages))
+    import _params
+
+    (tmp_path / "params.yaml").write_text(
+        "models:\n  cascade-gpt:\n    backend: cascade\n    model: gpt-4.1\n    prompt: cascade-v1\n"
+        "    settings:\n      text_backend: openai\ninfer: {}\ncounterfactual:\n  level_bootstrap: 10\n")
+    monkeypatch.setattr(_params, "ROOT", tmp_path)
+    monkeypatch.delitem(sys.modules, "listen", raising=False)
+    import listen as stage
+
+    out = tmp_path / "listen" / "cascade-gpt" / "mask_speech"
+    with pytest.raises(AglError) as err:
+        stage.main(["cascade-gpt", "mask_speech", str(tmp_path / "perturb" / "mask_speech"), str(out),
+                    str(tmp_path / "listen" / "cascade-gpt" / "mask_speech.json")])
+    line = str(err.value)
+    assert "\n" not in line and "'cascade-gpt' (backend cascade) cannot listen to 'mask_speech'" in line
+    assert "original clips" in line and "remove 'cascade-gpt' from counterfactual.models" in line
+    assert not (tmp_path / "listen").exists()

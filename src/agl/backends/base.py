@@ -56,6 +56,11 @@ class Backend(abc.ABC):
     # Whether requests carry audio (baselines that guess without listening set False, so
     # the runner neither hashes nor requires the audio files).
     needs_audio: bool = True
+    # Whether what the backend perceives of a clip is read from tables computed beforehand on
+    # the dataset's own clips (the cascade's curation tables), by clip key, not from the audio
+    # it is sent: an intervention on the audio cannot reach it, so listen@ refuses it
+    # (agl.inference.runspec.check_listens; docs/counterfactual.md).
+    perceives_from_tables: ClassVar[bool] = False
     # Whether the answer for one clip depends on the other clips of the dataset (knn's
     # neighbours, prior's label counts): its records are kept across reruns only while the
     # whole dataset is unchanged (agl.inference.freshness).

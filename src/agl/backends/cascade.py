@@ -55,6 +55,9 @@ def text_class(settings: dict[str, Any]) -> type[Backend]:
 class Cascade(Wrapper):
     name = "cascade"  # its entry in the index (agl.backends)
     example_model = "gpt-4.1"
+    # Its stage one is the curation tables of the original clips: in a listen@ stage it would
+    # describe the clip before the intervention (keys are kept), so listen refuses it.
+    perceives_from_tables = True
     settings_rules: ClassVar[dict[str, str | None]] = {
         "text_backend": None, "perception": None, "max_transcript_chars": "count"}
 

@@ -176,6 +176,8 @@ def listen_levels(spec: Any, intervention: str, perturb_dir: Path, out_dir: Path
     data, params and code decide) and its timings (this session's estimate, requests, cache
     hits and spend: run history, kept out of the summary)."""
     model = spec.name
+    if not Path(perturb_dir).is_dir():  # one line, not a traceback from iterdir
+        raise AglError(f"{perturb_dir}: not found; run perturb@{intervention} first")
     levels = sorted(d.name for d in Path(perturb_dir).iterdir() if (d / "manifest.csv").exists())
     if not levels:
         raise AglError(f"{perturb_dir}: no derived dataset; run perturb@{intervention} first")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agl.backends.base import model_or_default
+from agl.backends.base import get_backend, model_or_default
 from agl.contracts.models import ModelSpec, fields_of, parse_models
 from agl.core.checks import MAX_REPEATS as MAX_REPEATS  # infer.repeats' bound, for `agl infer --repeats`
 from agl.core.checks import check_field_types, check_sections, param_value
@@ -92,6 +92,21 @@ def with_default_model(spec: ModelSpec) -> ModelSpec:
     """`spec`, its model its backend's `default_model` when it names none: one default
     whatever the entrance (`agl infer --backend`, `--entry`, the stage)."""
     return spec if spec.model else replace(spec, model=model_or_default(spec.backend, spec.model))
+
+
+def check_listens(spec: ModelSpec, intervention: str, source: str = "params.yaml") -> None:
+    """Refuse, in one line and before any work, a model whose perception of a clip does not
+    come from the audio it is sent (`Backend.perceives_from_tables`: the cascade reads the
+    curation tables made from the original clips) in a listen@ stage: every intervention acts
+    on the audio, and the derived clips keep their keys, so such a model would be scored on
+    what it was told about the original clip, and report an effect of about nothing as the
+    intervention's (docs/counterfactual.md#what-a-model-hears)."""
+    if getattr(get_backend(spec.backend), "perceives_from_tables", False):
+        raise AglError(
+            f"{source}: counterfactual.models: '{spec.name}' (backend {spec.backend}) cannot listen to "
+            f"'{intervention}': the interventions change the audio, and this backend reads what the "
+            "curation stages heard in the original clips (its perception tables), not the perturbed "
+            f"audio; remove '{spec.name}' from counterfactual.models (docs/counterfactual.md#what-a-model-hears)")
 
 
 def prompt_source(spec: ModelSpec, infer: InferSettings) -> str | None:
