@@ -314,9 +314,11 @@ def test_identical_runs_tie_and_the_next_run_takes_its_place_in_the_count(tmp_pa
     for rank, run in ((1, "twin-a"), (1, "twin-b"), (3, "other")):
         assert re.search(rf"^\| {rank} \| {run} \|.*\| {rank} \[{1 if rank == 1 else 2}\] \|$", md, re.M), run
     assert ">1</td><td>twin-b<" in (tmp_path / "out" / "leaderboard.html").read_text()
+    assert "share a rank and the next run takes its place in the count" in md and ": twin-a, twin-b." in md
     logged = leaderboard_ranks(tmp_path / "out" / "leaderboard.csv")
     assert sorted(logged.values()) == [1, 1, 3]
     # no tie: one place each, as before (one clip apart is not a tie)
     files[0] = _scored(tmp_path / "b", "twin-b", [*same[:-1], same[-1] + 0.001])
     board = leaderboard.collect(files, "paper", rank_bootstrap=200)
     assert board["run"].tolist() == ["twin-a", "twin-b", "other"] and board["rank"].tolist() == [1, 2, 3]
+    assert not any("share a rank" in n for n in leaderboard.table_notes(board))

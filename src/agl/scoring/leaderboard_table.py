@@ -230,6 +230,19 @@ def _cut_and_tagged_notes(rows: pd.DataFrame) -> list[str]:
     return notes
 
 
+def _tie_notes(rows: pd.DataFrame) -> list[str]:
+    """One note naming the runs that share a rank (an equal mean distance: competition
+    ranking, agl.scoring.leaderboard), so "1, 1, 3" reads as meant, not as a typo."""
+    if "rank" not in rows:
+        return []
+    ranks = pd.to_numeric(rows["rank"], errors="coerce")
+    shared = [", ".join(map(str, rows.loc[ranks == k, "run"])) for k in sorted(ranks[ranks.duplicated()].unique())]
+    if not shared:
+        return []
+    return [f"Runs with an equal mean distance share a rank and the next run takes its place in the "
+            f"count (\"1, 1, 3\", competition ranking; docs/metrics.md#ranks): {'; '.join(shared)}."]
+
+
 def table_notes(rows: pd.DataFrame) -> list[str]:
     """The notes under one dataset's ranked table: subset runs, refusal-heavy runs, runs off
     the paper's protocol or served by another model than asked, "—"."""
@@ -276,6 +289,7 @@ def table_notes(rows: pd.DataFrame) -> list[str]:
                      "share of clips whose country is not the same in every repeat (sampling "
                      "noise no clip interval shows; docs/metrics.md#repeats). Its rank and "
                      "interval are repeat 0's.")
+    notes += _tie_notes(rows)
     if "rank_lo" in rows and rows["rank_lo"].notna().any():
         notes.append("rank 95% [group]: the 2.5th to 97.5th percentile of each full run's rank over "
                      "cluster resamples of the clips all of them score (the same clusters drawn "
