@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from agl.errors import AglError
+from agl.scoring import clusters
 from agl.scoring.clusters import cluster_labels, parse_unit
 from agl.scoring.metrics import EXACT_LIMIT, cluster_ci, summarize
 from agl.scoring.paired import paired_test
@@ -317,3 +318,34 @@ def test_a_site_of_one_clip_is_not_named_an_influential_cluster():
     assert [(c["cluster"], c["clips"]) for c in found] == [("Oslo, Norway", 2)]
     shares = {c["cluster"]: c["share"] for c in found}
     assert 0.2 < shares["Oslo, Norway"] < 0.5  # Lima's lone clip holds the most, unnamed
+
+
+def test_site_pairs_and_components_are_scipys():
+    """`site:<km>` links points without scipy up to clusters.PAIRS_MAX: the same pairs as
+    cKDTree.query_pairs and the same partition as connected_components, on points in tight
+    groups and chains (where single linkage joins through neighbours), and on the tree's path."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial import cKDTree
+
+    rng = np.random.default_rng(7)
+    centres = rng.uniform([-60, -180], [70, 180], size=(40, 2))
+    pts = np.vstack([c + rng.normal(0, 0.15, size=(rng.integers(1, 30), 2)) for c in centres])
+    pts = np.vstack([pts, np.column_stack([np.linspace(10, 12, 60), np.full(60, 20.0)])])  # a chain
+    phi, lam = np.radians(pts[:, 0]), np.radians(pts[:, 1])
+    xyz = np.column_stack([np.cos(phi) * np.cos(lam), np.cos(phi) * np.sin(lam), np.sin(phi)])
+    for km in (1.0, 25.0, 300.0):
+        r = 2.0 * np.sin(km / clusters.EARTH_RADIUS_KM / 2.0) * (1 - 1e-12)
+        ours = clusters._close_pairs(xyz, r)
+        tree = cKDTree(xyz).query_pairs(r, output_type="ndarray")
+        assert sorted(map(tuple, ours.tolist())) == sorted(map(tuple, tree.tolist()))
+        m = len(xyz)
+        graph = coo_matrix((np.ones(len(tree)), (tree[:, 0], tree[:, 1])), shape=(m, m))
+        _, theirs = connected_components(graph, directed=False)
+        assert np.array_equal(clusters._renumber(clusters._components(m, ours)), clusters._renumber(theirs))
+    frame = pd.DataFrame({"true_lat": pts[:, 0], "true_lon": pts[:, 1]})
+    scan = clusters.cluster_labels(frame, "site:25")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(clusters, "PAIRS_MAX", 0)  # the KD-tree's path
+        assert np.array_equal(clusters.cluster_labels(frame, "site:25"), scan)
+    assert 40 <= scan.max() + 1 < len(frame)  # groups joined, chain one cluster

@@ -204,3 +204,32 @@ def test_the_scan_names_the_towns_the_kd_tree_names(monkeypatch):
     monkeypatch.setattr(tree, "query", lambda pts: asked.append(pts) or ["tree"] * len(pts))
     assert places._nearest_towns(np.vstack([points[:3], twin])) == ["tree"] * 4 and len(asked) == 1
     assert places._nearest_towns(points[:3]) != ["tree"] * 3  # no tie: the scan answers
+
+
+def test_inside_polygon_answers_as_matplotlib_on_every_point_boundaries_included():
+    """scoring's point-in-polygon (no matplotlib import) against matplotlib's
+    Path.contains_points on GSHHS polygons: random points around each, its vertices, its edge
+    midpoints and points at a vertex's latitude (where the crossing test decides ties)."""
+    from matplotlib.path import Path as MplPath
+
+    from agl.core.worldmap import land
+    from agl.scoring.places import inside_polygon
+
+    polys = land("i")
+    rng = np.random.default_rng(0)
+    picks = [*range(0, len(polys), 331), int(np.argmax([len(p) for p in polys]))]
+    checked = 0
+    for k in picks:
+        p = polys[k]
+        lo, hi = p.min(axis=0), p.max(axis=0)
+        every = max(1, len(p) // 40)
+        pts = np.vstack([
+            np.column_stack([rng.uniform(lo[0] - 0.1, hi[0] + 0.1, 200), rng.uniform(lo[1] - 0.1, hi[1] + 0.1, 200)]),
+            p[::every], (p[:-1:every] + p[1::every]) / 2,
+            np.column_stack([rng.uniform(lo[0], hi[0], 40), p[rng.integers(0, len(p), 40), 1]])])
+        assert np.array_equal(inside_polygon(p, pts), MplPath(p).contains_points(pts)), k
+        checked += len(pts)
+    square = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    assert inside_polygon(square, np.array([[0.5, 0.5], [1.5, 0.5]])).tolist() == [True, False]
+    assert not inside_polygon(square[:2], np.array([[0.5, 0.0]])).any()  # under 3 vertices: none
+    assert checked > 20_000

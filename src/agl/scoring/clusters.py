@@ -133,12 +133,52 @@ def _cities(frame: pd.DataFrame) -> np.ndarray:
     return _first_seen(_with_own([f"{c}\x01{k}" for c, k in zip(city, country, strict=True)], city == ""))
 
 
+# Up to this many distinct points are linked by comparing every pair (blocks of rows) instead
+# of scipy's KD-tree: importing scipy.sparse and scipy.spatial costs ~0.25 s of CPU in every
+# process that clusters by site (evaluate@, listen@, counterfactual, report, infer@knn), and
+# AGL1K has at most 1,444 points. Same pairs: the squared distance summed as the tree sums it
+# (x, then y, then z), compared with r * r as the tree compares it (tests/test_clusters.py).
+PAIRS_MAX = 4096
+
+
+def _close_pairs(xyz: np.ndarray, r: float) -> np.ndarray:
+    """(i, j), i < j, of the points no farther apart than r: `cKDTree.query_pairs(r)`."""
+    if len(xyz) > PAIRS_MAX:
+        from scipy.spatial import cKDTree  # scipy: a dependency; past PAIRS_MAX points only
+
+        return cKDTree(xyz).query_pairs(r, output_type="ndarray")
+    bound, found = r * r, []
+    for start in range(0, len(xyz), 256):
+        block = xyz[start:start + 256]
+        d = block[:, None, :] - xyz[None, :, :]
+        sq = d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1] + d[..., 2] * d[..., 2]
+        i, j = np.nonzero(sq <= bound)
+        i = i + start
+        keep = i < j
+        found.append(np.column_stack([i[keep], j[keep]]))
+    return np.concatenate(found) if found else np.zeros((0, 2), dtype=np.int64)
+
+
+def _components(m: int, pairs: np.ndarray) -> np.ndarray:
+    """A label per point, equal within each connected component of the pairs' graph (the
+    smallest point index in it): the partition scipy's `connected_components` gives."""
+    labels = np.arange(m, dtype=np.int64)
+    if not len(pairs):
+        return labels
+    a, b = pairs[:, 0], pairs[:, 1]
+    while True:  # each pass pulls every point to its neighbours' smallest label, then jumps
+        low = np.minimum(labels[a], labels[b])
+        nxt = labels.copy()
+        np.minimum.at(nxt, a, low)
+        np.minimum.at(nxt, b, low)
+        nxt = nxt[nxt]
+        if np.array_equal(nxt, labels):
+            return labels
+        labels = nxt
+
+
 def _sites(frame: pd.DataFrame, km: float) -> np.ndarray:
     """Single linkage: connected components of 'closer than km' (chord on the unit sphere)."""
-    from scipy.sparse import coo_matrix  # scipy: a dependency; imported where used
-    from scipy.sparse.csgraph import connected_components
-    from scipy.spatial import cKDTree
-
     lat, lon = _coords(frame)
     ok = np.isfinite(lat) & np.isfinite(lon)
     # Clips at the same point are one cluster whatever the distance: link the distinct points
@@ -154,9 +194,7 @@ def _sites(frame: pd.DataFrame, km: float) -> np.ndarray:
     phi, lam = np.radians(points[:, 0]), np.radians(points[:, 1])
     xyz = np.column_stack([np.cos(phi) * np.cos(lam), np.cos(phi) * np.sin(lam), np.sin(phi)])
     chord = 2.0 * math.sin(min(km / EARTH_RADIUS_KM, math.pi) / 2.0)
-    pairs = cKDTree(xyz).query_pairs(chord * (1 - 1e-12), output_type="ndarray") if m else np.zeros((0, 2), int)
-    graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(m, m))
-    _, point_labels = connected_components(graph, directed=False)
+    point_labels = _components(m, _close_pairs(xyz, chord * (1 - 1e-12)))
     labels = np.empty(len(frame), dtype=np.int64)
     labels[ok] = point_labels[point_of.reshape(-1)]
     labels[~ok] = m + np.arange(int((~ok).sum()))  # no place: a cluster of its own
