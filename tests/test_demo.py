@@ -50,7 +50,7 @@ def test_manifest_is_agl1k_layout_and_loads_cleanly(demo_dir):
     assert frame["title"].str.startswith("SYNTHETIC").all()
     assert frame["description"].str.startswith("SYNTHETIC").all()
     # ordinary clips 8-18 s, the filters' failing ones 10-12 s, and one long clip of 130 s
-    # (heard in 30-s windows by params.yaml's knn-windows); ~514 s of audio in all
+    # (heard in 30-s windows by params.yaml's knn); ~514 s of audio in all
     long = frame["mp3seconds"] > 60
     assert frame.loc[~long, "mp3seconds"].between(8, 18.1).all()
     assert frame.loc[long, "mp3seconds"].round().tolist() == [demo.LONG_CLIP_S]

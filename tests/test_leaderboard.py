@@ -295,8 +295,9 @@ def _scored(tmp_path, run, distances):
 
 
 def test_identical_runs_tie_and_the_next_run_takes_its_place_in_the_count(tmp_path):
-    """The demo's knn and knn-windows give the same answer on every clip and were ranked 1 and
-    2 (and told apart by their rank intervals, 1 [1] and 2 [2]). Equal means share the better
+    """Two runs of the same answers on every clip (the demo's knn and a knn-windows entry, once:
+    the long clip's windows all named its place) were ranked 1 and 2 (and told apart by their
+    rank intervals, 1 [1] and 2 [2]). Equal means share the better
     rank, competition style: 1, 1, 3, in the point rank, the rank interval and group, the .md,
     the .csv and the rank the track stage logs; a board without ties is ranked as before."""
     from agl.tracking.pipeline import leaderboard_ranks

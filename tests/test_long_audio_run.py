@@ -311,7 +311,7 @@ def test_a_vllm_server_heard_s_from_prompt_tokens_less_the_texts(tmp_path):
 
 
 def test_knn_hears_each_window(tmp_path):
-    """The offline knn baseline under windows (the demo's knn-windows): each window's own
+    """The offline knn baseline under windows (the demo's knn): each window's own
     fingerprint finds its neighbour, so the 130-s clip whose first 30 s sound like the French
     clip and whose rest like the Moroccan one answers France natively (knn hears the first 30
     s) and Morocco in windows (four windows of five); no request leaves the machine."""

@@ -49,7 +49,7 @@ def team(tmp_path_factory):
     params["localizability"]["speech_from"] = "tags"
     params["evaluate"]["metric_bootstrap"] = 100
     params["perturb"] = {"truncate": {"kind": "truncate", "seconds": [3], "seed": 0}}
-    # No long-audio comparison: knn-windows, the run it names, is not among the two models.
+    # No long-audio comparison (the default names none; a pair needs two runs of one model).
     params["counterfactual"].update(interventions=["truncate"], long_audio=[], effect_bootstrap=100,
                                     permutations=200, level_bootstrap=100)
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

@@ -289,7 +289,7 @@ class EffectsConfig:
         if not isinstance(rows, list | tuple) or not all(isinstance(r, list | tuple) and len(r) >= 2
                                                           and all(isinstance(x, str) for x in r) for r in rows):
             raise AglError(f"params.yaml counterfactual.long_audio: {rows!r} is not a list of run lists (the "
-                           "reference first, two runs at least); e.g. [[knn, knn-windows]], or [] for none")
+                           "reference first, two runs at least); e.g. [[knn-first30, knn]], or [] for none")
         object.__setattr__(self, "long_audio", tuple(tuple(r) for r in rows))
         for name in ("models", "interventions"):  # DVC's matrix would expand text letter by letter
             check_names(getattr(self, name), f"params.yaml counterfactual.{name}", "names",

@@ -23,7 +23,7 @@ What it exercises:
   layer, and none at all in the 20 clips without speech. The truth file records intent
   (`speech_like`, `speech_in_foreground`), not a VAD result.
 - long audio: one clip lasts 130 s (`LONG_CLIP_S`, AGL1K's median), the others 8-18 s, so
-  the default pipeline hears a long clip in 30-s windows (params.yaml `knn-windows`);
+  the default pipeline hears a long clip in 30-s windows (params.yaml `knn`'s long_audio);
 - every continent AGL1K uses (Europe, Asia, Africa, North America, South America, Oceania);
 - every category column, filled from the components: a foreground component scores 1.0 in
   its AudioSet root, a background one 0.5 (`COMPONENT_CATEGORIES`);
@@ -91,7 +91,7 @@ def _p(city, country, continent, lat, lon, alt, hz=50) -> Place:
 
 
 # One clip longer than two minutes (issue 45: every AGL1K clip is longer than 30 s), so the
-# default pipeline hears a long clip in windows (params.yaml `knn-windows`); the ordinary
+# default pipeline hears a long clip in windows (params.yaml `knn`'s long_audio); the ordinary
 # clips are drawn shorter (8-18 s, were 10-25 s) so the set keeps its ~514 s of audio, which
 # the curation stages' cost scales with.
 LONG_CLIP_S = 130.0
