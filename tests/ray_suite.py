@@ -252,6 +252,9 @@ def test_demo_infer_stages_on_ray_match_local(cluster, tmp_path, monkeypatch, de
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["infer"]["cache_dir"] = str(tmp_path / "cache")  # never the checkout's cache
     params["executor"]["ray"].update(shards=4, actors=1)  # one model copy: the test's time
+    # knn hears in 30-s windows on the demo; windows are cut by the local executor only (the ray
+    # executor sends whole files and refuses the mode in one line): here knn hears natively.
+    params["models"]["knn"].pop("long_audio", None)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     shutil.copytree(demo_data, tmp_path / "data")  # the session's demo set (conftest.py)
     monkeypatch.chdir(tmp_path)

@@ -71,8 +71,13 @@ def test_an_offline_backend_answers_with_no_flag_as_its_stage_does(name, demo, m
     manifest, audio, work = demo
     monkeypatch.chdir(work)  # cache/whisper, cache/speech, cache/responses... as a fresh clone's
     cli = work / "cli" / name
+    # The entry's long-audio protocol is not a backend setting but how clips are heard (knn: in
+    # 30-s windows): the command gets it as its flags.
+    hearing = (PARAMS["models"].get(name) or {}).get("long_audio") or {}
+    flags = [f for k, v in hearing.items()
+             for f in ("--long-audio" if k == "mode" else f"--{k.replace('_', '-')}", str(v))]
     rc = main(["infer", "--backend", name, "--manifest", str(manifest), "--audio-root", str(audio),
-               "--out", str(cli), "--no-progress"])
+               "--out", str(cli), "--no-progress", *flags])
     assert rc == 0, capsys.readouterr().err
     records = _records(cli)
     assert sorted(r["sample_id"] for r in records) == sorted(KEYS)
