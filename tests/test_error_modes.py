@@ -214,3 +214,11 @@ def test_the_judge_stage_asks_about_each_wrong_clip_once_across_reruns(tmp_path,
     table = pd.read_csv(tmp_path / "judges" / "b" / "error_modes.csv", keep_default_na=False)
     assert (table.set_index("sample_id").loc[["birds", "lang", "far_unscored"], "mode"]
             == "Educated Guess").all()
+
+
+def test_the_judge_stage_refuses_a_missing_runs_folder_and_a_cache_that_is_no_folder(tmp_path):
+    with pytest.raises(AglError, match="no such folder of evaluated runs"):
+        ej.judge_runs([tmp_path / "nowhere"], tmp_path / "judges", ej.ErrorModeJudgeConfig())
+    with pytest.raises(AglError, match="report.judge.cache_dir: 5 is not a folder"):
+        ej.ErrorModeJudgeConfig.from_params("paper", 750.0, {"backend": "openai-compatible",
+                                                             "model": "j", "cache_dir": 5})

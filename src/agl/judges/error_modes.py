@@ -214,6 +214,9 @@ def judge_runs(roots: list[Path], judges_dir: Path, config: ErrorModeJudgeConfig
     `<judges_dir>/<run>/error_modes.csv`, where the report looks (`agl report --judge-*`)."""
     written = []
     for root in roots:
+        if not Path(root).is_dir():
+            raise AglError(f"{root}: no such folder of evaluated runs; run the evaluate stages first "
+                           "(dvc repro evaluate)")
         for scores in sorted(Path(root).glob(f"*/scores_{config.protocol}.csv")):
             metrics = scores.parent / "metrics.json"
             name = scores.parent.name

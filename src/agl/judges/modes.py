@@ -73,6 +73,9 @@ def judge_from_config(cfg: dict[str, Any] | None) -> JudgeConfig | None:
     # One judge stage reads every run: its reply cache is what keeps a rerun after a new run
     # from asking again about the others (null: no cache, every rerun asks again).
     cache = cfg.get("cache_dir", DEFAULT_CACHE)
+    if cache is not None and not (isinstance(cache, str) and cache.strip()):
+        raise AglError(f"params report.judge.cache_dir: {cache!r} is not a folder; e.g. "
+                       f"`cache_dir: {DEFAULT_CACHE}`, or null for no reply cache")
     # Counts are whole numbers: `concurrency: 1.5` was cut to 1 without a word (issue 50).
     for key, rule, default in (("concurrency", "count", 4), ("max_retries", "count0", 5),
                                ("timeout_s", "positive", 120)):
