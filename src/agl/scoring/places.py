@@ -95,10 +95,6 @@ def _nearest_towns(points: np.ndarray) -> list[dict[str, str]]:
     return _geocoder().query([tuple(p) for p in points])
 
 
-def _coco():
-    return converter()
-
-
 _NAME_CACHE: dict[str, str | None] = {}
 _ISO2_CACHE: dict[str, str | None] = {}
 
@@ -109,7 +105,7 @@ def iso3_of_names(names) -> np.ndarray:
     values = [None if is_missing(n) or not str(n).strip() else str(n).strip() for n in names]
     todo = sorted({v for v in values if v is not None} - set(_NAME_CACHE))
     if todo:
-        codes = _coco().convert(todo, to="ISO3", not_found=_NOT_FOUND)
+        codes = converter().convert(todo, to="ISO3", not_found=_NOT_FOUND)
         codes = codes if isinstance(codes, list) and len(todo) > 1 else [codes]
         for name, code in zip(todo, codes, strict=True):
             # a list: several countries match (ambiguous)
@@ -120,7 +116,7 @@ def iso3_of_names(names) -> np.ndarray:
 def _iso3_of_iso2(codes) -> np.ndarray:
     todo = sorted({c for c in codes if c and c != SEA} - set(_ISO2_CACHE))
     if todo:
-        found = _coco().convert(todo, src="ISO2", to="ISO3", not_found=_NOT_FOUND)
+        found = converter().convert(todo, src="ISO2", to="ISO3", not_found=_NOT_FOUND)
         found = found if isinstance(found, list) and len(todo) > 1 else [found]
         for code, iso3 in zip(todo, found, strict=True):
             # GeoNames' Kosovo (XK) is not in ISO 3166; country_converter knows it as XKX
@@ -134,7 +130,7 @@ def short_name(iso3: str | None) -> str | None:
     """country_converter's short name of an alpha-3 code ("Taiwan", "Hong Kong")."""
     if not iso3:
         return None
-    name = _coco().convert(iso3, src="ISO3", to="name_short", not_found=_NOT_FOUND)
+    name = converter().convert(iso3, src="ISO3", to="name_short", not_found=_NOT_FOUND)
     return name if isinstance(name, str) and name != _NOT_FOUND else iso3
 
 

@@ -20,10 +20,6 @@ _ISO3_CACHE: dict[str, str | None] = {}
 _CONTINENT_CACHE: dict[str, str | None] = {}
 
 
-def _converter():
-    return converter()
-
-
 def iso3_many(names) -> dict[str, str | None]:
     """ISO 3166 alpha-3 codes of country names (None if unknown); Taiwan counts as China.
 
@@ -33,7 +29,7 @@ def iso3_many(names) -> dict[str, str | None]:
     todo = sorted({str(n).strip() for n in names if not is_missing(n) and str(n).strip()}
                   - set(_ISO3_CACHE))
     if todo:
-        codes = _converter().convert(todo, to="ISO3", not_found=None)
+        codes = converter().convert(todo, to="ISO3", not_found=None)
         codes = codes if isinstance(codes, list) and len(todo) > 1 else [codes]
         for name, code in zip(todo, codes, strict=True):
             code = None if isinstance(code, list) else code  # ambiguous: several countries
@@ -53,7 +49,7 @@ def continent_of_iso3(code: str | None) -> str | None:
     if not code:
         return None
     if code not in _CONTINENT_CACHE:
-        cont = _converter().convert(code, src="ISO3", to="continent_7", not_found=None)
+        cont = converter().convert(code, src="ISO3", to="continent_7", not_found=None)
         _CONTINENT_CACHE[code] = (
             None if not isinstance(cont, str) or cont == "Antarctica" else cont
         )
