@@ -2,10 +2,11 @@
 (scripts/mlflow-server), a DVC remote round trip to a fresh clone, experiments with their
 headline metrics in `dvc exp show`, and a queued sweep of the localize stage.
 
-One session-scoped demo repository (slimmed: two models, no VAD, small bootstraps, one
-intervention; the stages up to the leaderboard, the curation with BirdNET, and the
-counterfactual) serves four tests; a fifth kills the MLflow server's leader with SIGKILL
-and checks `status` and `stop` see (and end) the orphans.
+One repository, a copy of the session's built demo (conftest.built_demo: the whole default
+pipeline, its DVC cache included), serves four tests: its MLflow-logging stages run again
+against the server, so the runs land there without building the demo a second time. A fifth
+kills the MLflow server's leader with SIGKILL and checks `status` and `stop` see (and end)
+the orphans.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import NO_NETWORK, agl, copy_repo, free_port, require_postgresql, sh, subprocess_env
+from helpers import NO_NETWORK, agl, copy_built_demo, free_port, require_postgresql, sh, subprocess_env
 
 REPO = Path(__file__).resolve().parents[1]
 TARGETS = "leaderboard localize birds counterfactual track"
@@ -34,7 +35,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("team")]
 # Module scope: the MLflow server, its job consumers and PostgreSQL stop once this file's tests
 # are done, instead of idling beside the rest of the suite until the session ends.
 @pytest.fixture(scope="module")
-def team(tmp_path_factory):
+def team(built_demo, tmp_path_factory):
     require_postgresql()
     # As root the cluster runs as `postgres`, which must be able to enter the folder: a
     # world-traversable temp dir (pytest's own are 0700).
@@ -42,22 +43,9 @@ def team(tmp_path_factory):
     server_dir.chmod(0o755)
     ports = {"MLFLOW_PORT": str(free_port()), "PG_PORT": str(free_port())}
     root = tmp_path_factory.mktemp("team")
-    work = copy_repo(root / "repo")
-    params = yaml.safe_load((work / "params.yaml").read_text())
-    params["models"] = {k: v for k, v in params["models"].items() if k in ("knn", "prior")}
-    params["tag"]["speech"] = "none"
-    params["localizability"]["speech_from"] = "tags"
-    params["evaluate"]["metric_bootstrap"] = 100
-    params["perturb"] = {"truncate": {"kind": "truncate", "seconds": [3], "seed": 0}}
-    # No long-audio comparison (the default names none; a pair needs two runs of one model).
-    params["counterfactual"].update(interventions=["truncate"], long_audio=[], effect_bootstrap=100,
-                                    permutations=200, level_bootstrap=100)
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    (work / "metrics" / "sensitivity.csv").write_text("")  # no sweep yet
-    # The committed lock describes the full pipeline; this slimmed one records its own.
-    (work / "dvc.lock").unlink()
     url = f"http://127.0.0.1:{ports['MLFLOW_PORT']}"
-    env = subprocess_env(work, keys=False, **ports, MLFLOW_TRACKING_URI=url, **NO_NETWORK,
+    # The server starts while the built demo is copied (waiting for its build, if need be).
+    env = subprocess_env(root / "repo", keys=False, **ports, MLFLOW_TRACKING_URI=url, **NO_NETWORK,
                          NO_PROXY="127.0.0.1,localhost")
     server = subprocess.Popen(
         [str(REPO / "scripts" / "mlflow-server"), "start", str(server_dir / "srv")],
@@ -67,11 +55,16 @@ def team(tmp_path_factory):
         text=True,
     )
     try:
-        sh("git init -q && agl download", work, env)  # while the server starts
+        work = copy_built_demo(built_demo, root).work
+        (work / "metrics" / "sensitivity.csv").write_text("")  # no sweep yet
         out, _ = server.communicate(timeout=300)
         assert server.returncode == 0, out
         assert f"MLFLOW_TRACKING_URI={url}" in out
-        sh(f"dvc repro {TARGETS}", work, env)
+        # The stages that log to MLflow (localize its selection, track every run and listen
+        # level) run again against the server; every other output is current. Same bytes:
+        # dvc.lock does not change.
+        sh("dvc repro -f -s localize track", work, env)
+        assert sh("git status --porcelain dvc.lock", work, env) == ""
         sh("git add -A && git commit -qm 'demo run'", work, env)
         yield {"work": work, "env": env, "url": url, "root": root, "artifacts": server_dir / "srv" / "artifacts"}
     finally:
@@ -93,7 +86,8 @@ def test_runs_land_in_mlflow_on_postgres(team):
     runs = {r.data.tags["mlflow.runName"]: r for r in client.search_runs([exp.experiment_id])}
     assert {"knn", "prior", "localizability"} <= set(runs)
     knn = runs["knn"]
-    assert knn.data.params["bootstrap"] == "100" and knn.data.params["backend"] == "knn"
+    boot = yaml.safe_load((team["work"] / "params.yaml").read_text())["evaluate"]["metric_bootstrap"]
+    assert knn.data.params["bootstrap"] == str(boot) and knn.data.params["backend"] == "knn"
     assert knn.data.metrics["paper.n"] == 32 and "paper.distance_error_km" in knn.data.metrics
     (ds,) = knn.inputs.dataset_inputs
     assert ds.dataset.name.startswith("SYNTHETIC demo set")
@@ -125,7 +119,7 @@ def test_dvc_remote_round_trip_to_a_fresh_clone(team):
     sh(f"git clone -q {work} {clone}", root, env)
     assert not (clone / "build").exists() and not (clone / "data").exists()
     env2 = {**env, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}  # any logging would fail
-    sh(f"dvc pull --with-deps {TARGETS}", clone, env2)  # the stages this slimmed run has
+    sh(f"dvc pull --with-deps {TARGETS}", clone, env2)  # the stages these tests read
     out = sh(f"dvc repro {TARGETS}", clone, env2)
     # Every output came back from the remote (or is a metrics file in git): 0 stages re-run,
     # BirdNET's and the counterfactual chain's included.
