@@ -103,8 +103,9 @@ def fresh_demo(demo_data):
 def built_demo(tmp_path_factory, pytestconfig) -> BuiltDemo:
     """One demo pipeline run per test session, shared by the xdist workers: the first worker
     to need it builds it while holding a lock, a worker that needs it meanwhile waits, and
-    every later test reads it (tests/test_pipeline_demo.py's first test asks first; the tests
-    that only read it run last, see `pytest_collection_modifyitems`). Tests that change it
+    every later test reads it (under xdist the build and its readers are one group, `demo`, run
+    by one worker: see `pytest_collection_modifyitems`; the team group, on another worker,
+    waits for it if it comes first). Tests that change it
     work on a copy (helpers.copy_built_demo); none runs `dvc` in it but the first."""
     base = _session_dir(tmp_path_factory, pytestconfig)
     root = base / "built-demo"
@@ -124,8 +125,9 @@ def built_demo(tmp_path_factory, pytestconfig) -> BuiltDemo:
         return BuiltDemo(work, db, env, out)
 
 
-# The tests that read the built demo (or change a copy of it), handed out right after the
-# build's worker is done with it (see `pytest_collection_modifyitems`), the longest first.
+# The tests that read the built demo (or change a copy of it): one xdist group with the build
+# itself (`demo`), so the worker that builds it runs them next, the longest first, and no other
+# worker sits waiting on the build's lock (see `pytest_collection_modifyitems`).
 DEMO_READERS = ("test_pipeline_demo.py::test_reruns", "test_secrets_pipeline.py", "test_explore_browser.py",
                 "test_eee_demo.py")
 DEMO_BUILD = "test_dvc_repro_on_the_demo_set_end_to_end"
@@ -138,7 +140,18 @@ LONG_FILES = {"test_kernels_isa.py", "test_tagging.py", "test_stage_deps.py"}
 # counterfactual experiment): one xdist group each, so one worker builds it once. Handed out
 # one test at a time, a module's tests alternate between the workers, and pytest sets up a
 # module fixture again each time a worker comes back to its module.
-MODULE_GROUPS = {"test_explore_browser.py", "test_counterfactual.py", "test_birds.py"}
+MODULE_GROUPS = {"test_counterfactual.py", "test_birds.py"}
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (the README's command): one worker more than the cores this process may use.
+    A third of the suite's time is waiting (servers starting, timeouts running out, a Ray
+    cluster, browsers), and with one worker per core a core idles meanwhile: on 2 cores the
+    suite used 1.4 of them on average. The extra worker fills those waits.
+    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, is xdist's own override and wins."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return len(os.sched_getaffinity(0)) + 1
 
 
 def pytest_configure(config):
@@ -152,43 +165,47 @@ def pytest_configure(config):
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     """The order the work is handed out in under xdist (`-n auto --dist loadgroup`, the
-    README's command), which gives each worker its first unit, then tops each up to more than
-    two pending tests, one unit at a time, as its tests finish:
+    README's command), which gives each worker its first unit, then one more each, then tops a
+    worker up one unit at a time whenever two or fewer of its tests are pending:
 
-    1. the demo build (test_pipeline_demo's first test): worker 1, at once;
-    2. the Ray group (the mini-cluster suite): worker 2, at once;
-    3. one short test: worker 1's top-up, run after the build;
-    4. the team group (PostgreSQL, MLflow, a pipeline run): worker 2's top-up, after Ray; the
-       two chains are each as long as the build and its readers together;
-    5. the readers of the built demo: worker 1 asks for more only once the build is done;
-    6. the other end-to-end (`slow`) and long tests, then the many short ones, which even out
+    1. the `demo` group (the build, then the tests that read it): the first worker;
+    2. the Ray group (the mini-cluster suite): the second worker, at once;
+    3. one long test: the third worker, if any (with two, the second worker's next unit);
+    4. the team group (PostgreSQL, MLflow, a copy of the built demo): the second worker's next
+       unit, after Ray (by then the build is about done);
+    5. the other end-to-end (`slow`) and long tests, then the many short ones, which even out
        the end. Each in file order. Run alone, the order changes nothing else (no test
        depends on another's having run)."""
     for item in items:
-        if item.path.name in MODULE_GROUPS:
+        if item.name == DEMO_BUILD or reader(item) is not None:
+            item.add_marker(pytest.mark.xdist_group("demo"))
+        elif item.path.name in MODULE_GROUPS:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
-    def group(item) -> str | None:
-        mark = item.get_closest_marker("xdist_group")
-        return (mark.args[0] if mark.args else mark.kwargs.get("name", "default")) if mark else None
-
     def rank(item) -> int:
-        if item.name == DEMO_BUILD:
+        if group(item) == "demo":
             return 0
         if group(item) == "ray":
             return 1
         if group(item) == "team":
             return 3
-        if reader(item) is not None:
-            return 4
-        return 5 if item.get_closest_marker("slow") or item.path.name in LONG_FILES else 6
+        return 4 if item.get_closest_marker("slow") or item.path.name in LONG_FILES else 5
 
-    def reader(item) -> int | None:
-        where = f"{item.path.name}::{item.name}"
-        return next((i for i, r in enumerate(DEMO_READERS) if where.startswith(r)), None)
+    def within(item) -> int:  # the build first, then its readers, the longest first
+        return -1 if item.name == DEMO_BUILD else (reader(item) or 0)
 
-    items.sort(key=lambda item: (rank(item), reader(item) or 0))  # stable: file order within each
-    filler = next((i for i, item in enumerate(items) if rank(item) == 6 and group(item) is None), None)
-    if filler is not None:  # 3. above: between the Ray group and the team group
+    items.sort(key=lambda item: (rank(item), within(item)))  # stable: file order within each
+    long = next((i for i, item in enumerate(items) if rank(item) == 4 and group(item) is None), None)
+    if long is not None:  # 3. above: between the Ray group and the team group
         at = next((i for i, item in enumerate(items) if rank(item) > 1), 0)
-        items.insert(at, items.pop(filler))
+        items.insert(at, items.pop(long))
+
+
+def group(item) -> str | None:
+    mark = item.get_closest_marker("xdist_group")
+    return (mark.args[0] if mark.args else mark.kwargs.get("name", "default")) if mark else None
+
+
+def reader(item) -> int | None:
+    where = f"{item.path.name}::{item.name}"
+    return next((i for i, r in enumerate(DEMO_READERS) if where.startswith(r)), None)
