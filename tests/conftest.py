@@ -143,6 +143,7 @@ LONG_FILES = {"test_kernels_isa.py", "test_tagging.py", "test_stage_deps.py"}
 MODULE_GROUPS = {"test_counterfactual.py", "test_birds.py"}
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown where it is off (tests/ray_suite.py)
 def pytest_xdist_auto_num_workers(config):
     """`-n auto` (the README's command): one worker more than the cores this process may use.
     A third of the suite's time is waiting (servers starting, timeouts running out, a Ray

@@ -126,13 +126,13 @@ def test_reruns_leave_the_lock_and_tampering_is_named(built_demo, tmp_path):
     assert diff.returncode == 0, "a rerun rewrote dvc.lock: an output records run history\n" + diff.stdout
 
     # One thread for OpenMP and BLAS: the stages whose numbers come from threaded numeric
-    # code (signal measures, BirdNET, knn features, the localizability fit) give the same
+    # code (the tagger's signal measures, BirdNET, the localizability fit) give the same
     # bytes, so the committed lock holds on a machine with any core count. (A full `dvc repro
-    # -f` under one thread also matches; it is left out to keep the suite short. Whisper and
-    # silero-vad under one thread: test_kernels_isa, on four of the speech clips.)
+    # -f` under one thread also matches; it is left out to keep the suite short. The filter's
+    # measures and knn's features under one thread: test_determinism; Whisper and silero-vad:
+    # test_kernels_isa, on four of the speech clips.)
     one = {**env, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    sh("rm -rf build/runs/knn/predictions.jsonl cache/responses && "
-       "dvc repro -f -s filter tag birds infer@knn localize", work, one)
+    sh("dvc repro -f -s tag birds localize", work, one)
     single = run("agl verify", work, one, ok=None)
     assert single.returncode == 0, single.stdout + single.stderr
 

@@ -33,9 +33,10 @@ def test_real_recordings_give_the_package_segments(real_mp3s):
             ours = speech_timestamps(x, threshold=threshold)
             assert ours == get_speech_timestamps(torch.from_numpy(x), model, threshold=threshold,
                                                  sampling_rate=RATE), (path.name, threshold)
-            seconds = speech_timestamps(x, threshold=threshold, return_seconds=True)
-            assert seconds == get_speech_timestamps(torch.from_numpy(x), model, threshold=threshold,
-                                                    sampling_rate=RATE, return_seconds=True)
+            if threshold == 0.1:  # seconds are the samples divided, once is enough
+                seconds = speech_timestamps(x, threshold=threshold, return_seconds=True)
+                assert seconds == get_speech_timestamps(torch.from_numpy(x), model, threshold=threshold,
+                                                        sampling_rate=RATE, return_seconds=True)
             segments += len(ours)
     assert segments > 0  # something was heard, so the comparison compared segments
 
