@@ -127,6 +127,18 @@ def _page(browser):
 def _runs_table(page) -> dict[str, dict[str, str]]:
     """The runs table as shown: run name -> {column header: cell text}."""
     page.get_by_role("columnheader", name=run_metric_keys(PROTOCOLS)[0]).first.wait_for()
+    # The header can be drawn before the rows (seen under load): read until two reads a moment
+    # apart agree and name at least one run.
+    before, deadline = None, time.monotonic() + 60
+    while True:
+        now = _read_rows(page)
+        if (now and now == before) or time.monotonic() > deadline:
+            return now
+        before = now
+        page.wait_for_timeout(300)
+
+
+def _read_rows(page) -> dict[str, dict[str, str]]:
     rows = page.evaluate("""() => {
         const ids = {};
         for (const h of document.querySelectorAll('[role=columnheader][col-id]')) {
