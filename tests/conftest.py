@@ -10,11 +10,18 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 from helpers import BuiltDemo, copy_repo, demo_env, sh, shared_path
 
+# Python's default, whatever the host says: compiled modules are cached beside their sources.
+# A host with PYTHONDONTWRITEBYTECODE=1 (this sandbox) made every stage, CLI and worker process
+# compile src/agl anew, and hid that a researcher's `dvc repro` writes __pycache__/ into the
+# folders stages declare (.dvcignore keeps it out of their hashes; the demo build proves it).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

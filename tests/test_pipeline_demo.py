@@ -103,6 +103,10 @@ def test_dvc_repro_on_the_demo_set_end_to_end(built_demo):
     assert mlflow.MlflowClient().get_experiment_by_name("agl1k").tags["mlflow.experimentKind"] == (
         "custom_model_development")
 
+    # The stages cached their bytecode beside the sources they declare (Python's default):
+    # .dvcignore keeps it out of their hashes, so the lock above matched and nothing reads as changed.
+    assert list((work / "src" / "agl").rglob("__pycache__/*.pyc")), "no stage wrote its bytecode"
+
     # Nothing changed: nothing runs again.
     status = run("dvc status", work, env, ok=None)
     assert status.returncode == 0 and "changed" not in status.stdout, status.stdout
