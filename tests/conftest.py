@@ -143,11 +143,12 @@ DEMO_BUILD = "test_dvc_repro_on_the_demo_set_end_to_end"
 # a real tagger on real MP3s): handed out early too, so they do not end the run.
 LONG_FILES = {"test_kernels_isa.py", "test_tagging.py", "test_stage_deps.py"}
 
-# Modules whose module- or session-scoped fixture costs seconds (a browser, a BirdNET run, a
-# counterfactual experiment): one xdist group each, so one worker builds it once. Handed out
-# one test at a time, a module's tests alternate between the workers, and pytest sets up a
-# module fixture again each time a worker comes back to its module.
-MODULE_GROUPS = {"test_counterfactual.py", "test_birds.py"}
+# Modules whose module- or session-scoped fixture or cache costs seconds (a BirdNET run, a
+# counterfactual experiment, a report over 1,444 clips, the docs' `--help` outputs): one xdist
+# group each, so one worker builds it once. Handed out one test at a time, a module's tests
+# alternate between the workers, and pytest sets up a module fixture again each time a worker
+# comes back to its module.
+MODULE_GROUPS = {"test_counterfactual.py", "test_birds.py", "test_report.py", "test_docs.py"}
 
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown where it is off (tests/ray_suite.py)

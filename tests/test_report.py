@@ -59,20 +59,36 @@ def _leaderboard(run_dirs: Path, shared, out: Path) -> Path:
     return out / "leaderboard.csv"
 
 
-def test_report_is_self_contained_and_renders(tmp_path, run_dirs, agl1k_manifest, shared):
-    from agl.report.build import make_report
-    from agl.report.inputs import ReportConfig, ReportInputs
+@pytest.fixture(scope="module")
+def cli_report(tmp_path_factory, run_dirs, agl1k_manifest, shared) -> tuple[Path, str, str]:
+    """`agl report` over the two runs, with the lead's leaderboard and MLflow on SQLite, built
+    once for the module: (its folder, what it printed, the tracking URI). (The report over
+    1,444 clips costs about 10 CPU-seconds; both tests below read this one.)"""
+    from helpers import run_agl
 
-    board = _leaderboard(run_dirs, shared, tmp_path)
-    inputs = ReportInputs(run_dirs=(run_dirs / "runs",), leaderboard_csv=board, manifest=agl1k_manifest)
-    summary = make_report(inputs, tmp_path / "report", ReportConfig.from_params({**CFG, "track": False}))
-    html_path = Path(summary["html"])
+    root = tmp_path_factory.mktemp("report")
+    board = _leaderboard(run_dirs, shared, root / "board")
+    params = root / "params.yaml"
+    params.write_text("report:\n" + "".join(f"  {k}: {v}\n" for k, v in CFG.items()))
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MLFLOW_TRACKING_URI", uri)
+        rc, out, err = run_agl("report", "--runs", str(run_dirs / "runs"), "--out", str(root / "report"),
+                               "--params", str(params), "--manifest", str(agl1k_manifest),
+                               "--leaderboard", str(board))
+    assert rc == 0, out + err
+    return root / "report", out, uri
+
+
+def test_report_is_self_contained_and_renders(tmp_path, cli_report):
+    out_dir, printed, _ = cli_report
+    html_path = out_dir / "report.html"
     page = html_path.read_text()
     assert not re.search(r"(src|href)=['\"]?(https?:)?//", page)  # nothing fetched from outside
     assert "http://" not in page and "https://" not in page
     assert page.count("data:image/png;base64,") >= 5
-    assert summary["runs"] == ["qwen", "qwen-east"]
-    assert (tmp_path / "report" / "cdf" / "qwen.csv").exists()
+    assert f"wrote {html_path} (2 runs: qwen, qwen-east)" in printed, printed
+    assert (out_dir / "cdf" / "qwen.csv").exists()
     assert "4,540.1" in page and "7,777.2" in page  # the speech split, in the report
     assert "Unjudged" in page and "Refusal" in page
     assert "5476.83" in page  # the paper's value beside ours in the leaderboard
@@ -123,26 +139,18 @@ def _screenshot(html_path: Path, png: Path) -> None:
 
 
 @pytest.mark.slow
-def test_agl_report_cli_logs_to_mlflow(tmp_path, run_dirs, agl1k_manifest, monkeypatch):
-    from agl.cli import main
-
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    params = tmp_path / "params.yaml"
-    params.write_text("report:\n" + "".join(f"  {k}: {v}\n" for k, v in CFG.items()))
-    out = tmp_path / "report"
-    rc = main(["report", "--runs", str(run_dirs / "runs"), "--out", str(out), "--params",
-               str(params), "--manifest", str(agl1k_manifest), "--leaderboard",
-               str(tmp_path / "none.csv")])
-    assert rc == 0 and (out / "report.html").exists()
+def test_agl_report_cli_logs_to_mlflow(cli_report, agl1k_manifest):
     import mlflow
 
     from agl.dataset.manifest import content_hash
 
-    runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
+    _, _, uri = cli_report
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(experiments)
     key = "report/paper/" + content_hash(agl1k_manifest)[:12]
     report_runs = [r for r in runs if r.data.tags.get("agl.run_key") == key]
     assert len(report_runs) == 1
-    client = mlflow.tracking.MlflowClient()
     names = {a.path for a in client.list_artifacts(report_runs[0].info.run_id)}
     assert {"report.html", "plots", "tables"} <= names
     assert report_runs[0].data.metrics["error_modes.qwen.Refusal"] > 0
