@@ -155,9 +155,9 @@ MODULE_GROUPS = {"test_counterfactual.py", "test_birds.py", "test_report.py", "t
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown where it is off (tests/ray_suite.py)
 def pytest_xdist_auto_num_workers(config):
     """`-n auto` (the README's command): one worker more than the cores this process may use.
-    A third of the suite's time is waiting (servers starting, timeouts running out, a Ray
-    cluster, browsers), and with one worker per core a core idles meanwhile: on 2 cores the
-    suite used 1.4 of them on average. The extra worker fills those waits.
+    Some tests wait (servers starting, timeouts running out, a Ray cluster, browsers); the
+    extra worker fills those waits: with it both cores were 1.88 busy on average, machine-wide
+    (docs/testing.md, How long).
     PYTEST_XDIST_AUTO_NUM_WORKERS, when set, is xdist's own override and wins."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
