@@ -218,6 +218,7 @@ def pytest_collection_modifyitems(config, items):
 # as the process: it is collected once and then frozen (`gc.freeze`), out of later
 # collections. Garbage is still freed as before; only frozen objects are never collected.
 _FROZEN_AT = [0]  # how many modules were loaded at the last freeze
+NEW_MODULES_TO_FREEZE = 50  # a heavy library's worth (torch alone brings hundreds)
 
 
 def pytest_collection_finish(session):
@@ -227,7 +228,7 @@ def pytest_collection_finish(session):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     yield  # after the test's fixtures are torn down: what they held is not frozen
-    if len(sys.modules) > _FROZEN_AT[0] + 50:
+    if len(sys.modules) > _FROZEN_AT[0] + NEW_MODULES_TO_FREEZE:
         _freeze()
 
 
